@@ -1,0 +1,52 @@
+"""Bridge pass: canonical bytes (R5).
+
+Sorted keys everywhere, schema ``required`` sorted, tools in a stable order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from telos_wrap.ir.canon import canonicalize_payload, canonicalize_tool_def, tool_sort_key
+from telos_wrap.ir.model import TelosBlock, TelosIR, TelosMessage, Transformation
+
+__all__ = ["canonicalize"]
+
+
+def _canonical_block(block: TelosBlock) -> TelosBlock:
+    payload = canonicalize_payload(block.payload)
+    return block if payload is block.payload else replace(block, payload=payload)
+
+
+def canonicalize(ir: TelosIR) -> TelosIR:
+    """Return ``ir`` with canonical payloads and tools sorted by ``tool_sort_key`` (stable)."""
+    tools = tuple(replace(tool, payload=canonicalize_tool_def(tool.payload)) for tool in ir.tools)
+    order = sorted(range(len(tools)), key=lambda i: tool_sort_key(tools[i].payload))
+    records = list(ir.records)
+    if order != list(range(len(tools))):
+        tools = tuple(tools[i] for i in order)
+        records.append(
+            Transformation(
+                kind="tools-sorted",
+                where="tools",
+                detail="tool definitions sorted builtin → mcp → user, then by server and name, "
+                "so their order no longer depends on how the harness built the list",
+            )
+        )
+    messages = tuple(
+        TelosMessage(
+            role=message.role,
+            blocks=tuple(_canonical_block(block) for block in message.blocks),
+            content_form=message.content_form,
+            extra=canonicalize_payload(dict(message.extra)) if message.extra else message.extra,
+        )
+        for message in ir.messages
+    )
+    return replace(
+        ir,
+        tools=tools,
+        system=tuple(_canonical_block(block) for block in ir.system),
+        messages=messages,
+        params=canonicalize_payload(dict(ir.params)),
+        records=tuple(records),
+    )

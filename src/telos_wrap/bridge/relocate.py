@@ -1,0 +1,92 @@
+"""Bridge pass: keep DROP out of the cached prefix (I1, I3) and make history turn-invariant.
+
+* Every message before the latest user turn is history: its PIN blocks become FOLD and its DROP
+  envelope is pruned (or, with ``keep_past_drop``, kept as frozen FOLD history).
+* DROP content found in the system prompt (a clock line, an environment block) moves to the tail
+  of the latest user turn, so the system prompt's bytes stop changing every turn.
+* Each message is stably band-sorted; the sort uses the bands the message had when it was the
+  latest turn, so its bytes are the same on every later turn (I2).
+
+Every prune, move and reorder is recorded as a ``Transformation``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from telos_wrap.ir.model import Band, TelosBlock, TelosIR, TelosMessage, Transformation
+from telos_wrap.ir.order import enforce_band_order
+
+__all__ = ["latest_user_index", "relocate_drop"]
+
+
+def latest_user_index(ir: TelosIR) -> int | None:
+    """Index of the last message whose role is ``user`` (the current turn), or ``None``."""
+    for index in range(len(ir.messages) - 1, -1, -1):
+        if ir.messages[index].role == "user":
+            return index
+    return None
+
+
+def _chars(block: TelosBlock) -> int:
+    payload = block.payload
+    text = payload.get("text") if isinstance(payload, dict) else None
+    return len(text) if isinstance(text, str) else 0
+
+
+def relocate_drop(ir: TelosIR, *, keep_past_drop: bool = False) -> TelosIR:
+    """Apply the DROP policy described in the module docstring."""
+    latest = latest_user_index(ir)
+    records = list(ir.records)
+    messages: list[TelosMessage] = []
+    for index, message in enumerate(ir.messages):
+        blocks = enforce_band_order(message.blocks)
+        if blocks != message.blocks:
+            records.append(
+                Transformation(
+                    kind="reordered",
+                    where=f"messages[{index}]",
+                    detail="blocks stably sorted pin → fold → drop within the message",
+                )
+            )
+        if latest is not None and index < latest:
+            kept: list[TelosBlock] = []
+            for block in blocks:
+                if block.band is Band.DROP and not keep_past_drop:
+                    records.append(
+                        Transformation(
+                            kind="drop-pruned",
+                            where=block.id,
+                            chars=_chars(block),
+                            detail="per-turn envelope of a past turn pruned; the model saw it on its own turn",
+                        )
+                    )
+                    continue
+                kept.append(block if block.band is Band.FOLD else replace(block, band=Band.FOLD))
+            blocks = tuple(kept)
+        messages.append(message if blocks == message.blocks else replace(message, blocks=blocks))
+
+    system = ir.system
+    moved = tuple(block for block in system if block.band is Band.DROP)
+    if moved and latest is not None:
+        system = tuple(block for block in system if block.band is not Band.DROP)
+        target = messages[latest]
+        relocated = tuple(
+            replace(
+                block, id=f"{block.id}->messages[{latest}]", extra={**block.extra, "moved_from": block.id}
+            )
+            for block in moved
+        )
+        content_form = "list" if target.content_form == "string" else target.content_form
+        messages[latest] = replace(target, blocks=target.blocks + relocated, content_form=content_form)
+        for block in moved:
+            records.append(
+                Transformation(
+                    kind="drop-moved",
+                    where=block.id,
+                    chars=_chars(block),
+                    detail=f"volatile system text moved to the end of the latest user turn "
+                    f"(messages[{latest}]) so the system prompt stays byte-identical across turns",
+                )
+            )
+    return replace(ir, system=system, messages=tuple(messages), records=tuple(records))

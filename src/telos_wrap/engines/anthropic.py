@@ -1,0 +1,304 @@
+"""The Anthropic engine: explicit ``cache_control`` breakpoints (the only vendor with them).
+
+Vendor facts this module relies on (``../shared/reference/vendor-cache-rules.md`` §1, anthropic 2.12):
+
+* the prompt renders ``tools → system → messages``; a cache entry is written only at a block that
+  carries ``cache_control`` and covers the whole prefix up to it;
+* a read looks back from each breakpoint over at most 20 positions (a run of consecutive
+  ``tool_use`` blocks counts as one position, so does a run of ``tool_result`` blocks);
+* at most 4 breakpoints per request, a top-level ``cache_control`` (automatic caching) using one;
+* no ``cache_control`` on ``thinking`` / ``redacted_thinking`` or empty text (R6);
+* a longer TTL must come before a shorter one in render order.
+
+Plan (seeds: plan_marks): BP-T end of tools, BP-S last PIN system block, BP-R last FOLD system
+block (the ref-pool), BP-mid at fixed message positions every 19 (so the lookback keeps finding an
+entry written by an earlier request however far the conversation jumps), BP-X on the last non-DROP
+block before the DROP tail. The caller's own markers count against the 4 and are kept (the oldest
+are trimmed only if the caller alone exceeds the limit). Over budget, ours are dropped by priority
+BP-T < BP-S < BP-mid(2nd) < BP-R < BP-mid < BP-X.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any, Literal
+
+from telos_wrap.engines.anthropic_usage import AnthropicStreamUsage, parse_anthropic_usage
+from telos_wrap.engines.base import Breakpoint, EmitPlan, EngineProfile
+from telos_wrap.ir.hints import TelosHints
+from telos_wrap.ir.model import Band, BlockKind, TelosBlock, TelosIR, UsageReport
+
+__all__ = ["LOOKBACK", "MAX_BREAKPOINTS", "MID_ANCHOR_STRIDE", "AnthropicEngine"]
+
+MAX_BREAKPOINTS = 4
+LOOKBACK = 20
+MID_ANCHOR_STRIDE = 19
+
+# Content block types that accept ``cache_control`` (anthropic 2.12 *_block_param types).
+_CACHEABLE_TYPES = frozenset(
+    {
+        "text",
+        "image",
+        "document",
+        "search_result",
+        "tool_use",
+        "tool_result",
+        "server_tool_use",
+        "web_search_tool_result",
+        "web_fetch_tool_result",
+        "code_execution_tool_result",
+        "bash_code_execution_tool_result",
+        "text_editor_code_execution_tool_result",
+        "container_upload",
+        "tool_reference",
+        "mcp_tool_use",
+        "mcp_tool_result",
+    }
+)
+_TTL_RANK = {"5m": 0, "1h": 1}
+Segment = Literal["tools", "system", "messages"]
+Location = tuple[Segment, int | None, int]
+_SEGMENT_RANK = {"tools": 0, "system": 1, "messages": 2}
+
+
+def _order(bp: Breakpoint) -> tuple[int, int, int]:
+    """Render order of a breakpoint's block."""
+    return _SEGMENT_RANK[bp.segment], bp.message if bp.message is not None else -1, bp.block
+
+
+def _cacheable(block: TelosBlock, segment: str) -> bool:
+    if segment == "tools":
+        return True
+    payload = block.payload
+    if not isinstance(payload, Mapping) or payload.get("type") not in _CACHEABLE_TYPES:
+        return False
+    if payload.get("type") == "text":
+        text = payload.get("text")
+        return isinstance(text, str) and bool(text.strip())
+    return True
+
+
+def _marker_ttl(marker: Any) -> str:
+    if isinstance(marker, Mapping) and marker.get("ttl") == "1h":
+        return "1h"
+    return "5m"
+
+
+class AnthropicEngine:
+    """Engine adapter for the Anthropic Messages API."""
+
+    profile = EngineProfile(
+        name="anthropic",
+        caching="explicit",
+        max_breakpoints=MAX_BREAKPOINTS,
+        read_multiplier=0.1,
+        write_multiplier=1.25,
+    )
+
+    # -- planning -------------------------------------------------------------------------------
+
+    def plan(self, ir: TelosIR, hints: TelosHints) -> EmitPlan:
+        """Decide the breakpoints for ``ir`` (see module docstring)."""
+        notes: list[str] = []
+        caller = self._caller_markers(ir)
+        top_level = 1 if ir.params.get("cache_control") else 0
+        allowed = MAX_BREAKPOINTS - top_level
+        if len(caller) > allowed:
+            dropped = caller[: len(caller) - allowed]
+            caller = caller[len(caller) - allowed :]
+            notes.append(
+                f"trimmed {len(dropped)} of the caller's oldest cache_control markers: the API accepts "
+                f"{MAX_BREAKPOINTS} per request"
+            )
+        taken = {(bp.segment, bp.message, bp.block) for bp in caller}
+        slots = allowed - len(caller)
+        stable_ttl = "1h" if hints.ttl == "1h" else "5m"
+        ours: list[Breakpoint] = []
+        for name, location, ttl in self._candidates(ir, stable_ttl):
+            if slots <= 0:
+                break
+            if location is None or location in taken:
+                continue
+            segment, message, block = location
+            ours.append(Breakpoint(name=name, segment=segment, message=message, block=block, ttl=ttl))
+            taken.add(location)
+            slots -= 1
+        return EmitPlan(
+            breakpoints=tuple(caller) + tuple(self._fix_ttl_order(ours, caller)), notes=tuple(notes)
+        )
+
+    @staticmethod
+    def _caller_markers(ir: TelosIR) -> list[Breakpoint]:
+        found: list[Breakpoint] = []
+        for index, block in enumerate(ir.tools):
+            if "cache_control" in block.extra:
+                found.append(
+                    Breakpoint("caller", "tools", None, index, _marker_ttl(block.extra["cache_control"]))
+                )
+        for index, block in enumerate(ir.system):
+            if "cache_control" in block.extra:
+                found.append(
+                    Breakpoint("caller", "system", None, index, _marker_ttl(block.extra["cache_control"]))
+                )
+        for m_index, message in enumerate(ir.messages):
+            for index, block in enumerate(message.blocks):
+                if "cache_control" in block.extra:
+                    found.append(
+                        Breakpoint(
+                            "caller", "messages", m_index, index, _marker_ttl(block.extra["cache_control"])
+                        )
+                    )
+        return found
+
+    def _candidates(self, ir: TelosIR, stable_ttl: str) -> list[tuple[str, Location | None, str]]:
+        flat = [
+            (m, b, block) for m, message in enumerate(ir.messages) for b, block in enumerate(message.blocks)
+        ]
+        first_drop = next((i for i, (_, _, block) in enumerate(flat) if block.band is Band.DROP), len(flat))
+        x_index = next((i for i in range(first_drop - 1, -1, -1) if _cacheable(flat[i][2], "messages")), None)
+        bp_x: Location | None = None if x_index is None else ("messages", flat[x_index][0], flat[x_index][1])
+        mids = self._mid_anchors(flat, x_index)
+        system_pin = [
+            i for i, block in enumerate(ir.system) if block.band is Band.PIN and _cacheable(block, "system")
+        ]
+        system_fold = [
+            i for i, block in enumerate(ir.system) if block.band is Band.FOLD and _cacheable(block, "system")
+        ]
+        bp_s: Location | None = ("system", None, system_pin[-1]) if system_pin else None
+        bp_r: Location | None = ("system", None, system_fold[-1]) if system_fold else None
+        bp_t: Location | None = ("tools", None, len(ir.tools) - 1) if ir.tools else None
+        return [
+            ("BP-X", bp_x, "5m"),
+            ("BP-mid", mids[0] if mids else None, "5m"),
+            ("BP-R", bp_r, stable_ttl),
+            ("BP-S", bp_s, stable_ttl),
+            ("BP-mid", mids[1] if len(mids) > 1 else None, "5m"),
+            ("BP-T", bp_t, stable_ttl),
+        ]
+
+    @staticmethod
+    def _mid_anchors(flat: list[tuple[int, int, TelosBlock]], x_index: int | None) -> list[Location]:
+        """The two latest fixed anchors before BP-X, at lookback positions STRIDE-1, 2*STRIDE-1, ...
+
+        Positions count like the API's lookback (a tool_use run or a tool_result run is one), and
+        only depend on the content before them, so an anchor never moves as the conversation grows.
+        """
+        if x_index is None:
+            return []
+        last_of_position: list[int] = []  # flat index of the last block of each lookback position
+        previous_kind: BlockKind | None = None
+        previous_message = -1
+        for i in range(x_index):
+            message, _, block = flat[i]
+            same_run = (
+                message == previous_message
+                and block.kind is previous_kind
+                and block.kind in (BlockKind.TOOL_USE, BlockKind.TOOL_RESULT)
+            )
+            if same_run:
+                last_of_position[-1] = i
+            else:
+                last_of_position.append(i)
+            previous_kind, previous_message = block.kind, message
+        anchors: list[Location] = []
+        position = (len(last_of_position) // MID_ANCHOR_STRIDE) * MID_ANCHOR_STRIDE - 1
+        while position >= 0 and len(anchors) < 2:
+            i = last_of_position[position]
+            while i >= 0 and not _cacheable(flat[i][2], "messages"):
+                i -= 1
+            if i >= 0:
+                anchors.append(("messages", flat[i][0], flat[i][1]))
+            position -= MID_ANCHOR_STRIDE
+        return anchors
+
+    @staticmethod
+    def _fix_ttl_order(ours: list[Breakpoint], caller: list[Breakpoint]) -> list[Breakpoint]:
+        """Raise our TTLs where a later marker has a longer one (longer TTLs must come first)."""
+        tagged = sorted(
+            [*((bp, True) for bp in ours), *((bp, False) for bp in caller)], key=lambda p: _order(p[0])
+        )
+        longest_after = "5m"
+        fixed: dict[tuple[int, int, int], Breakpoint] = {}
+        for bp, is_ours in reversed(tagged):
+            ttl = bp.ttl or "5m"
+            if is_ours and _TTL_RANK[longest_after] > _TTL_RANK[ttl]:
+                ttl = longest_after
+                bp = replace(bp, ttl=ttl)
+            longest_after = max(longest_after, ttl, key=_TTL_RANK.__getitem__)
+            if is_ours:
+                fixed[_order(bp)] = bp
+        return [fixed[_order(bp)] for bp in ours]
+
+    # -- emitting -------------------------------------------------------------------------------
+
+    def emit(self, ir: TelosIR, plan: EmitPlan) -> dict[str, Any]:
+        """Write the Anthropic body for ``ir`` with ``plan``'s markers; keys in canonical order."""
+        markers: dict[Location, Any] = {}
+        for bp in plan.breakpoints:
+            location: Location = (bp.segment, bp.message, bp.block)
+            if bp.name == "caller":
+                markers[location] = self._block_at(ir, location).extra["cache_control"]
+            else:
+                markers[location] = (
+                    {"type": "ephemeral", "ttl": "1h"} if bp.ttl == "1h" else {"type": "ephemeral"}
+                )
+        body: dict[str, Any] = dict(ir.params)
+        if ir.tools_form == "list":
+            body["tools"] = [
+                _with_marker(t.payload, markers.get(("tools", None, i))) for i, t in enumerate(ir.tools)
+            ]
+        if ir.system_form != "absent" or ir.system:
+            system = [
+                _with_marker(b.payload, markers.get(("system", None, i))) for i, b in enumerate(ir.system)
+            ]
+            if ir.system_form == "string" and len(system) == 1 and set(system[0]) == {"type", "text"}:
+                body["system"] = system[0]["text"]
+            else:
+                body["system"] = system
+        messages = []
+        for m_index, message in enumerate(ir.messages):
+            wire: dict[str, Any] = dict(message.extra)
+            wire["role"] = message.role
+            if message.content_form in ("absent", "null"):
+                messages.append(dict(sorted(wire.items())))
+                continue
+            content = [
+                _with_marker(b.payload, markers.get(("messages", m_index, i)))
+                for i, b in enumerate(message.blocks)
+            ]
+            if message.content_form == "string" and len(content) == 1 and set(content[0]) == {"type", "text"}:
+                wire["content"] = content[0]["text"]
+            else:
+                wire["content"] = content
+            messages.append(dict(sorted(wire.items())))
+        body["messages"] = messages
+        if plan.extras:
+            body.update(plan.extras)
+        return dict(sorted(body.items()))
+
+    @staticmethod
+    def _block_at(ir: TelosIR, location: Location) -> TelosBlock:
+        segment, message, block = location
+        if segment == "tools":
+            return ir.tools[block]
+        if segment == "system":
+            return ir.system[block]
+        assert message is not None
+        return ir.messages[message].blocks[block]
+
+    # -- usage ----------------------------------------------------------------------------------
+
+    def parse_usage(
+        self, usage: Mapping[str, Any] | None, *, diagnostics: Mapping[str, Any] | None = None
+    ) -> UsageReport | None:
+        return parse_anthropic_usage(usage, diagnostics=diagnostics)
+
+    def stream_usage(self) -> AnthropicStreamUsage:
+        return AnthropicStreamUsage()
+
+
+def _with_marker(payload: Any, marker: Any) -> Any:
+    if marker is None or not isinstance(payload, Mapping):
+        return payload
+    return dict(sorted({**payload, "cache_control": marker}.items()))

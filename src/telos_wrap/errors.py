@@ -1,0 +1,73 @@
+"""Exceptions raised by telos_wrap.
+
+The tree::
+
+    TelosError                      base of everything telos_wrap raises itself
+    ├── TelosInvariantError         a band-order / IR invariant was violated
+    ├── RefPoolError                bad slug, duplicate registration, or a dangling [ref:slug]
+    ├── TelosHintError (+TypeError) a ``telos_hint=`` / session option has a wrong type or key
+    ├── TelosStageError             a stage failed; raised only with ``strict=True`` (else fail open)
+    └── StoreConflictError          a session store update lost an optimistic-concurrency race too many times
+
+Vendor and SDK exceptions (``anthropic.APIStatusError``, ``openai.APITimeoutError``, ...) are never
+wrapped or mapped: they reach the caller exactly as the SDK raised them.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "RefPoolError",
+    "StoreConflictError",
+    "TelosError",
+    "TelosHintError",
+    "TelosInvariantError",
+    "TelosStageError",
+]
+
+
+class TelosError(Exception):
+    """Base class of every exception telos_wrap raises itself."""
+
+
+class TelosInvariantError(TelosError):
+    """A TELOS invariant does not hold (I1 band order, tools all PIN, ...).
+
+    Attributes:
+        segment: where the violation is (``"tools"``, ``"system"``, ``"messages[3]"``, ``"prompt"``).
+        index: the offending block's index within that segment, or ``None``.
+    """
+
+    def __init__(self, message: str, *, segment: str, index: int | None = None) -> None:
+        super().__init__(message)
+        self.segment = segment
+        self.index = index
+
+
+class RefPoolError(TelosError):
+    """A ref-pool operation was refused: invalid or duplicate slug, wrong band, unknown reference."""
+
+
+class TelosHintError(TelosError, TypeError):
+    """A ``telos_hint=`` (or session option) is invalid.
+
+    It is also a ``TypeError`` because, like a wrong keyword argument, it is raised before any
+    network I/O and means the call itself was written wrong. The message lists the valid keys.
+    """
+
+
+class TelosStageError(TelosError):
+    """A telos_wrap pipeline stage failed while ``strict=True``.
+
+    Without ``strict`` the same failure is logged once per call site and the original request is
+    sent unchanged (fail-open). ``stage`` names the stage (``"lift"``, ``"bridge.canonicalize"``,
+    ``"emit"``, ``"usage"``, ``"stream-usage"``, ``"store.read"``, ...); the original exception is
+    chained as ``__cause__``.
+    """
+
+    def __init__(self, stage: str, cause: BaseException) -> None:
+        super().__init__(f"telos_wrap stage {stage!r} failed: {type(cause).__name__}: {cause}")
+        self.stage = stage
+
+
+class StoreConflictError(TelosError):
+    """A session-store update kept losing the compare-and-set race (another worker wrote in between)."""

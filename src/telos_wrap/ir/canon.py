@@ -1,0 +1,170 @@
+"""Canonical bytes (TELOS R5): equal content must give equal bytes, whatever order keys arrived in.
+
+A prefix cache matches bytes (or the tokens rendered from them). A harness written in a language
+whose JSON maps iterate in random order (Go, Swift), or one that rebuilds its tool list from a set,
+changes the prefix on every request without changing its meaning. This module is the one place
+that decides the canonical form:
+
+* payloads: dict keys sorted recursively; array order never touched (``tool_use`` inputs and
+  ``tool_result`` contents are user data: a field that happens to be named ``required`` in them
+  must not be reordered);
+* JSON-Schema subtrees (a tool's ``input_schema`` / ``function.parameters``): additionally sort the
+  set-semantics array ``required``; never ``enum``, ``examples``, ``anyOf``, ``oneOf``, ``allOf``
+  (their order is meaningful);
+* the tools array: a stable sort key, builtin → mcp → user → unmarked, then MCP server, then name.
+
+Key sorting goes through the C JSON encoder (``sort_keys=True``) and back, which is several times
+faster than a Python recursion on large tool results. It is also the only module allowed to call
+``json.dumps`` (ruff TID251 enforces it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "SCHEMA_SET_ARRAY_KEYS",
+    "TOOL_SOURCE_RANK",
+    "canonical_bytes",
+    "canonical_json",
+    "canonicalize_payload",
+    "canonicalize_schema",
+    "canonicalize_tool_def",
+    "tool_sort_key",
+]
+
+#: JSON-Schema keywords whose array value is a set (order carries no meaning). Module-level so an
+#: application can extend it.
+SCHEMA_SET_ARRAY_KEYS: frozenset[str] = frozenset({"required"})
+
+#: Tool source ranks for the stable tool sort.
+TOOL_SOURCE_RANK: Mapping[str, int] = {"builtin": 0, "mcp": 1, "user": 2, "unmarked": 3}
+
+# Keywords whose value is a schema, a list of schemas, or a map of name -> schema.
+_SCHEMA_VALUED = frozenset(
+    {
+        "additionalProperties",
+        "items",
+        "not",
+        "if",
+        "then",
+        "else",
+        "contains",
+        "propertyNames",
+        "unevaluatedProperties",
+        "unevaluatedItems",
+        "additionalItems",
+    }
+)
+_SCHEMA_LIST_VALUED = frozenset({"anyOf", "oneOf", "allOf", "prefixItems"})
+_SCHEMA_MAP_VALUED = frozenset(
+    {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
+)
+
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def canonical_json(value: Any) -> str:
+    """The canonical JSON text of ``value``: sorted keys, no insignificant whitespace, UTF-8 kept."""
+    return _ENCODER.encode(value)
+
+
+def canonical_bytes(value: Any) -> bytes:
+    """``canonical_json(value)`` encoded as UTF-8 — the bytes prefix caches compare."""
+    return _ENCODER.encode(value).encode("utf-8")
+
+
+def canonicalize_payload(value: Any) -> Any:
+    """Return ``value`` with every dict's keys in sorted order, recursively. Arrays keep their order.
+
+    The result is a new structure of plain dicts and lists; ``value`` is not modified. Scalars are
+    returned as they are. Equal for any permutation of keys; idempotent.
+    """
+    if not isinstance(value, (dict, list, tuple)):
+        return value
+    return json.loads(_ENCODER.encode(value))
+
+
+def canonicalize_schema(schema: Any) -> Any:
+    """Canonicalize a JSON-Schema (sub)tree: keys sorted, ``required`` sorted, nothing else reordered."""
+    if isinstance(schema, list):
+        # Only reached for tuple-form ``items``; each element is a schema.
+        return [canonicalize_schema(item) for item in schema]
+    if not isinstance(schema, Mapping):
+        return canonicalize_payload(schema)
+    result: dict[str, Any] = {}
+    for key in sorted(schema):
+        value = schema[key]
+        if (
+            key in SCHEMA_SET_ARRAY_KEYS
+            and isinstance(value, list)
+            and all(isinstance(v, str) for v in value)
+        ):
+            result[key] = sorted(value)
+        elif key in _SCHEMA_VALUED:
+            result[key] = canonicalize_schema(value)
+        elif key in _SCHEMA_LIST_VALUED and isinstance(value, list):
+            result[key] = [canonicalize_schema(item) for item in value]
+        elif key in _SCHEMA_MAP_VALUED and isinstance(value, Mapping):
+            result[key] = {name: canonicalize_schema(value[name]) for name in sorted(value)}
+        else:
+            # enum, const, examples, default, description...: data, keys sorted only.
+            result[key] = canonicalize_payload(value)
+    return result
+
+
+def canonicalize_tool_def(tool: Any) -> Any:
+    """Canonicalize a tool definition: Anthropic (``input_schema``) or OpenAI (``function.parameters``) shape."""
+    if not isinstance(tool, Mapping):
+        return canonicalize_payload(tool)
+    result = canonicalize_payload(tool)
+    if "input_schema" in tool:
+        result["input_schema"] = canonicalize_schema(tool["input_schema"])
+    function = tool.get("function")
+    if isinstance(function, Mapping) and "parameters" in function:
+        result["function"]["parameters"] = canonicalize_schema(function["parameters"])
+    return result
+
+
+def _tool_name(tool: Mapping[str, Any]) -> str:
+    function = tool.get("function")
+    if isinstance(function, Mapping) and isinstance(function.get("name"), str):
+        return str(function["name"])
+    name = tool.get("name")
+    return name if isinstance(name, str) else ""
+
+
+def tool_source(tool: Any) -> tuple[str, str]:
+    """Classify a tool as ``(source, mcp_server)``.
+
+    * builtin — a vendor server tool: Anthropic tools with a versioned ``type`` (``bash_20250124``,
+      ``web_search_20250305``...), OpenAI tools whose ``type`` is not ``function``/``custom``;
+    * mcp — named ``mcp__<server>__<tool>`` (the MCP client convention) or carrying ``mcp_server``;
+    * user — an ordinary function tool the application defined;
+    * unmarked — anything else.
+    """
+    if not isinstance(tool, Mapping):
+        return "unmarked", ""
+    name = _tool_name(tool)
+    server = tool.get("mcp_server")
+    if isinstance(server, str):
+        return "mcp", server
+    if name.startswith("mcp__"):
+        return "mcp", name.split("__")[1] if name.count("__") >= 2 else ""
+    kind = tool.get("type")
+    if kind in (None, "custom") and "input_schema" in tool:
+        return "user", ""
+    if kind == "function" and isinstance(tool.get("function"), Mapping):
+        return "user", ""
+    if isinstance(kind, str) and kind not in ("custom", "function") and name:
+        return "builtin", ""
+    return "unmarked", ""
+
+
+def tool_sort_key(tool: Any) -> tuple[int, str, str]:
+    """Stable tool sort key: ``(source rank, mcp server, name)``; builtin 0 → mcp 1 → user 2 → unmarked 3."""
+    source, server = tool_source(tool)
+    name = _tool_name(tool) if isinstance(tool, Mapping) else ""
+    return TOOL_SOURCE_RANK[source], server, name

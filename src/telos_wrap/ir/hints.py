@@ -1,0 +1,92 @@
+"""``TelosHints``: the per-call / per-session options, validated before any network I/O."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from telos_wrap.errors import TelosHintError
+
+__all__ = ["ENGINE_NAMES", "TelosHints", "parse_hints"]
+
+ENGINE_NAMES = ("anthropic", "openai", "deepseek", "vllm", "sglang", "generic")
+EngineName = Literal["anthropic", "openai", "deepseek", "vllm", "sglang", "generic"]
+
+
+class TelosHints(BaseModel):
+    """What a caller can tell telos about one call (``telos_hint=``) or a whole session.
+
+    Every field is optional; an unset field falls back to the session, then to ``patch()``'s options.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    session: str | None = Field(default=None, description="Session id this call belongs to.")
+    engine: EngineName | None = Field(
+        default=None, description="Engine adapter; required to name self-hosted vLLM/SGLang servers."
+    )
+    disable: bool = Field(default=False, description="Send this request exactly as the caller built it.")
+    ttl: Literal["5m", "1h", "30m", "12h"] | None = Field(
+        default=None,
+        description="Cache lifetime for the stable prefix: 5m/1h (Anthropic), 30m/12h (OpenAI gpt-5.6+).",
+    )
+    drop_patterns: tuple[str, ...] = Field(
+        default=(), description="Extra regular expressions whose matches are per-turn volatile (DROP)."
+    )
+    isolation: str | None = Field(
+        default=None,
+        description="Tenant or user key: hashed into vLLM/SGLang cache_salt so tenants never share KV.",
+    )
+    expected_turns: int | None = Field(
+        default=None, ge=1, description="How long the session is expected to run."
+    )
+
+    @field_validator("drop_patterns")
+    @classmethod
+    def _patterns_compile(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for pattern in value:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(
+                    f"drop pattern {pattern!r} is not a valid regular expression: {exc}"
+                ) from exc
+        return value
+
+    def merged_over(self, base: TelosHints | None) -> TelosHints:
+        """These hints with unset fields taken from ``base`` (call hints over session hints)."""
+        if base is None:
+            return self
+        data = base.model_dump()
+        for name in self.model_fields_set:
+            data[name] = getattr(self, name)
+        if base.drop_patterns and "drop_patterns" in self.model_fields_set:
+            data["drop_patterns"] = tuple(dict.fromkeys((*base.drop_patterns, *self.drop_patterns)))
+        return TelosHints(**data)
+
+
+_VALID_KEYS = ", ".join(TelosHints.model_fields)
+
+
+def parse_hints(value: Any) -> TelosHints:
+    """Validate a ``telos_hint=`` value (a ``TelosHints`` or a mapping). Raises ``TelosHintError``."""
+    if value is None:
+        return TelosHints()
+    if isinstance(value, TelosHints):
+        return value
+    if not isinstance(value, Mapping):
+        raise TelosHintError(
+            f"telos_hint must be a dict or telos_wrap.TelosHints, not {type(value).__name__}; "
+            f"valid keys: {_VALID_KEYS}"
+        )
+    unknown = sorted(str(key) for key in value if key not in TelosHints.model_fields)
+    if unknown:
+        raise TelosHintError(f"unknown telos_hint key(s) {unknown}; valid keys: {_VALID_KEYS}")
+    try:
+        return TelosHints(**value)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in exc.errors())
+        raise TelosHintError(f"invalid telos_hint ({problems}); valid keys: {_VALID_KEYS}") from None

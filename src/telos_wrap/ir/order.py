@@ -1,0 +1,85 @@
+"""Band-order checks: the one hard TELOS constraint, ``pin* → fold* → drop*`` (I1).
+
+Within every segment (tools, system, each message) blocks are physically ordered by band. Across
+the whole prompt, DROP blocks may only stand at the very end: once the first DROP block appears,
+nothing cacheable follows it, so volatile bytes can never shift the cached prefix (I3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from itertools import pairwise
+
+from telos_wrap.errors import TelosInvariantError
+from telos_wrap.ir.model import Band, TelosBlock, TelosIR
+
+__all__ = ["assert_band_order", "assert_ir_invariants", "enforce_band_order", "iter_segments"]
+
+
+def enforce_band_order(blocks: Iterable[TelosBlock]) -> tuple[TelosBlock, ...]:
+    """Stable-sort blocks into ``pin* → fold* → drop*``, keeping insertion order within a band."""
+    ordered = tuple(blocks)
+    # Already ordered is by far the common case: check in O(n) before paying for a sort.
+    if all(a.band <= b.band for a, b in pairwise(ordered)):
+        return ordered
+    return tuple(sorted(ordered, key=lambda block: block.band))
+
+
+def assert_band_order(blocks: Sequence[TelosBlock], where: str) -> None:
+    """Raise ``TelosInvariantError`` at the first block whose band ranks below its predecessor's.
+
+    A single O(n) pass. The message names the segment (``where``), the index, and both bands.
+    """
+    previous = Band.PIN
+    for index, block in enumerate(blocks):
+        if block.band < previous:
+            raise TelosInvariantError(
+                f"band order violated in {where} at index {index}: block {block.id!r} is "
+                f"{block.band.name} after a {previous.name} block (required: pin* -> fold* -> drop*)",
+                segment=where,
+                index=index,
+            )
+        previous = block.band
+
+
+def iter_segments(ir: TelosIR) -> Iterable[tuple[str, Sequence[TelosBlock]]]:
+    """Yield ``(name, blocks)`` for every segment of the prompt, in render order."""
+    yield "tools", ir.tools
+    yield "system", ir.system
+    for index, message in enumerate(ir.messages):
+        yield f"messages[{index}]", message.blocks
+
+
+def assert_ir_invariants(ir: TelosIR) -> None:
+    """Validate a whole IR: tools all PIN, every segment band-ordered, DROP only at the prompt's tail.
+
+    The tail is the latest user turn's end; an assistant prefill after it may follow its DROP.
+    """
+    for index, tool in enumerate(ir.tools):
+        if tool.band is not Band.PIN:
+            raise TelosInvariantError(
+                f"tools[{index}] ({tool.id!r}) is {tool.band.name}; every tool definition must be PIN",
+                segment="tools",
+                index=index,
+            )
+    # Messages after the latest user turn (an assistant prefill) are the request's own tail: they
+    # may follow that turn's DROP envelope without ever being part of a cached prefix.
+    tail_start = len(ir.messages)
+    for position in range(len(ir.messages) - 1, -1, -1):
+        if ir.messages[position].role == "user":
+            tail_start = position + 1
+            break
+    seen_drop: str | None = None
+    for segment_index, (where, blocks) in enumerate(iter_segments(ir)):
+        assert_band_order(blocks, where)
+        in_tail = segment_index - 2 >= tail_start
+        for index, block in enumerate(blocks):
+            if block.band is Band.DROP:
+                seen_drop = seen_drop or f"{where}[{index}]"
+            elif seen_drop is not None and not in_tail:
+                raise TelosInvariantError(
+                    f"band order violated across the prompt: {where} index {index} ({block.id!r}) is "
+                    f"{block.band.name} after the DROP block at {seen_drop}; DROP must be the prompt's tail",
+                    segment=where,
+                    index=index,
+                )

@@ -1,0 +1,164 @@
+"""The ref-pool: a pointer table for large content, with slugs frozen at registration.
+
+Large system documents are moved into the pool and referenced by a stable slug (``[ref:slug]``).
+Folding an entry swaps its payload for a summary and never touches the slug, so every reference
+point keeps its exact bytes and the cached prefix up to it survives the fold.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import replace
+from types import MappingProxyType
+from typing import Any
+
+from telos_wrap.errors import RefPoolError
+from telos_wrap.ir.model import Band, BlockKind, TelosBlock
+
+__all__ = [
+    "REF_PATTERN",
+    "SLUG_PATTERN",
+    "RefPool",
+    "entry_payload_text",
+    "make_entry",
+    "render_entry_text",
+    "stub_text",
+]
+
+SLUG_PATTERN = re.compile(r"^[A-Za-z0-9_\-./]+$")
+#: A reference to a pool entry inside text.
+REF_PATTERN = re.compile(r"\[ref:([A-Za-z0-9_\-./]+)\]")
+
+
+def stub_text(slug: str) -> str:
+    """The PIN stub left where a pooled document stood."""
+    return f"[ref:{slug}]"
+
+
+def render_entry_text(slug: str, text: str) -> str:
+    """How a pool entry is rendered into the system segment: its reference, then its content."""
+    return f"[ref:{slug}]\n{text}"
+
+
+class RefPool:
+    """Slug → FOLD block. Slugs are frozen: registering one twice raises; folding keeps the slug.
+
+    A pool is a small mutable registry owned by one session (its entries are frozen blocks). Use
+    ``snapshot()`` to put an immutable copy into an IR.
+    """
+
+    __slots__ = ("_entries",)
+
+    def __init__(self, entries: Iterable[TelosBlock] = ()) -> None:
+        self._entries: dict[str, TelosBlock] = {}
+        for block in entries:
+            self.register(block)
+
+    def register(self, block: TelosBlock) -> None:
+        """Add a FOLD block under its ``ref_slug``. Raises ``RefPoolError`` on a bad or duplicate slug."""
+        slug = block.ref_slug
+        if slug is None or not SLUG_PATTERN.match(slug):
+            raise RefPoolError(
+                f"invalid ref-pool slug {slug!r}: use letters, digits and _ - . / only (e.g. 'system-doc-0')"
+            )
+        if block.band is not Band.FOLD:
+            raise RefPoolError(f"ref-pool entry {slug!r} must be band FOLD, got {block.band.name}")
+        if slug in self._entries:
+            raise RefPoolError(
+                f"ref-pool slug {slug!r} is already registered; slugs are frozen once registered"
+            )
+        self._entries[slug] = block
+
+    def register_or_skip(self, block: TelosBlock) -> bool:
+        """Register unless the slug exists (then keep the existing, possibly folded, entry). True if added."""
+        if block.ref_slug in self._entries:
+            return False
+        self.register(block)
+        return True
+
+    def fold(self, slug: str, summary: str) -> TelosBlock:
+        """Replace entry ``slug``'s content with ``summary``; the slug itself never changes."""
+        try:
+            block = self._entries[slug]
+        except KeyError:
+            raise RefPoolError(
+                f"cannot fold {slug!r}: no such ref-pool entry (known: {sorted(self._entries)})"
+            ) from None
+        folded = replace(
+            block,
+            payload={"type": "text", "text": render_entry_text(slug, summary)},
+            extra={**block.extra, "folded": True},
+        )
+        self._entries[slug] = folded
+        return folded
+
+    def get(self, slug: str) -> TelosBlock | None:
+        return self._entries.get(slug)
+
+    def __contains__(self, slug: object) -> bool:
+        return slug in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._entries))
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def snapshot(self) -> Mapping[str, TelosBlock]:
+        """An immutable copy in slug order, for an IR."""
+        return MappingProxyType({slug: self._entries[slug] for slug in sorted(self._entries)})
+
+    def render_blocks(self) -> tuple[TelosBlock, ...]:
+        """Every entry in lexicographic slug order, so the rendered bytes are stable across emits."""
+        return tuple(self._entries[slug] for slug in sorted(self._entries))
+
+    def lint_text(self, text: str) -> None:
+        """Raise ``RefPoolError`` for the first ``[ref:slug]`` in ``text`` that is not registered."""
+        for match in REF_PATTERN.finditer(text):
+            if match.group(1) not in self._entries:
+                raise RefPoolError(
+                    f"reference [ref:{match.group(1)}] points at no ref-pool entry; "
+                    f"register it (session.pin) before sending, known slugs: {sorted(self._entries)}"
+                )
+
+    def lint_blocks(self, blocks: Iterable[TelosBlock]) -> None:
+        """Lint the references telos itself produced (stubs and pool entries) in ``blocks``.
+
+        Text the application wrote may legitimately contain ``[ref:...]``; only blocks telos made
+        (``ref_slug`` set) are checked, which is where a dangling reference would mean lost content.
+        """
+        for block in blocks:
+            if block.ref_slug is None:
+                continue
+            if block.ref_slug not in self._entries:
+                raise RefPoolError(
+                    f"block {block.id!r} refers to unregistered ref-pool slug {block.ref_slug!r}"
+                )
+            text = _text_of(block.payload)
+            if text is not None:
+                self.lint_text(text)
+
+
+def _text_of(payload: Any) -> str | None:
+    if isinstance(payload, Mapping) and isinstance(payload.get("text"), str):
+        return str(payload["text"])
+    return None
+
+
+def make_entry(slug: str, text: str, *, source: str) -> TelosBlock:
+    """Build a FOLD pool entry for ``text`` under ``slug``."""
+    return TelosBlock(
+        id=f"ref:{slug}",
+        band=Band.FOLD,
+        kind=BlockKind.TEXT,
+        payload={"type": "text", "text": render_entry_text(slug, text)},
+        ref_slug=slug,
+        source_tag=source,
+    )
+
+
+def entry_payload_text(block: TelosBlock) -> str:
+    """The rendered text of a pool entry (reference line + content)."""
+    text = _text_of(block.payload)
+    return text if text is not None else ""

@@ -1,0 +1,282 @@
+"""Lift an Anthropic Messages request body into the TELOS IR.
+
+Banding rules (seeds: harness rules):
+
+* ``tools[]`` → PIN ``tool_def``;
+* system text ≤ ``refpool_threshold`` characters → PIN; larger → a ref-pool FOLD entry
+  ``system-doc-{i}`` plus a PIN stub ``[ref:system-doc-{i}]`` where it stood; DROP envelopes found
+  in system text (``Current time: …``, ``<environment_info>``, learned volatile spans) → DROP;
+* user text → split into PIN (the question) / FOLD (``<prev>`` echo) / DROP (envelope); in a user
+  message that carries ``tool_result`` blocks, the text is FOLD (tool results must stay first);
+* ``tool_result``, assistant text, ``tool_use``, ``thinking`` → FOLD;
+* anything unmodelled (server tool blocks, ``container_upload``, ``compaction``...) travels verbatim.
+
+Every message is banded as if it were the latest; the bridge re-bands history and prunes old
+envelopes, so a message's emitted bytes do not depend on how many turns followed it.
+
+A caller's own ``cache_control`` is lifted out of the payload into ``extra["cache_control"]``: markers
+are not content and must not change canonical bytes; the engine puts them back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, Literal
+
+from telos_wrap.ir.hints import TelosHints
+from telos_wrap.ir.model import Band, BlockKind, ContentForm, TelosBlock, TelosIR, TelosMessage
+from telos_wrap.ir.refpool import make_entry, stub_text
+from telos_wrap.lift.user_split import DEFAULT_PATTERNS, SplitPatterns, split_text
+
+__all__ = ["REFPOOL_THRESHOLD", "lift_anthropic_messages"]
+
+#: System text longer than this (characters) moves into the ref-pool (seeds: _REFPOOL_THRESHOLD).
+REFPOOL_THRESHOLD = 2048
+
+_KINDS: Mapping[str, BlockKind] = {
+    "text": BlockKind.TEXT,
+    "image": BlockKind.IMAGE,
+    "document": BlockKind.DOCUMENT,
+    "tool_use": BlockKind.TOOL_USE,
+    "tool_result": BlockKind.TOOL_RESULT,
+    "thinking": BlockKind.THINKING,
+    "redacted_thinking": BlockKind.THINKING,
+}
+
+
+def _split_marker(payload: Any) -> tuple[Any, Mapping[str, Any]]:
+    """Separate a caller's ``cache_control`` from a block payload."""
+    if isinstance(payload, Mapping) and "cache_control" in payload:
+        marker = payload["cache_control"]
+        rest = {key: value for key, value in payload.items() if key != "cache_control"}
+        return rest, ({"cache_control": marker} if marker is not None else {})
+    return payload, MappingProxyType({})
+
+
+def _text_block(
+    block_id: str, band: Band, text: str, tag: str, extra: Mapping[str, Any] | None = None
+) -> TelosBlock:
+    return TelosBlock(
+        id=block_id,
+        band=band,
+        kind=BlockKind.TEXT,
+        payload={"type": "text", "text": text},
+        source_tag=tag,
+        extra=extra or MappingProxyType({}),
+    )
+
+
+def _split_text_block(
+    block_id: str,
+    payload: Mapping[str, Any],
+    marker: Mapping[str, Any],
+    *,
+    patterns: SplitPatterns,
+    with_fold: bool,
+    plain_band: Band,
+    tag: str,
+) -> list[TelosBlock]:
+    """Split a text block's text; the caller's marker stays on the last non-DROP piece."""
+    text = payload.get("text")
+    extra_keys = {key: value for key, value in payload.items() if key not in ("type", "text")}
+    if not isinstance(text, str) or extra_keys:
+        # Citations or other fields bind to the exact text: never split such a block.
+        return [
+            TelosBlock(
+                id=block_id,
+                band=plain_band,
+                kind=BlockKind.TEXT,
+                payload=payload,
+                source_tag=tag,
+                extra=marker,
+            )
+        ]
+    split = split_text(text, patterns, with_fold=with_fold)
+    if split.is_plain:
+        return [
+            TelosBlock(
+                id=block_id,
+                band=plain_band,
+                kind=BlockKind.TEXT,
+                payload=payload,
+                source_tag=tag,
+                extra=marker,
+            )
+        ]
+    blocks: list[TelosBlock] = []
+    for band in (Band.PIN, Band.FOLD, Band.DROP):
+        piece = split.joined(band)
+        if piece:
+            effective = plain_band if band is Band.PIN else band
+            blocks.append(
+                _text_block(
+                    f"{block_id}.{band.name.lower()}", effective, piece, f"{tag}:split-{band.name.lower()}"
+                )
+            )
+    if marker:
+        for index in range(len(blocks) - 1, -1, -1):
+            if blocks[index].band is not Band.DROP:
+                blocks[index] = TelosBlock(
+                    id=blocks[index].id,
+                    band=blocks[index].band,
+                    kind=blocks[index].kind,
+                    payload=blocks[index].payload,
+                    source_tag=blocks[index].source_tag,
+                    extra=marker,
+                )
+                break
+    return blocks
+
+
+def _lift_system(
+    system: Any, *, patterns: SplitPatterns, threshold: int | None
+) -> tuple[tuple[TelosBlock, ...], dict[str, TelosBlock], Literal["absent", "string", "list"]]:
+    if system is None:
+        return (), {}, "absent"
+    form: Literal["string", "list"] = "string" if isinstance(system, str) else "list"
+    raw_blocks: Sequence[Any] = [{"type": "text", "text": system}] if isinstance(system, str) else system
+    blocks: list[TelosBlock] = []
+    pool: dict[str, TelosBlock] = {}
+    for index, raw in enumerate(raw_blocks):
+        payload, marker = _split_marker(raw)
+        block_id = f"system[{index}]"
+        if not (isinstance(payload, Mapping) and payload.get("type") == "text"):
+            blocks.append(
+                TelosBlock(
+                    id=block_id, band=Band.PIN, kind=BlockKind.PASSTHROUGH, payload=payload, extra=marker
+                )
+            )
+            continue
+        for piece in _split_text_block(
+            block_id, payload, marker, patterns=patterns, with_fold=False, plain_band=Band.PIN, tag="system"
+        ):
+            text = piece.payload.get("text") if isinstance(piece.payload, Mapping) else None
+            big = threshold is not None and isinstance(text, str) and len(text) > threshold
+            if piece.band is Band.PIN and big and set(piece.payload) == {"type", "text"}:
+                slug = f"system-doc-{index}"
+                pool[slug] = make_entry(slug, str(text), source="lift:system-doc")
+                if piece.extra:
+                    pool[slug] = TelosBlock(
+                        id=pool[slug].id,
+                        band=Band.FOLD,
+                        kind=BlockKind.TEXT,
+                        payload=pool[slug].payload,
+                        ref_slug=slug,
+                        source_tag=pool[slug].source_tag,
+                        extra=piece.extra,
+                    )
+                blocks.append(
+                    TelosBlock(
+                        id=f"{block_id}.stub",
+                        band=Band.PIN,
+                        kind=BlockKind.TEXT,
+                        payload={"type": "text", "text": stub_text(slug)},
+                        ref_slug=slug,
+                        source_tag="lift:ref-stub",
+                        extra={"stub_for_chars": len(str(text))},
+                    )
+                )
+            else:
+                blocks.append(piece)
+    return tuple(blocks), pool, form
+
+
+def _lift_message(index: int, message: Mapping[str, Any], patterns: SplitPatterns) -> TelosMessage:
+    role = str(message.get("role"))
+    extra = {key: value for key, value in message.items() if key not in ("role", "content")}
+    content = message.get("content")
+    form: ContentForm
+    if isinstance(content, str):
+        form = "string"
+        raw_blocks: Sequence[Any] = [{"type": "text", "text": content}]
+    elif isinstance(content, list):
+        form = "list"
+        raw_blocks = content
+    else:
+        return TelosMessage(
+            role=role,
+            blocks=(),
+            content_form="absent" if "content" not in message else "null",
+            extra={**extra, **({"content": content} if "content" in message else {})},
+        )
+    has_tool_result = any(isinstance(b, Mapping) and b.get("type") == "tool_result" for b in raw_blocks)
+    blocks: list[TelosBlock] = []
+    for position, raw in enumerate(raw_blocks):
+        payload, marker = _split_marker(raw)
+        block_id = f"messages[{index}][{position}]"
+        kind_name = payload.get("type") if isinstance(payload, Mapping) else None
+        kind = (
+            _KINDS.get(kind_name, BlockKind.PASSTHROUGH)
+            if isinstance(kind_name, str)
+            else BlockKind.PASSTHROUGH
+        )
+        if role == "user" and kind is BlockKind.TEXT and isinstance(payload, Mapping):
+            plain = Band.FOLD if has_tool_result else Band.PIN
+            blocks.extend(
+                _split_text_block(
+                    block_id, payload, marker, patterns=patterns, with_fold=True, plain_band=plain, tag="user"
+                )
+            )
+            continue
+        band = Band.PIN if role == "user" and kind in (BlockKind.IMAGE, BlockKind.DOCUMENT) else Band.FOLD
+        blocks.append(
+            TelosBlock(id=block_id, band=band, kind=kind, payload=payload, source_tag=role, extra=marker)
+        )
+    # A string that was split can no longer be one string.
+    if form == "string" and len(blocks) != 1:
+        form = "list"
+    return TelosMessage(role=role, blocks=tuple(blocks), content_form=form, extra=extra)
+
+
+def lift_anthropic_messages(
+    body: Mapping[str, Any],
+    *,
+    session_id: str,
+    hints: TelosHints | None = None,
+    patterns: SplitPatterns = DEFAULT_PATTERNS,
+    refpool_threshold: int | None = REFPOOL_THRESHOLD,
+) -> TelosIR:
+    """Lift a plain-JSON Anthropic Messages body (no SDK sentinels) into a ``TelosIR``.
+
+    Lossless: every key and block of ``body`` is either modelled or carried in ``params`` /
+    ``extra`` / a passthrough block, and the Anthropic engine emits it back.
+    """
+    if hints is not None and hints.drop_patterns:
+        patterns = patterns.extended(drop=hints.drop_patterns)
+    tools_raw = body.get("tools")
+    tools: list[TelosBlock] = []
+    if isinstance(tools_raw, list):
+        for index, tool in enumerate(tools_raw):
+            payload, marker = _split_marker(tool)
+            tools.append(
+                TelosBlock(
+                    id=f"tools[{index}]",
+                    band=Band.PIN,
+                    kind=BlockKind.TOOL_DEF,
+                    payload=payload,
+                    source_tag="tools",
+                    extra=marker,
+                )
+            )
+    system, pool, system_form = _lift_system(
+        body.get("system"), patterns=patterns, threshold=refpool_threshold
+    )
+    messages_raw = body.get("messages")
+    messages = tuple(
+        _lift_message(index, message, patterns)
+        for index, message in enumerate(messages_raw if isinstance(messages_raw, list) else [])
+    )
+    lifted_keys = ("system", "messages", "tools") if isinstance(tools_raw, list) else ("system", "messages")
+    params = {key: value for key, value in body.items() if key not in lifted_keys}
+    return TelosIR(
+        session_id=session_id,
+        api="anthropic",
+        tools=tuple(tools),
+        system=system,
+        messages=messages,
+        ref_pool=MappingProxyType(dict(sorted(pool.items()))),
+        params=MappingProxyType(params),
+        system_form=system_form,
+        tools_form="list" if isinstance(tools_raw, list) else "absent",
+    )

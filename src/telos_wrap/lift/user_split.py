@@ -1,0 +1,162 @@
+"""Split one text into PIN (the question), FOLD (history echo) and DROP (the per-turn envelope).
+
+Harnesses wrap volatile context into user (and sometimes system) text: an ``<environment_info>``
+block, ``<system-reminder>``s, slash-command envelopes, a ``Current time: …`` line. Left in place,
+they change the bytes of the prompt every turn. The splitter finds them with a set of patterns the
+application can extend, and returns spans that tile the input exactly: no character is lost,
+added or changed, only assigned a band.
+
+Whitespace rule: a matched envelope takes the whitespace that follows it (so removing it leaves no
+blank gap), and a whitespace-only piece of PIN text between envelopes goes with the next envelope.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from telos_wrap.ir.model import Band
+
+__all__ = ["DEFAULT_PATTERNS", "Span", "SplitPatterns", "TextSplit", "split_text"]
+
+
+def _tag(name: str) -> re.Pattern[str]:
+    return re.compile(rf"<{re.escape(name)}\b[^>]*>.*?</{re.escape(name)}\s*>", re.DOTALL)
+
+
+@dataclass(frozen=True, slots=True)
+class SplitPatterns:
+    """The patterns that classify text. Extend with ``extended(drop=[...])``."""
+
+    drop: tuple[re.Pattern[str], ...]
+    fold: tuple[re.Pattern[str], ...]
+
+    def extended(
+        self, drop: Iterable[str | re.Pattern[str]] = (), fold: Iterable[str | re.Pattern[str]] = ()
+    ) -> SplitPatterns:
+        """A copy with more DROP / FOLD patterns (strings are compiled with ``re.MULTILINE``)."""
+
+        def compile_all(items: Iterable[str | re.Pattern[str]]) -> tuple[re.Pattern[str], ...]:
+            return tuple(
+                item if isinstance(item, re.Pattern) else re.compile(item, re.MULTILINE) for item in items
+            )
+
+        return SplitPatterns(drop=self.drop + compile_all(drop), fold=self.fold + compile_all(fold))
+
+
+DEFAULT_PATTERNS = SplitPatterns(
+    drop=(
+        _tag("environment_info"),
+        _tag("system-reminder"),
+        _tag("command-message"),
+        _tag("command-name"),
+        re.compile(r"^[ \t]*Current time:[^\n]*", re.MULTILINE),
+    ),
+    fold=(_tag("prev"),),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A piece of the input text and its band."""
+
+    band: Band
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class TextSplit:
+    """The result of a split. ``"".join(s.text for s in spans)`` is exactly the input."""
+
+    spans: tuple[Span, ...]
+
+    def joined(self, band: Band) -> str:
+        """The concatenated text of every span of ``band``."""
+        return "".join(span.text for span in self.spans if span.band is band)
+
+    @property
+    def pin(self) -> str:
+        return self.joined(Band.PIN)
+
+    @property
+    def fold(self) -> str:
+        return self.joined(Band.FOLD)
+
+    @property
+    def drop(self) -> str:
+        return self.joined(Band.DROP)
+
+    @property
+    def is_plain(self) -> bool:
+        """True when nothing was found: the whole text is one PIN span."""
+        return all(span.band is Band.PIN for span in self.spans)
+
+
+def _matches(text: str, patterns: SplitPatterns, with_fold: bool) -> list[tuple[int, int, Band]]:
+    found: list[tuple[int, int, Band]] = []
+    groups = [(patterns.drop, Band.DROP)] + ([(patterns.fold, Band.FOLD)] if with_fold else [])
+    for group, band in groups:
+        for pattern in group:
+            found.extend((m.start(), m.end(), band) for m in pattern.finditer(text) if m.end() > m.start())
+    # Earliest first; on equal start the longest wins; overlapping later matches are dropped.
+    found.sort(key=lambda item: (item[0], -item[1]))
+    chosen: list[tuple[int, int, Band]] = []
+    end = 0
+    for start, stop, band in found:
+        if start >= end:
+            chosen.append((start, stop, band))
+            end = stop
+    return chosen
+
+
+def split_text(text: str, patterns: SplitPatterns = DEFAULT_PATTERNS, *, with_fold: bool = True) -> TextSplit:
+    """Split ``text`` into banded spans (PIN for everything no pattern matched).
+
+    ``with_fold=False`` looks for DROP envelopes only (used for system text, where ``<prev>`` has no
+    meaning).
+    """
+    if not text:
+        return TextSplit(spans=())
+    matches = _matches(text, patterns, with_fold)
+    if not matches:
+        return TextSplit(spans=(Span(Band.PIN, text),))
+    raw: list[Span] = []
+    cursor = 0
+    for start, stop, band in matches:
+        if start < cursor:  # whitespace absorption below may have consumed the start
+            start = cursor
+        if start > cursor:
+            raw.append(Span(Band.PIN, text[cursor:start]))
+        # Take the whitespace that follows the envelope.
+        while stop < len(text) and text[stop] in " \t\r\n":
+            stop += 1
+        raw.append(Span(band, text[start:stop]))
+        cursor = stop
+    if cursor < len(text):
+        raw.append(Span(Band.PIN, text[cursor:]))
+    return TextSplit(spans=tuple(_merge_blank_pin(raw)))
+
+
+def _merge_blank_pin(spans: list[Span]) -> list[Span]:
+    """Give whitespace-only PIN pieces to the next non-PIN span (or the previous one at the end)."""
+    merged: list[Span] = []
+    carry = ""
+    for span in spans:
+        if span.band is Band.PIN and not span.text.strip() and len(spans) > 1:
+            carry += span.text
+            continue
+        if carry and span.band is not Band.PIN:
+            span = Span(span.band, carry + span.text)
+            carry = ""
+        elif carry:
+            merged.append(Span(Band.PIN, carry))
+            carry = ""
+        merged.append(span)
+    if carry:
+        if merged:
+            last = merged[-1]
+            merged[-1] = Span(last.band, last.text + carry)
+        else:
+            merged.append(Span(Band.PIN, carry))
+    return merged

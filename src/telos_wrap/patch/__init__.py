@@ -1,0 +1,215 @@
+"""``patch()`` / ``unpatch()``: install the wrapt wrappers on whatever SDKs are importable.
+
+Targets are data (``TARGETS``). Each is resolved with ``importlib`` and wrapped on its own: a
+missing module or attribute (an older or newer SDK) is skipped and logged, never fatal. Patching is
+idempotent and thread-safe; ``unpatch()`` puts back the exact original function objects and never
+raises. If another library wrapped a method *over* ours since, ours is switched off in place
+instead, so theirs keeps working.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+import wrapt
+
+from telos_wrap.config import PatchConfig, current_config, set_config
+from telos_wrap.patch.wrappers import (
+    async_parse_wrapper,
+    entry_wrapper,
+    make_async_request_wrapper,
+    make_request_wrapper,
+    parse_wrapper,
+)
+
+__all__ = ["TARGETS", "Target", "coverage", "is_patched", "patch", "unpatch"]
+
+logger = logging.getLogger("telos_wrap")
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One method to wrap: ``module``, ``Class.method`` and the wrapper factory's role."""
+
+    sdk: str
+    module: str
+    qualname: str
+    role: str  # "entry" | "request" | "async_request" | "parse" | "async_parse"
+
+
+def _entries(sdk: str, module: str, classes: tuple[str, ...], methods: tuple[str, ...]) -> list[Target]:
+    return [Target(sdk, module, f"{cls}.{method}", "entry") for cls in classes for method in methods]
+
+
+TARGETS: tuple[Target, ...] = (
+    # Entry points: only take telos_hint= out (the rewrite happens once, in request()).
+    *_entries(
+        "anthropic",
+        "anthropic.resources.messages.messages",
+        ("Messages", "AsyncMessages"),
+        ("create", "stream", "parse", "count_tokens"),
+    ),
+    *_entries(
+        "anthropic",
+        "anthropic.resources.beta.messages.messages",
+        ("Messages", "AsyncMessages"),
+        ("create", "stream", "parse", "count_tokens", "tool_runner"),
+    ),
+    *_entries(
+        "openai",
+        "openai.resources.chat.completions.completions",
+        ("Completions", "AsyncCompletions"),
+        ("create", "parse", "stream"),
+    ),
+    # The one method every request passes through once per logical call (retries inside).
+    Target("anthropic", "anthropic._base_client", "SyncAPIClient.request", "request"),
+    Target("anthropic", "anthropic._base_client", "AsyncAPIClient.request", "async_request"),
+    Target("openai", "openai._base_client", "SyncAPIClient.request", "request"),
+    Target("openai", "openai._base_client", "AsyncAPIClient.request", "async_request"),
+    # Where every response object is made, raw or not.
+    Target("anthropic", "anthropic._response", "APIResponse.parse", "parse"),
+    Target("anthropic", "anthropic._response", "AsyncAPIResponse.parse", "async_parse"),
+    Target("openai", "openai._response", "APIResponse.parse", "parse"),
+    Target("openai", "openai._response", "AsyncAPIResponse.parse", "async_parse"),
+    Target("openai", "openai._legacy_response", "LegacyAPIResponse.parse", "parse"),
+)
+
+
+def _wrapper_for(target: Target) -> Callable[..., Any]:
+    if target.role == "entry":
+        return entry_wrapper
+    if target.role == "request":
+        return make_request_wrapper(target.sdk)
+    if target.role == "async_request":
+        return make_async_request_wrapper(target.sdk)
+    if target.role == "parse":
+        return parse_wrapper
+    return async_parse_wrapper
+
+
+@dataclass(slots=True)
+class _Installed:
+    owner: type
+    attribute: str
+    original: Any
+    wrapper: Any
+    enabled: list[bool]
+
+
+_lock = threading.RLock()
+_installed: dict[Target, _Installed] = {}
+
+
+def _resolve(target: Target) -> tuple[type, str, Any] | None:
+    try:
+        module = importlib.import_module(target.module)
+    except ImportError:
+        return None
+    class_name, _, attribute = target.qualname.partition(".")
+    owner = getattr(module, class_name, None)
+    # vars(), not getattr(): reading a function through the class would bind it (wrapt's resolve_path).
+    if not isinstance(owner, type) or attribute not in vars(owner):
+        return None
+    return owner, attribute, vars(owner)[attribute]
+
+
+def _flag_reader(flag: list[bool]) -> Callable[[], bool]:
+    """wrapt's ``enabled=`` callable: lets ``unpatch()`` switch off a wrapper it cannot remove."""
+    return lambda: flag[0]
+
+
+def patch(
+    *,
+    strict: bool = False,
+    engines: Mapping[str, str] | None = None,
+    enabled: bool = True,
+    refpool_threshold: int | None = 2048,
+    keep_past_drop: bool = False,
+) -> dict[str, bool]:
+    """Patch the installed ``anthropic`` and ``openai`` SDKs. Calling it again only updates the options.
+
+    Args:
+        strict: raise ``TelosStageError`` when telos fails instead of sending the original request.
+        engines: ``{base_url_or_host: engine}`` for OpenAI-compatible servers telos cannot recognise
+            (``{"http://gpu-box:8000/v1": "vllm"}``); self-hosted engines are never guessed.
+        enabled: False makes every call pass through untouched while staying patched.
+        refpool_threshold: system text longer than this goes to the ref-pool (``None``: never).
+        keep_past_drop: keep past turns' per-turn envelopes as history instead of pruning them.
+
+    Returns:
+        ``coverage()``: which targets are wrapped.
+    """
+    with _lock:
+        set_config(
+            PatchConfig(
+                strict=strict,
+                enabled=enabled,
+                engines=MappingProxyType(dict(engines or {})),
+                refpool_threshold=refpool_threshold,
+                keep_past_drop=keep_past_drop,
+            )
+        )
+        for target in TARGETS:
+            if target in _installed:
+                continue
+            try:
+                resolved = _resolve(target)
+                if resolved is None:
+                    logger.debug(
+                        "telos_wrap: %s.%s not present in this SDK version; skipped",
+                        target.module,
+                        target.qualname,
+                    )
+                    continue
+                owner, attribute, original = resolved
+                flag = [True]
+                wrapper = wrapt.FunctionWrapper(
+                    original, _wrapper_for(target), enabled=_flag_reader(flag)
+                )
+                setattr(owner, attribute, wrapper)
+                _installed[target] = _Installed(owner, attribute, original, wrapper, flag)
+            except Exception:  # one broken target never stops the others
+                logger.warning(
+                    "telos_wrap could not patch %s.%s", target.module, target.qualname, exc_info=True
+                )
+        return coverage()
+
+
+def unpatch() -> None:
+    """Restore every original function object. Never raises."""
+    with _lock:
+        for target, item in list(_installed.items()):
+            try:
+                if vars(item.owner).get(item.attribute) is item.wrapper:
+                    setattr(item.owner, item.attribute, item.original)
+                else:
+                    # Someone wrapped over us: removing ours would remove theirs too. Switch ours off.
+                    item.enabled[0] = False
+                    logger.info(
+                        "telos_wrap: %s.%s is wrapped by another library; telos' wrapper disabled in place",
+                        target.module,
+                        target.qualname,
+                    )
+            except Exception:
+                logger.warning(
+                    "telos_wrap could not unpatch %s.%s", target.module, target.qualname, exc_info=True
+                )
+            _installed.pop(target, None)
+        set_config(PatchConfig(enabled=current_config().enabled))
+
+
+def is_patched() -> bool:
+    """True while ``patch()`` is in effect."""
+    return bool(_installed)
+
+
+def coverage() -> dict[str, bool]:
+    """Which entry points and layers are wrapped right now, as ``{"module:Class.method": bool}``."""
+    with _lock:
+        return {f"{t.module}:{t.qualname}": t in _installed for t in TARGETS}

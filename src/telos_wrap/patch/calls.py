@@ -1,0 +1,91 @@
+"""Per-call plumbing: how a hint travels to the request layer, and what a call remembers.
+
+Public entry points (``create``, ``stream``, ``parse``...) may build the HTTP request lazily — a
+stream manager sends it in ``__enter__``, ``with_streaming_response`` on entering its context — so
+a ContextVar set around the entry call would be gone by then. Instead the validated hint rides in
+a private header of the request options the SDK captures at call time; the request layer removes
+it before anything is sent.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from telos_wrap.engines.base import EngineAdapter
+from telos_wrap.ir.canon import canonical_json
+from telos_wrap.ir.hints import TelosHints, parse_hints
+from telos_wrap.sessions import Session, current_session
+
+__all__ = ["HINT_HEADER", "CallContext", "current_call", "hint_headers", "read_hint_header"]
+
+#: The private header carrying a call's hint from its entry point to the request layer.
+HINT_HEADER = "x-telos-hint"
+
+_live_sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
+
+
+@dataclass(slots=True)
+class CallContext:
+    """What the response side needs to know about one request telos handled.
+
+    Attributes:
+        engine: the engine adapter (normalizes usage).
+        session: the session the request belongs to.
+        index: the request's index in the session (``-1`` for token counts, which are not turns).
+        strict: raise instead of failing open.
+        hide_usage_chunk: telos asked for stream usage the caller did not: swallow the usage-only chunk.
+        stream_failed: the stream observer failed once and stopped observing.
+    """
+
+    engine: EngineAdapter
+    session: Session
+    index: int
+    strict: bool
+    hide_usage_chunk: bool = False
+    stream_failed: bool = False
+
+
+#: The call whose request is in flight (lets ``parse()`` inside ``request()`` find its context).
+current_call: contextvars.ContextVar[CallContext | None] = contextvars.ContextVar(
+    "telos_wrap_call", default=None
+)
+
+
+def hint_headers(kwargs: dict[str, Any]) -> None:
+    """Move ``telos_hint`` (validated) and the active session into ``kwargs["extra_headers"]``.
+
+    Raises ``TelosHintError`` for an invalid hint, before any network I/O. An outer entry point's
+    header wins over an inner one (``chat.completions.stream`` calls ``create`` inside).
+    """
+    hint = parse_hints(kwargs.pop("telos_hint")) if "telos_hint" in kwargs else None
+    active = current_session()
+    if hint is None and active is None:
+        return
+    headers = kwargs.get("extra_headers")
+    if isinstance(headers, Mapping) and HINT_HEADER in headers:
+        return
+    payload: dict[str, Any] = {}
+    if hint is not None:
+        payload["hint"] = hint.model_dump(mode="json", exclude_defaults=True)
+    if active is not None:
+        _live_sessions[active.id] = active
+        payload["session"] = active.id
+    kwargs["extra_headers"] = {
+        **(headers if isinstance(headers, Mapping) else {}),
+        HINT_HEADER: canonical_json(payload),
+    }
+
+
+def read_hint_header(value: str | None) -> tuple[TelosHints, Session | None]:
+    """Decode a hint header into the call's hints and its session (if still alive)."""
+    if not value:
+        return TelosHints(), None
+    payload = json.loads(value)
+    hints = TelosHints(**payload.get("hint", {}))
+    session_id = payload.get("session")
+    return hints, (_live_sessions.get(session_id) if isinstance(session_id, str) else None)

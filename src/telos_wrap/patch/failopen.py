@@ -1,0 +1,81 @@
+"""Fail open: a telos failure is logged once per call site and counted, and the call goes on.
+
+With ``strict=True`` the ``TelosStageError`` is raised instead. Vendor exceptions never pass
+through here: the wrappers only guard telos' own code.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from collections import Counter
+
+from telos_wrap.config import current_config
+from telos_wrap.errors import TelosStageError
+
+__all__ = ["failure_counts", "report_failure", "reset_failures"]
+
+logger = logging.getLogger("telos_wrap")
+_lock = threading.Lock()
+_failures: Counter[str] = Counter()
+_warned: set[tuple[str, str, str]] = set()
+_SKIP = (
+    "telos_wrap",
+    "anthropic",
+    "openai",
+    "wrapt",
+    "httpx2",
+    "asyncio",
+    "contextlib",
+    "concurrent",
+    "threading",
+)
+
+
+def _call_site() -> str:
+    """``file:line`` of the first frame outside telos_wrap, the SDKs and the event loop machinery."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if module.split(".")[0] not in _SKIP:
+            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        frame = frame.f_back  # type: ignore[assignment]
+    return "<unknown>"
+
+
+def report_failure(error: TelosStageError, *, strict: bool | None = None) -> None:
+    """Count ``error`` and log it (once per stage, error type and call site); raise it if strict."""
+    if strict if strict is not None else current_config().strict:
+        raise error
+    cause = error.__cause__ or error
+    key = (error.stage, type(cause).__name__, _call_site())
+    with _lock:
+        _failures[error.stage] += 1
+        first = key not in _warned
+        _warned.add(key)
+    if first:
+        logger.warning(
+            "telos_wrap fell back to the original request: stage %r failed (%s: %s) at %s; "
+            "further failures of this kind here are logged at DEBUG",
+            error.stage,
+            type(cause).__name__,
+            cause,
+            key[2],
+            exc_info=cause,
+        )
+    else:
+        logger.debug("telos_wrap stage %r failed again at %s: %r", error.stage, key[2], cause)
+
+
+def failure_counts() -> dict[str, int]:
+    """How many times each stage failed (and was bypassed) since the process started."""
+    with _lock:
+        return dict(_failures)
+
+
+def reset_failures() -> None:
+    """Forget failure counts and which call sites were warned about (tests)."""
+    with _lock:
+        _failures.clear()
+        _warned.clear()

@@ -1,0 +1,64 @@
+"""Which requests telos rewrites, and with which engine.
+
+Dispatch is on the request URL the SDK built (``options.url``), so every public entry point that
+sends a Messages or Chat Completions request — ``create``, ``stream()``, ``parse()``, raw and
+streaming-response wrappers, beta twins, tool runners — is recognised in one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from telos_wrap.config import PatchConfig
+from telos_wrap.ir.hints import TelosHints
+from telos_wrap.ir.model import Api
+
+__all__ = ["Route", "resolve_openai_engine", "route_request"]
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """A request telos handles: its wire API, engine, and whether it only counts tokens."""
+
+    api: Api
+    engine: str
+    count_only: bool = False
+
+
+# Vendor hosts recognised without configuration. Self-hosted vLLM / SGLang are never guessed.
+_HOST_ENGINES = {"api.openai.com": "openai", "api.deepseek.com": "deepseek"}
+
+
+def resolve_openai_engine(base_url: str, hints: TelosHints, config: PatchConfig) -> str:
+    """Engine for an OpenAI-client request: hint → patch(engines=) → known host → generic."""
+    if hints.engine is not None:
+        return hints.engine
+    normalized = base_url.rstrip("/")
+    host = urlsplit(normalized).hostname or ""
+    for key, engine in config.engines.items():
+        if key.rstrip("/") in (normalized, host) or normalized.startswith(key.rstrip("/") + "/"):
+            return engine
+    if host in _HOST_ENGINES:
+        return _HOST_ENGINES[host]
+    if host.endswith(".openai.azure.com"):
+        return "openai"
+    return "generic"
+
+
+def route_request(
+    sdk: str, method: str, url: str, base_url: str, hints: TelosHints, config: PatchConfig
+) -> Route | None:
+    """The route for a request, or ``None`` when telos leaves it alone."""
+    if method.lower() != "post":
+        return None
+    path = url.split("?", 1)[0]
+    if sdk == "anthropic":
+        if path == "/v1/messages":
+            return Route("anthropic", "anthropic")
+        if path == "/v1/messages/count_tokens":
+            return Route("anthropic", "anthropic", count_only=True)
+        return None
+    if sdk == "openai" and path.rstrip("/").endswith("/chat/completions"):
+        return Route("openai_chat", resolve_openai_engine(base_url, hints, config))
+    return None

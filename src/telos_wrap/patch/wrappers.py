@@ -1,0 +1,281 @@
+"""The wrapt wrappers: entry points, the request layer, and response parsing.
+
+* **Entry points** (``create``/``stream``/``parse``/``count_tokens``/``tool_runner``): take
+  ``telos_hint=`` out of the call (validated before any I/O) and nothing else.
+* **``request()``** of the SDKs' base clients — the one method every Messages / Chat Completions call
+  passes through exactly once per logical call (retries happen inside it): lift → bridge → emit the
+  body, once. A failure there sends the original body (fail open).
+* **``APIResponse.parse()``** — where every response object is made, raw or not: attach the
+  ``UsageReport`` to what it returns, or hook the stream it returns.
+
+Vendor exceptions are never caught here: ``wrapped(...)`` is always called outside any ``try`` that
+could swallow or alter its errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from telos_wrap.bridge import BridgeOptions
+from telos_wrap.config import current_config
+from telos_wrap.engines.registry import get_engine
+from telos_wrap.errors import TelosStageError
+from telos_wrap.ir.hints import TelosHints
+from telos_wrap.ir.model import Api
+from telos_wrap.patch.calls import HINT_HEADER, CallContext, current_call, hint_headers, read_hint_header
+from telos_wrap.patch.failopen import report_failure
+from telos_wrap.patch.routing import Route, route_request
+from telos_wrap.patch.streams import hook_stream, is_stream
+from telos_wrap.pipeline import PrepareOptions, prepare
+from telos_wrap.sessions import Session, current_session, implicit_session, named_session
+from telos_wrap.usage import attach_usage
+
+__all__ = [
+    "async_parse_wrapper",
+    "entry_wrapper",
+    "make_async_request_wrapper",
+    "make_request_wrapper",
+    "parse_wrapper",
+]
+
+Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
+
+
+def entry_wrapper(
+    wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """Public entry point: move ``telos_hint`` into a private header; forward everything else."""
+    hint_headers(kwargs)
+    return wrapped(*args, **kwargs)
+
+
+# -- the request layer -----------------------------------------------------------------------------
+
+
+def _is_sentinel(value: Any) -> bool:
+    name = type(value).__name__
+    return name in ("Omit", "NotGiven") and type(value).__module__.split(".")[0] in ("anthropic", "openai")
+
+
+def _plain_body(options: Any) -> dict[str, Any] | None:
+    """The body the SDK would send: ``json_data`` merged with ``extra_json``, sentinels removed."""
+    data = options.json_data
+    if not isinstance(data, Mapping):
+        return None
+    body = {key: value for key, value in data.items() if not _is_sentinel(value)}
+    extra = options.extra_json
+    if isinstance(extra, Mapping):
+        # Like the SDK's _merge_mappings: extra_body wins, an Omit removes the key.
+        for key, value in extra.items():
+            if _is_sentinel(value):
+                body.pop(key, None)
+            else:
+                body[key] = value
+    if not isinstance(body.get("messages"), list) or not all(
+        isinstance(m, Mapping) for m in body["messages"]
+    ):
+        return None  # malformed: let the SDK / API produce its own error
+    return body
+
+
+def _strip_hint_header(options: Any) -> tuple[Any, str | None]:
+    headers = options.headers
+    if not isinstance(headers, Mapping) or HINT_HEADER not in headers:
+        return options, None
+    value = headers[HINT_HEADER]
+    kept = {key: item for key, item in headers.items() if key != HINT_HEADER}
+    return options.model_copy(update={"headers": kept}), value if isinstance(value, str) else None
+
+
+def _resolve_session(
+    api: Api, body: Mapping[str, Any], hints: TelosHints, carried: Session | None
+) -> Session:
+    if hints.session is not None:
+        return named_session(hints.session)
+    if carried is not None:
+        return carried
+    active = current_session()
+    if active is not None:
+        return active
+    return implicit_session(api, body)
+
+
+def _prepare(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None]:
+    """Rewrite ``options`` for sending; returns the options to send and the call's context."""
+    config = current_config()
+    try:
+        options, header = _strip_hint_header(options)
+        hints, carried = read_hint_header(header)
+    except Exception as exc:  # a telos bug must never break the call
+        report_failure(TelosStageError("hint", exc))
+        return options, None
+    try:
+        route: Route | None = route_request(
+            sdk, options.method, options.url, str(client.base_url), hints, config
+        )
+    except Exception as exc:
+        report_failure(TelosStageError("route", exc))
+        return options, None
+    if route is None or not config.enabled:
+        return options, None
+    body = _plain_body(options)
+    if body is None:
+        return options, None
+    session = _resolve_session(route.api, body, hints, carried)
+    hints = hints.merged_over(session.hints)
+    strict = session.strict if session.strict is not None else config.strict
+    engine = get_engine(route.engine)
+    if hints.disable:
+        index = -1 if route.count_only else session.note_passthrough(route.api, route.engine, body)
+        return options, CallContext(engine=engine, session=session, index=index, strict=strict)
+    prepare_options = PrepareOptions(
+        engine=route.engine,
+        hints=hints,
+        session_id=session.id,
+        count_only=route.count_only,
+        bridge=BridgeOptions(keep_past_drop=config.keep_past_drop),
+        refpool_threshold=config.refpool_threshold,
+    )
+    try:
+        if route.count_only:
+            prepared = prepare(route.api, body, prepare_options, session.hooks())
+            index = -1
+        else:
+            index, prepared = session.prepare_request(route.api, body, prepare_options)
+    except TelosStageError as error:
+        report_failure(error, strict=strict)
+        index = -1 if route.count_only else session.note_passthrough(route.api, route.engine, body)
+        return options, CallContext(engine=engine, session=session, index=index, strict=strict)
+    new_options = options.model_copy(update={"json_data": prepared.body, "extra_json": None})
+    # The engine asked for stream usage the caller did not: the usage-only chunk is ours to swallow.
+    hide = _includes_usage(prepared.body) and not _includes_usage(body)
+    return new_options, CallContext(
+        engine=prepared.engine, session=session, index=index, strict=strict, hide_usage_chunk=hide
+    )
+
+
+def _includes_usage(body: Mapping[str, Any]) -> bool:
+    stream_options = body.get("stream_options")
+    return (
+        bool(body.get("stream"))
+        and isinstance(stream_options, Mapping)
+        and bool(stream_options.get("include_usage"))
+    )
+
+
+def _swap_options(
+    args: tuple[Any, ...], kwargs: dict[str, Any], options: Any
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    if len(args) > 1:
+        return (args[0], options, *args[2:]), kwargs
+    kwargs = dict(kwargs)
+    kwargs["options"] = options
+    return args, kwargs
+
+
+def _original_options(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    return args[1] if len(args) > 1 else kwargs.get("options")
+
+
+def _after(result: Any, ctx: CallContext) -> None:
+    """Remember the call on a raw response so its later ``.parse()`` can attach usage."""
+    if hasattr(result, "http_response") and hasattr(result, "parse"):
+        try:
+            result._telos_call = ctx
+        except Exception:
+            pass
+
+
+def make_request_wrapper(sdk: str) -> Wrapper:
+    """Wrapper for ``SyncAPIClient.request`` of ``sdk`` (``"anthropic"`` or ``"openai"``)."""
+
+    def request_wrapper(
+        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        options, ctx = _prepare(sdk, instance, _original_options(args, kwargs))
+        args, kwargs = _swap_options(args, kwargs, options)
+        if ctx is None:
+            return wrapped(*args, **kwargs)
+        token = current_call.set(ctx)
+        try:
+            result = wrapped(*args, **kwargs)
+        finally:
+            current_call.reset(token)
+        _after(result, ctx)
+        return result
+
+    return request_wrapper
+
+
+def make_async_request_wrapper(sdk: str) -> Callable[..., Awaitable[Any]]:
+    """Wrapper for ``AsyncAPIClient.request`` of ``sdk``."""
+
+    async def request_wrapper(
+        wrapped: Callable[..., Awaitable[Any]], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        options, ctx = _prepare(sdk, instance, _original_options(args, kwargs))
+        args, kwargs = _swap_options(args, kwargs, options)
+        if ctx is None:
+            return await wrapped(*args, **kwargs)
+        token = current_call.set(ctx)
+        try:
+            result = await wrapped(*args, **kwargs)
+        finally:
+            current_call.reset(token)
+        _after(result, ctx)
+        return result
+
+    return request_wrapper
+
+
+# -- responses -------------------------------------------------------------------------------------
+
+
+def _observe_result(result: Any, ctx: CallContext) -> None:
+    try:
+        if is_stream(result):
+            hook_stream(result, ctx)
+            return
+        usage = getattr(result, "usage", None)
+        if usage is None or not hasattr(usage, "model_dump"):
+            return
+        diagnostics = getattr(result, "diagnostics", None)
+        dumped = (
+            diagnostics.model_dump(mode="json")
+            if diagnostics is not None and hasattr(diagnostics, "model_dump")
+            else None
+        )
+        report = ctx.engine.parse_usage(usage.model_dump(mode="json"), diagnostics=dumped)
+        attach_usage(result, report)
+        if ctx.index >= 0:
+            ctx.session.record_usage(ctx.index, report)
+    except Exception as exc:
+        report_failure(TelosStageError("usage", exc), strict=ctx.strict)
+
+
+def _context_of(response: Any) -> CallContext | None:
+    ctx = getattr(response, "_telos_call", None)
+    return ctx if isinstance(ctx, CallContext) else current_call.get()
+
+
+def parse_wrapper(
+    wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """``APIResponse.parse`` / ``LegacyAPIResponse.parse``: attach usage to what it returns."""
+    result = wrapped(*args, **kwargs)
+    ctx = _context_of(instance)
+    if ctx is not None:
+        _observe_result(result, ctx)
+    return result
+
+
+async def async_parse_wrapper(
+    wrapped: Callable[..., Awaitable[Any]], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """``AsyncAPIResponse.parse``: attach usage to what it returns."""
+    result = await wrapped(*args, **kwargs)
+    ctx = _context_of(instance)
+    if ctx is not None:
+        _observe_result(result, ctx)
+    return result

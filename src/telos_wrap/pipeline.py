@@ -1,0 +1,121 @@
+"""The only place the three layers meet: ``prepare()`` = lift → bridge → engine plan/emit.
+
+Everything here is synchronous, pure and SDK-free: it maps a plain-JSON request body to the body
+to send. The patch layer calls it and decides what a failure means (fail open, or raise with
+``strict=True``). Each step runs as a named *stage*; a failure is raised as ``TelosStageError``
+naming the stage, and tests can inject faults into any stage by name (``telos_wrap.testing``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from telos_wrap.bridge import BridgeOptions, passes
+from telos_wrap.engines.base import EmitPlan, EngineAdapter
+from telos_wrap.engines.registry import get_engine
+from telos_wrap.errors import TelosStageError
+from telos_wrap.ir.hints import TelosHints
+from telos_wrap.ir.model import Api, TelosIR
+from telos_wrap.lift import lift_request
+from telos_wrap.lift.user_split import DEFAULT_PATTERNS, SplitPatterns
+
+__all__ = ["PrepareOptions", "Prepared", "SessionHooks", "prepare", "stage"]
+
+#: Test hook: called with each stage name before the stage runs (fault injection).
+_stage_hook: Callable[[str], None] | None = None
+
+
+@contextmanager
+def stage(name: str) -> Iterator[None]:
+    """Run a block as pipeline stage ``name``: any exception becomes ``TelosStageError(name)``."""
+    try:
+        if _stage_hook is not None:
+            _stage_hook(name)
+        yield
+    except TelosStageError:
+        raise
+    except Exception as exc:
+        raise TelosStageError(name, exc) from exc
+
+
+class SessionHooks:
+    """What a session contributes to a request. The default contributes nothing (stateless call).
+
+    ``before_bridge`` may add session state (ref-pool folds, learned volatile spans) to the lifted
+    IR; ``patterns`` extends the DROP patterns used by the lift.
+    """
+
+    def patterns(self, base: SplitPatterns) -> SplitPatterns:
+        return base
+
+    def before_bridge(self, ir: TelosIR) -> TelosIR:
+        return ir
+
+
+@dataclass(frozen=True, slots=True)
+class PrepareOptions:
+    """Knobs of one ``prepare`` call (resolved from patch(), session and telos_hint)."""
+
+    engine: str
+    hints: TelosHints = field(default_factory=TelosHints)
+    session_id: str = "implicit"
+    bridge: BridgeOptions = field(default_factory=BridgeOptions)
+    refpool_threshold: int | None = 2048
+    count_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """The result of ``prepare``: the body to send and how it was made.
+
+    Attributes:
+        body: the wire body to send (plain JSON, canonical key order).
+        ir: the bridged IR (what ``session.explain`` shows).
+        plan: the engine's plan (breakpoints, extras, notes).
+        engine: the engine adapter used.
+    """
+
+    body: dict[str, Any]
+    ir: TelosIR
+    plan: EmitPlan
+    engine: EngineAdapter
+
+
+def prepare(
+    api: Api,
+    body: Mapping[str, Any],
+    options: PrepareOptions,
+    hooks: SessionHooks | None = None,
+) -> Prepared:
+    """Turn a plain-JSON request body into the cache-friendly body to send.
+
+    Raises ``TelosStageError`` if any stage fails; ``body`` itself is never modified.
+    """
+    hooks = hooks or SessionHooks()
+    with stage("engine"):
+        engine = get_engine(options.engine)
+    with stage("lift"):
+        patterns = hooks.patterns(DEFAULT_PATTERNS)
+        ir = lift_request(
+            api,
+            body,
+            session_id=options.session_id,
+            hints=options.hints,
+            patterns=patterns,
+            refpool_threshold=options.refpool_threshold,
+        )
+    with stage("session.before"):
+        ir = hooks.before_bridge(ir)
+    for name, bridge_pass in passes(options.bridge):
+        with stage(name):
+            ir = bridge_pass(ir)
+    with stage("plan"):
+        plan = engine.plan(ir, options.hints)
+        if options.count_only:
+            plan = replace(plan, extras={})
+    with stage("emit"):
+        wire = engine.emit(ir, plan)
+    return Prepared(body=wire, ir=ir, plan=plan, engine=engine)

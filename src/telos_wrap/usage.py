@@ -1,0 +1,67 @@
+"""``usage_of()``: the normalized ``UsageReport`` of an SDK response, attached without proxies.
+
+The report is stored as a private attribute (``_telos_usage``) on the SDK's own object — the
+pattern the SDKs use for ``_request_id`` — so it stays out of ``model_dump()`` and survives
+``pickle``, ``copy`` and ``model_copy``. Nothing of the response is wrapped or replaced.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from telos_wrap.engines.anthropic_usage import parse_anthropic_usage
+from telos_wrap.ir.model import UsageReport
+
+__all__ = ["ATTRIBUTE", "attach_usage", "usage_of"]
+
+ATTRIBUTE = "_telos_usage"
+
+
+def attach_usage(obj: Any, report: UsageReport | None) -> None:
+    """Store ``report`` on ``obj`` (an SDK model, stream or raw response). Never raises."""
+    if report is None:
+        return
+    try:
+        setattr(obj, ATTRIBUTE, report)
+    except Exception:
+        try:
+            object.__setattr__(obj, ATTRIBUTE, report)
+        except Exception:  # pragma: no cover - objects without a __dict__
+            pass
+
+
+def usage_of(obj: Any) -> UsageReport | None:
+    """The ``UsageReport`` of a response, or ``None`` when there is none (yet).
+
+    Works on a ``Message`` / ``ChatCompletion`` (plain or parsed), a ``Stream`` after it was
+    consumed (or while it is, with what arrived so far), a ``MessageStream`` / chat stream helper and
+    its final message, and a raw response after ``.parse()``. A response telos did not see (e.g.
+    sent before ``patch()``) is normalized from its own ``usage`` field when the vendor is evident.
+    """
+    report = getattr(obj, ATTRIBUTE, None)
+    if isinstance(report, UsageReport):
+        return report
+    for inner in ("_raw_stream", "_stream", "_parsed_by_type"):
+        value = getattr(obj, inner, None)
+        if isinstance(value, dict):
+            for parsed in value.values():
+                found = usage_of(parsed)
+                if found is not None:
+                    return found
+        elif value is not None and value is not obj:
+            found = usage_of(value)
+            if found is not None:
+                return found
+    return _from_own_usage(obj)
+
+
+def _from_own_usage(obj: Any) -> UsageReport | None:
+    usage = getattr(obj, "usage", None)
+    if usage is None or not hasattr(usage, "model_dump"):
+        return None
+    data = usage.model_dump()
+    if "cache_read_input_tokens" in data or ("input_tokens" in data and "prompt_tokens" not in data):
+        return parse_anthropic_usage(data)
+    from telos_wrap.engines.openai_usage import parse_openai_chat_usage
+
+    return parse_openai_chat_usage(data, engine="openai")
