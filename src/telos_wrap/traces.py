@@ -1,0 +1,117 @@
+"""Recorded agent sessions: loading trace files, and replaying them the way a careless harness would.
+
+A trace file is JSON Lines (optionally ``.xz``): one request per line,
+``{"session": id, "turn": n, "api": "anthropic"|"openai", "kwargs": {...}}``, lines of one session
+consecutive and in order — the format of the bundled sample traces and of ``telos_wrap.record()``.
+
+``jitter()`` rebuilds a request the way the failure modes of the TELOS seeds describe: a live clock
+line and an environment envelope rewritten into the system prompt every turn, tools and JSON keys in
+a new order every turn. It is deterministic for a given seed.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import lzma
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+__all__ = ["TraceRequest", "group_sessions", "jitter", "load_trace", "shuffle_keys"]
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRequest:
+    """One recorded request."""
+
+    session: str
+    turn: int
+    api: str
+    kwargs: dict[str, Any]
+
+
+def load_trace(path: str | Path) -> Iterator[TraceRequest]:
+    """Read a trace file (``.jsonl`` or ``.jsonl.xz``) lazily, one request at a time."""
+    path = Path(path)
+    opener = lzma.open if path.suffix == ".xz" else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                yield TraceRequest(str(row["session"]), int(row.get("turn", 0)), str(row["api"]), dict(row["kwargs"]))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ValueError(
+                    f"{path}:{number}: not a trace line ({exc}); expected "
+                    '{"session": ..., "turn": n, "api": "anthropic"|"openai", "kwargs": {...}}'
+                ) from exc
+
+
+def group_sessions(requests: Iterator[TraceRequest]) -> Iterator[list[TraceRequest]]:
+    """Group consecutive requests of the same session."""
+    current: list[TraceRequest] = []
+    for request in requests:
+        if current and request.session != current[0].session:
+            yield current
+            current = []
+        current.append(request)
+    if current:
+        yield current
+
+
+def shuffle_keys(value: Any, rng: random.Random) -> Any:
+    """``value`` with every dict's keys in a random insertion order (what Go/Swift JSON maps do)."""
+    if isinstance(value, dict):
+        items = list(value.items())
+        rng.shuffle(items)
+        return {key: shuffle_keys(item, rng) for key, item in items}
+    if isinstance(value, list):
+        return [shuffle_keys(item, rng) for item in value]
+    return value
+
+
+def _envelope(turn: int, rng: random.Random) -> tuple[str, str]:
+    now = datetime(2026, 11, 21, 9, 30, tzinfo=timezone.utc) + timedelta(seconds=47 * turn, microseconds=rng.randrange(10**6))
+    clock = f"Current time: {now.isoformat()}"
+    env = (
+        "<environment_info>\n"
+        f"cwd: /tmp/agent-run-{rng.randrange(16**6):06x}\n"
+        f"git status: {rng.randrange(1, 9)} files changed\n"
+        f"pid: {rng.randrange(1000, 99999)}\n"
+        "</environment_info>"
+    )
+    return clock, env
+
+
+def jitter(api: str, kwargs: dict[str, Any], turn: int, seed: int = 0) -> dict[str, Any]:
+    """The request as a careless harness sends it on ``turn`` (the input is not modified)."""
+    rng = random.Random(f"{seed}:{turn}")
+    request = copy.deepcopy(kwargs)
+    clock, env = _envelope(turn, rng)
+    volatile = f"{clock}\n{env}"
+    if api == "anthropic":
+        system = request.get("system")
+        if isinstance(system, str):
+            request["system"] = f"{volatile}\n{system}"
+        elif isinstance(system, list) and system and isinstance(system[0], dict) and system[0].get("type") == "text":
+            system[0] = {**system[0], "text": f"{volatile}\n{system[0]['text']}"}
+        else:
+            request["system"] = volatile
+    else:
+        messages = request.get("messages") or []
+        first = messages[0] if messages else None
+        if isinstance(first, dict) and first.get("role") in ("system", "developer") and isinstance(first.get("content"), str):
+            first["content"] = f"{volatile}\n{first['content']}"
+        else:
+            messages.insert(0, {"role": "system", "content": volatile})
+            request["messages"] = messages
+    tools = request.get("tools")
+    if isinstance(tools, list):
+        rng.shuffle(tools)
+    shuffled: dict[str, Any] = shuffle_keys(request, rng)
+    return shuffled

@@ -1,0 +1,103 @@
+"""A telos bug never breaks the call: every stage fails open (original request, one warning) or raises in strict mode."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+import telos_wrap
+from telos_wrap import pipeline
+from telos_wrap.errors import TelosStageError
+from telos_wrap.patch.failopen import failure_counts, reset_failures
+
+from .capture import Capture
+
+STAGES = [
+    "engine", "lift", "session.before", "bridge.canonicalize", "bridge.relocate", "bridge.refpool",
+    "bridge.invariants", "plan", "emit",
+]
+KWARGS = {
+    "model": "claude-opus-5",
+    "max_tokens": 64,
+    "system": "You are terse.\nCurrent time: 2026-11-21T10:00:00",
+    "tools": [{"name": "b", "input_schema": {"type": "object"}}, {"name": "a", "input_schema": {"type": "object"}}],
+    "messages": [{"role": "user", "content": "hello"}],
+}
+
+
+@contextmanager
+def fault_in(stage: str) -> Iterator[None]:
+    def hook(name: str) -> None:
+        if name == stage:
+            raise RuntimeError(f"injected fault in {name}")
+
+    pipeline._stage_hook = hook
+    try:
+        yield
+    finally:
+        pipeline._stage_hook = None
+
+
+def unpatched_body() -> dict[str, object]:
+    capture = Capture()
+    capture.client().messages.create(**KWARGS)
+    return capture.bodies[0]
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_fault_sends_the_original_request_and_warns_once(stage: str, caplog: pytest.LogCaptureFixture) -> None:
+    original = unpatched_body()
+    telos_wrap.patch()
+    reset_failures()
+    try:
+        capture = Capture()
+        client = capture.client()
+        with fault_in(stage), caplog.at_level(logging.WARNING, logger="telos_wrap"):
+            for _ in range(3):
+                message = client.messages.create(**KWARGS)
+    finally:
+        telos_wrap.unpatch()
+    assert all(body == original for body in capture.bodies)
+    assert all("x-telos-hint" not in headers for headers in capture.headers)
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING and stage in r.getMessage()]
+    assert len(warnings) == 1, "one warning per call site, not per call"
+    assert failure_counts() == {stage: 3}
+    assert message.content[0].text == "ok"
+    assert telos_wrap.usage_of(message) is not None
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_strict_mode_raises_naming_the_stage(stage: str) -> None:
+    telos_wrap.patch(strict=True)
+    try:
+        client = Capture().client()
+        with fault_in(stage), pytest.raises(TelosStageError) as info:
+            client.messages.create(**KWARGS)
+    finally:
+        telos_wrap.unpatch()
+    assert info.value.stage == stage
+    assert isinstance(info.value.__cause__, RuntimeError)
+
+
+def test_vendor_errors_pass_through_untouched() -> None:
+    import anthropic
+    import httpx2
+
+    def reject(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(
+            429, json={"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}},
+            headers={"retry-after": "0"},
+        )
+
+    telos_wrap.patch()
+    try:
+        client = anthropic.Anthropic(api_key="k", max_retries=0, http_client=httpx2.Client(transport=httpx2.MockTransport(reject)))
+        with pytest.raises(anthropic.RateLimitError) as info:
+            client.messages.create(**KWARGS)
+    finally:
+        telos_wrap.unpatch()
+    assert info.value.status_code == 429
+    assert info.value.body == {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}

@@ -1,0 +1,70 @@
+"""Shared fixtures: patch/unpatch around a test, strict by default, and cassette settings.
+
+Cassettes (``cassettes/<test module>/<test name>.yaml``) are real HTTP exchanges between the real
+SDKs and the built-in engine emulator served on 127.0.0.1 (see ``cassettes/README.md``). They are
+matched on method, path and the exact request body bytes, so any change in what telos emits fails
+the test. Re-record with ``pytest --record-mode=rewrite`` (the ``emulator_url`` fixture then starts
+a real local server).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import telos_wrap
+from telos_wrap.patch.failopen import reset_failures
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def patched() -> Iterator[None]:
+    """``telos_wrap.patch(strict=True)`` for the test, ``unpatch()`` after."""
+    telos_wrap.patch(strict=True)
+    reset_failures()
+    try:
+        yield
+    finally:
+        telos_wrap.unpatch()
+
+
+@pytest.fixture
+def patched_lenient() -> Iterator[None]:
+    """``telos_wrap.patch()`` in its production (fail-open) mode."""
+    telos_wrap.patch(strict=False)
+    reset_failures()
+    try:
+        yield
+    finally:
+        telos_wrap.unpatch()
+
+
+@pytest.fixture(scope="module")
+def vcr_config() -> dict[str, object]:
+    return {
+        "match_on": ["method", "path", "body"],
+        "filter_headers": ["authorization", "x-api-key", "openai-organization", "openai-project", "cookie"],
+        "decode_compressed_response": True,
+    }
+
+
+@pytest.fixture(scope="module")
+def vcr_cassette_dir(request: pytest.FixtureRequest) -> str:
+    module = request.module.__name__.rsplit(".", 1)[-1]
+    return str(ROOT / "cassettes" / module)
+
+
+@pytest.fixture
+def emulator_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Base URL of a real emulator HTTP server when recording; a placeholder when replaying."""
+    mode = request.config.getoption("--record-mode", default="none")
+    if mode in (None, "none"):
+        yield "http://127.0.0.1:4010"
+        return
+    from telos_wrap.emulator import Emulator, serve
+
+    with serve(Emulator(), port=4010) as url:
+        yield url
