@@ -1,0 +1,190 @@
+"""The :class:`Emulator`: one prefix cache per vendor flavour, request routing, request log."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from .anthropic_api import AnthropicAPI
+from .chat_flavour import ChatFlavour
+from .clock import Clock, SystemClock
+from .errors import EmulatorHTTPError, anthropic_error, openai_error
+from .flavour_deepseek import DeepSeekFlavour
+from .flavour_openai import OpenAIFlavour
+from .flavour_sglang import SGLangConfig, SGLangFlavour
+from .flavour_vllm import VLLMConfig, VLLMFlavour
+from .openai_compat import handle_chat
+from .wire import EmulatorResponse, Handled, json_response
+
+Flavour = Literal["anthropic", "openai", "deepseek", "vllm", "sglang"]
+FLAVOURS: tuple[Flavour, ...] = ("anthropic", "openai", "deepseek", "vllm", "sglang")
+CHAT_FLAVOURS: tuple[Flavour, ...] = ("openai", "deepseek", "vllm", "sglang")
+
+KNOWN_HOSTS: Mapping[str, Flavour] = {
+    "api.anthropic.com": "anthropic",
+    "api.openai.com": "openai",
+    "api.deepseek.com": "deepseek",
+}
+"""Built-in host -> flavour mapping used by the in-process transport."""
+
+
+def _check_flavour(name: str, allowed: tuple[Flavour, ...] = FLAVOURS) -> Flavour:
+    for flavour in allowed:
+        if flavour == name:
+            return flavour
+    raise ValueError(f"unknown flavour {name!r}; expected one of {', '.join(allowed)}")
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """One request the emulator handled (successful or rejected)."""
+
+    method: str
+    url: str
+    path: str
+    flavour: Flavour
+    body: Any  # the decoded JSON body (None if it was not JSON)
+    status: int
+    usage: dict[str, Any] | None  # the usage object returned, None for errors / count_tokens
+    response_id: str | None
+    model: str | None
+    error: dict[str, Any] | None  # the error body for status >= 400
+
+
+class Emulator:
+    """In-process emulation of the vendors' prompt caches behind their HTTP APIs.
+
+    Args:
+        clock: time source for TTLs (default :class:`SystemClock`; use :class:`ManualClock` in tests).
+        default_openai_flavour: flavour for ``/chat/completions`` on hosts that are neither
+            built in (:data:`KNOWN_HOSTS`) nor in ``routes``.
+        routes: extra ``{host_or_base_url: flavour}`` mappings; a key containing ``://`` matches
+            URLs starting with it (longest wins), otherwise it matches ``host`` or ``host:port``.
+        vllm / sglang: server flags of those flavours.
+        anthropic_min_tokens: overrides of the per-model minimum cacheable length.
+    """
+
+    def __init__(
+        self,
+        *,
+        clock: Clock | None = None,
+        default_openai_flavour: str = "openai",
+        routes: Mapping[str, str] | None = None,
+        vllm: VLLMConfig | None = None,
+        sglang: SGLangConfig | None = None,
+        anthropic_min_tokens: Mapping[str, int] | None = None,
+    ) -> None:
+        self.clock: Clock = clock or SystemClock()
+        self._default: Flavour = _check_flavour(default_openai_flavour, CHAT_FLAVOURS)
+        self.routes: dict[str, Flavour] = {k: _check_flavour(v) for k, v in (routes or {}).items()}
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._log: list[RequestRecord] = []
+        self.anthropic = AnthropicAPI(self.clock, self._next_id, anthropic_min_tokens)
+        self.chat: dict[Flavour, ChatFlavour] = {
+            "openai": OpenAIFlavour(),
+            "deepseek": DeepSeekFlavour(),
+            "vllm": VLLMFlavour(vllm),
+            "sglang": SGLangFlavour(sglang),
+        }
+
+    @property
+    def default_openai_flavour(self) -> Flavour:
+        """Flavour for chat requests to unknown hosts."""
+        return self._default
+
+    @default_openai_flavour.setter
+    def default_openai_flavour(self, value: str) -> None:
+        self._default = _check_flavour(value, CHAT_FLAVOURS)
+
+    @property
+    def requests(self) -> list[RequestRecord]:
+        """A snapshot of the handled requests, oldest first."""
+        with self._lock:
+            return list(self._log)
+
+    def reset(self) -> None:
+        """Empty every cache and the request log (ids keep counting)."""
+        self.anthropic.reset()
+        for flavour in self.chat.values():
+            flavour.reset()
+        with self._lock:
+            self._log.clear()
+
+    def _next_id(self) -> int:
+        with self._lock:
+            return next(self._ids)
+
+    def flavour_for_url(self, url: str) -> Flavour:
+        """Flavour that serves ``/chat/completions`` at ``url`` (routes, known hosts, default)."""
+        base_matches = [k for k in self.routes if "://" in k and url.startswith(k.rstrip("/"))]
+        if base_matches:  # routes may be edited in place, so re-check the value
+            return _check_flavour(self.routes[max(base_matches, key=len)])
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower()
+        for key in (parts.netloc.lower(), host):
+            if key in self.routes:
+                return _check_flavour(self.routes[key])
+        return KNOWN_HOSTS.get(host, self._default)
+
+    def handle(self, method: str, url: str, body: bytes, *, flavour: str | None = None) -> EmulatorResponse:
+        """Answer one HTTP request.  ``flavour`` forces the chat flavour (used by the server)."""
+        path = urlsplit(url).path.rstrip("/")
+        is_messages = path.endswith(("/messages", "/messages/count_tokens"))
+        if is_messages:
+            chosen: Flavour = "anthropic"
+        elif flavour is not None:
+            chosen = _check_flavour(flavour)
+        else:
+            chosen = self.flavour_for_url(url)
+        decoded: Any = None
+        try:
+            try:
+                decoded = json.loads(body) if body else None
+            except ValueError as exc:
+                raise _error(chosen, f"The request body is not valid JSON: {exc}") from None
+            handled = self._dispatch(method, path, chosen, decoded)
+        except EmulatorHTTPError as err:
+            handled = Handled(json_response(err.status, err.body))
+        record = RequestRecord(
+            method=method.upper(),
+            url=url,
+            path=path,
+            flavour=chosen,
+            body=decoded,
+            status=handled.response.status,
+            usage=handled.usage,
+            response_id=handled.response_id,
+            model=handled.model,
+            error=handled.response.json() if handled.response.status >= 400 else None,
+        )
+        with self._lock:
+            self._log.append(record)
+        return handled.response
+
+    def _dispatch(self, method: str, path: str, flavour: Flavour, body: Any) -> Handled:
+        if method.upper() != "POST":
+            raise _error(flavour, f"{method} {path} is not supported", status=404)
+        if not isinstance(body, Mapping):
+            raise _error(flavour, "The request body must be a JSON object.")
+        if path.endswith("/messages/count_tokens"):
+            return self.anthropic.count_tokens(body)
+        if path.endswith("/messages"):
+            return self.anthropic.create(body)
+        if path.endswith("/chat/completions") and flavour != "anthropic":
+            return handle_chat(self.chat[flavour], body, self.clock.now(), self._next_id)
+        raise _error(flavour, f"Unknown path {path}", status=404)
+
+
+def _error(flavour: Flavour, message: str, status: int = 400) -> EmulatorHTTPError:
+    """An error in the shape of the API that ``flavour`` speaks."""
+    if flavour == "anthropic":
+        return anthropic_error(
+            message, status=status, kind="not_found_error" if status == 404 else "invalid_request_error"
+        )
+    return openai_error(message, status=status)

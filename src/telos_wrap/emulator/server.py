@@ -1,0 +1,86 @@
+"""A real local HTTP server in front of an :class:`Emulator` (for recording cassettes over HTTP).
+
+>>> with serve(emu) as base_url:           # "http://127.0.0.1:PORT"
+...     anthropic.Anthropic(api_key="x", base_url=base_url)
+...     openai.OpenAI(api_key="x", base_url=base_url + "/v1")
+
+It is a stdlib ``ThreadingHTTPServer`` bound to 127.0.0.1 (a free port unless ``port`` is
+given), run in a daemon thread and shut down when the ``with`` block exits.
+
+Flavour of ``/v1/chat/completions``: a first path segment naming a chat flavour wins
+(``{base_url}/vllm/v1/chat/completions`` is vLLM); otherwise the ``flavour`` argument of
+:func:`serve`; otherwise the emulator's ``default_openai_flavour``.  ``/v1/messages`` is always
+the Anthropic flavour.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from .emulator import CHAT_FLAVOURS, Emulator, _check_flavour
+
+_HOST = "127.0.0.1"
+
+
+def _split_flavour(path: str) -> tuple[str | None, str]:
+    """``/vllm/v1/chat/completions`` -> ("vllm", "/v1/chat/completions")."""
+    head, sep, rest = path.lstrip("/").partition("/")
+    if head in CHAT_FLAVOURS and sep:
+        return head, "/" + rest
+    return None, path
+
+
+def _handler(emulator: Emulator, flavour: str | None) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        timeout = 60  # seconds an idle keep-alive connection is kept open
+
+        def _respond(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            prefixed, path = _split_flavour(self.path)
+            url = f"http://{self.headers.get('Host') or _HOST}{path}"
+            result = emulator.handle(self.command, url, body, flavour=prefixed or flavour)
+            self.send_response(result.status)
+            for name, value in result.headers:
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(result.body)))
+            self.end_headers()
+            for chunk in result.chunks:  # one write per SSE event
+                self.wfile.write(chunk)
+                self.wfile.flush()
+
+        do_POST = _respond
+        do_GET = _respond
+
+        def log_message(self, format: str, *args: Any) -> None:
+            """Silence the default stderr access log."""
+
+    return Handler
+
+
+@contextmanager
+def serve(emulator: Emulator, *, flavour: str | None = None, port: int = 0) -> Iterator[str]:
+    """Serve ``emulator`` on ``http://127.0.0.1:<port>`` for the duration of the block.
+
+    Yields the base URL (no trailing slash).  ``flavour`` picks the chat flavour for paths
+    without a flavour prefix.  ``port=0`` (default) takes a free port; a fixed port keeps
+    recorded cassette URLs stable.  Only the loopback interface is bound.
+    """
+    if flavour is not None:
+        _check_flavour(flavour, CHAT_FLAVOURS)
+    server = ThreadingHTTPServer((_HOST, port), _handler(emulator, flavour))
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, name="telos-wrap-emulator", daemon=True)
+    thread.start()
+    try:
+        host, port = server.server_address[:2]
+        yield f"http://{host!s}:{port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
