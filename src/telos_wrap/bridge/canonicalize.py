@@ -15,12 +15,12 @@ __all__ = ["canonicalize"]
 
 def _canonical_block(block: TelosBlock) -> TelosBlock:
     payload = canonicalize_payload(block.payload)
-    return block if payload is block.payload else replace(block, payload=payload)
+    return block if payload is block.payload else block.with_payload(payload)
 
 
 def canonicalize(ir: TelosIR) -> TelosIR:
     """Return ``ir`` with canonical payloads and tools sorted by ``tool_sort_key`` (stable)."""
-    tools = tuple(replace(tool, payload=canonicalize_tool_def(tool.payload)) for tool in ir.tools)
+    tools = tuple(tool.with_payload(canonicalize_tool_def(tool.payload)) for tool in ir.tools)
     order = sorted(range(len(tools)), key=lambda i: tool_sort_key(tools[i].payload))
     records = list(ir.records)
     if order != list(range(len(tools))):

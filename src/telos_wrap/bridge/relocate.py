@@ -41,7 +41,8 @@ def relocate_drop(ir: TelosIR, *, keep_past_drop: bool = False) -> TelosIR:
     messages: list[TelosMessage] = []
     for index, message in enumerate(ir.messages):
         blocks = enforce_band_order(message.blocks)
-        if blocks != message.blocks:
+        changed = blocks is not message.blocks and blocks != message.blocks
+        if changed:
             records.append(
                 Transformation(
                     kind="reordered",
@@ -61,10 +62,14 @@ def relocate_drop(ir: TelosIR, *, keep_past_drop: bool = False) -> TelosIR:
                             detail="per-turn envelope of a past turn pruned; the model saw it on its own turn",
                         )
                     )
-                    continue
-                kept.append(block if block.band is Band.FOLD else replace(block, band=Band.FOLD))
+                    changed = True
+                elif block.band is Band.FOLD:
+                    kept.append(block)
+                else:
+                    kept.append(block.with_band(Band.FOLD))
+                    changed = True
             blocks = tuple(kept)
-        messages.append(message if blocks == message.blocks else replace(message, blocks=blocks))
+        messages.append(message.with_blocks(blocks) if changed else message)
 
     system = ir.system
     moved = tuple(block for block in system if block.band is Band.DROP)

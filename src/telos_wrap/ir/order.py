@@ -8,7 +8,6 @@ nothing cacheable follows it, so volatile bytes can never shift the cached prefi
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from itertools import pairwise
 
 from telos_wrap.errors import TelosInvariantError
 from telos_wrap.ir.model import Band, TelosBlock, TelosIR
@@ -20,9 +19,12 @@ def enforce_band_order(blocks: Iterable[TelosBlock]) -> tuple[TelosBlock, ...]:
     """Stable-sort blocks into ``pin* → fold* → drop*``, keeping insertion order within a band."""
     ordered = tuple(blocks)
     # Already ordered is by far the common case: check in O(n) before paying for a sort.
-    if all(a.band <= b.band for a, b in pairwise(ordered)):
-        return ordered
-    return tuple(sorted(ordered, key=lambda block: block.band))
+    previous = Band.PIN
+    for block in ordered:
+        if block.band < previous:
+            return tuple(sorted(ordered, key=lambda item: item.band))
+        previous = block.band
+    return ordered
 
 
 def assert_band_order(blocks: Sequence[TelosBlock], where: str) -> None:

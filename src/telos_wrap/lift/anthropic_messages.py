@@ -45,13 +45,16 @@ _KINDS: Mapping[str, BlockKind] = {
 }
 
 
+_NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
+
+
 def _split_marker(payload: Any) -> tuple[Any, Mapping[str, Any]]:
     """Separate a caller's ``cache_control`` from a block payload."""
-    if isinstance(payload, Mapping) and "cache_control" in payload:
+    if type(payload) is dict and "cache_control" in payload:
         marker = payload["cache_control"]
         rest = {key: value for key, value in payload.items() if key != "cache_control"}
-        return rest, ({"cache_control": marker} if marker is not None else {})
-    return payload, MappingProxyType({})
+        return rest, ({"cache_control": marker} if marker is not None else _NO_EXTRA)
+    return payload, _NO_EXTRA
 
 
 def _text_block(
@@ -184,7 +187,7 @@ def _lift_system(
 
 def _lift_message(index: int, message: Mapping[str, Any], patterns: SplitPatterns) -> TelosMessage:
     role = str(message.get("role"))
-    extra = {key: value for key, value in message.items() if key not in ("role", "content")}
+    extra = {key: value for key, value in message.items() if key != "role" and key != "content"} if len(message) > 2 else _NO_EXTRA
     content = message.get("content")
     form: ContentForm
     if isinstance(content, str):
@@ -200,7 +203,7 @@ def _lift_message(index: int, message: Mapping[str, Any], patterns: SplitPattern
             content_form="absent" if "content" not in message else "null",
             extra={**extra, **({"content": content} if "content" in message else {})},
         )
-    has_tool_result = any(isinstance(b, Mapping) and b.get("type") == "tool_result" for b in raw_blocks)
+    has_tool_result = any(type(b) is dict and b.get("type") == "tool_result" for b in raw_blocks)
     blocks: list[TelosBlock] = []
     for position, raw in enumerate(raw_blocks):
         payload, marker = _split_marker(raw)

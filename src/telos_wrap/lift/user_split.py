@@ -12,6 +12,7 @@ blank gap), and a whitespace-only piece of PIN text between envelopes goes with 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -114,8 +115,18 @@ def split_text(text: str, patterns: SplitPatterns = DEFAULT_PATTERNS, *, with_fo
     """Split ``text`` into banded spans (PIN for everything no pattern matched).
 
     ``with_fold=False`` looks for DROP envelopes only (used for system text, where ``<prev>`` has no
-    meaning).
+    meaning). Results are memoized by the text itself (content-addressed: a string changed in place
+    between turns is a different key), so history already split on an earlier turn costs a lookup.
     """
+    return _split_memo(text, patterns, with_fold)
+
+
+@functools.lru_cache(maxsize=16384)
+def _split_memo(text: str, patterns: SplitPatterns, with_fold: bool) -> TextSplit:
+    return _split(text, patterns, with_fold)
+
+
+def _split(text: str, patterns: SplitPatterns, with_fold: bool) -> TextSplit:
     if not text:
         return TextSplit(spans=())
     matches = _matches(text, patterns, with_fold)
