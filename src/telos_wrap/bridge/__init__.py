@@ -12,7 +12,7 @@ from functools import partial
 
 from telos_wrap.bridge.canonicalize import canonicalize
 from telos_wrap.bridge.refpool_render import render_ref_pool
-from telos_wrap.bridge.relocate import latest_user_index, relocate_drop
+from telos_wrap.bridge.relocate import relocate_drop
 from telos_wrap.ir.model import TelosIR
 from telos_wrap.ir.order import assert_ir_invariants
 
@@ -20,7 +20,6 @@ __all__ = [
     "BridgeOptions",
     "Pass",
     "canonicalize",
-    "latest_user_index",
     "passes",
     "relocate_drop",
     "render_ref_pool",

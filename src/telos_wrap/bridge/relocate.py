@@ -1,9 +1,9 @@
 """Bridge pass: keep DROP out of the cached prefix (I1, I3) and make history turn-invariant.
 
-* Every message before the latest user turn is history: its PIN blocks become FOLD and its DROP
+* Every message before the latest turn (the last user or tool message) is history: its PIN blocks become FOLD and its DROP
   envelope is pruned (or, with ``keep_past_drop``, kept as frozen FOLD history).
 * DROP content found in the system prompt (a clock line, an environment block) moves to the tail
-  of the latest user turn, so the system prompt's bytes stop changing every turn.
+  of the latest turn (in an OpenAI tool loop that is the last ``tool`` message), so the system prompt's bytes stop changing every turn.
 * Each message is stably band-sorted; the sort uses the bands the message had when it was the
   latest turn, so its bytes are the same on every later turn (I2).
 
@@ -15,17 +15,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from telos_wrap.ir.model import Band, TelosBlock, TelosIR, TelosMessage, Transformation
-from telos_wrap.ir.order import enforce_band_order
+from telos_wrap.ir.order import enforce_band_order, latest_turn_index
 
-__all__ = ["latest_user_index", "relocate_drop"]
-
-
-def latest_user_index(ir: TelosIR) -> int | None:
-    """Index of the last message whose role is ``user`` (the current turn), or ``None``."""
-    for index in range(len(ir.messages) - 1, -1, -1):
-        if ir.messages[index].role == "user":
-            return index
-    return None
+__all__ = ["relocate_drop"]
 
 
 def _chars(block: TelosBlock) -> int:
@@ -36,7 +28,7 @@ def _chars(block: TelosBlock) -> int:
 
 def relocate_drop(ir: TelosIR, *, keep_past_drop: bool = False) -> TelosIR:
     """Apply the DROP policy described in the module docstring."""
-    latest = latest_user_index(ir)
+    latest = latest_turn_index(ir.messages)
     records = list(ir.records)
     messages: list[TelosMessage] = []
     for index, message in enumerate(ir.messages):
@@ -90,7 +82,7 @@ def relocate_drop(ir: TelosIR, *, keep_past_drop: bool = False) -> TelosIR:
                     kind="drop-moved",
                     where=block.id,
                     chars=_chars(block),
-                    detail=f"volatile system text moved to the end of the latest user turn "
+                    detail=f"volatile system text moved to the end of the latest turn "
                     f"(messages[{latest}]) so the system prompt stays byte-identical across turns",
                 )
             )

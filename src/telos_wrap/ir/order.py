@@ -10,9 +10,31 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from telos_wrap.errors import TelosInvariantError
-from telos_wrap.ir.model import Band, TelosBlock, TelosIR
+from telos_wrap.ir.model import Band, TelosBlock, TelosIR, TelosMessage
 
-__all__ = ["assert_band_order", "assert_ir_invariants", "enforce_band_order", "iter_segments"]
+__all__ = [
+    "TURN_ROLES",
+    "assert_band_order",
+    "assert_ir_invariants",
+    "enforce_band_order",
+    "iter_segments",
+    "latest_turn_index",
+]
+
+#: Roles whose message opens or continues a turn from the caller's side: a user question, or a
+#: tool result (OpenAI ``tool``/``function`` messages; Anthropic tool results are ``user`` messages).
+TURN_ROLES = frozenset({"user", "tool", "function"})
+
+
+def latest_turn_index(messages: Sequence[TelosMessage]) -> int | None:
+    """Index of the latest caller-side message (the current turn), or ``None``.
+
+    Everything before it is history; an assistant message after it (a prefill) is the tail.
+    """
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].role in TURN_ROLES:
+            return index
+    return None
 
 
 def enforce_band_order(blocks: Iterable[TelosBlock]) -> tuple[TelosBlock, ...]:
@@ -55,7 +77,7 @@ def iter_segments(ir: TelosIR) -> Iterable[tuple[str, Sequence[TelosBlock]]]:
 def assert_ir_invariants(ir: TelosIR) -> None:
     """Validate a whole IR: tools all PIN, every segment band-ordered, DROP only at the prompt's tail.
 
-    The tail is the latest user turn's end; an assistant prefill after it may follow its DROP.
+    The tail is the latest turn's end; an assistant prefill after it may follow its DROP.
     """
     for index, tool in enumerate(ir.tools):
         if tool.band is not Band.PIN:
@@ -66,11 +88,8 @@ def assert_ir_invariants(ir: TelosIR) -> None:
             )
     # Messages after the latest user turn (an assistant prefill) are the request's own tail: they
     # may follow that turn's DROP envelope without ever being part of a cached prefix.
-    tail_start = len(ir.messages)
-    for position in range(len(ir.messages) - 1, -1, -1):
-        if ir.messages[position].role == "user":
-            tail_start = position + 1
-            break
+    latest = latest_turn_index(ir.messages)
+    tail_start = len(ir.messages) if latest is None else latest + 1
     seen_drop: str | None = None
     for segment_index, (where, blocks) in enumerate(iter_segments(ir)):
         assert_band_order(blocks, where)

@@ -1,0 +1,309 @@
+"""What every engine behind the Chat Completions wire shares: the emit, stream usage, prefix identity.
+
+* ``emit_chat`` writes a chat body from an IR lifted by ``telos_wrap.lift.openai_chat``: the system
+  segment goes back into one wire message per original system/developer message (role, other keys and
+  content form as sent; blocks telos added, such as rendered ref-pool entries, join the last one),
+  then the conversation, then ``plan.extras`` on top. A caller's own ``prompt_cache_breakpoint`` is
+  always put back; the plan's own breakpoints are added; string content becomes a parts array only
+  when a marker has to sit on it. Keys come out in canonical (sorted) order.
+* ``stream_usage_extras``: chat streams report usage only with ``stream_options.include_usage``
+  (openai 3.54 ``chat_completion_stream_options_param.py``); the engines whose servers accept it ask
+  for it on a copy of the caller's ``stream_options`` (the patch layer hides the extra chunk).
+* ``family_digest`` / ``prefix_digest``: hashes of the stable prefix, for cache keys and routing hints.
+* ``OpenAICompatEngine``: the adapter base the chat engines specialise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from telos_wrap.engines.base import Breakpoint, EmitPlan, EngineProfile
+from telos_wrap.engines.openai_usage import OpenAIChatStreamUsage, parse_openai_chat_usage
+from telos_wrap.ir.canon import canonical_bytes, canonical_json, canonicalize_payload, canonicalize_tool_def
+from telos_wrap.ir.hints import TelosHints
+from telos_wrap.ir.model import Band, TelosBlock, TelosIR, UsageReport
+
+__all__ = [
+    "MARKER",
+    "ORIGIN",
+    "Location",
+    "OpenAICompatEngine",
+    "SystemGroup",
+    "caller_breakpoints",
+    "emit_chat",
+    "family_digest",
+    "group_system",
+    "markable",
+    "merge_under_caller",
+    "prefix_digest",
+    "stable_prefix_end",
+    "stream_usage_extras",
+    "wire_pointer",
+]
+
+# Shared with the lift (telos_wrap.lift.openai_chat); engines may not import the lift layer.
+MARKER = "prompt_cache_breakpoint"
+ORIGIN = "oai_message"
+
+Location = tuple[Literal["system", "messages"], int | None, int]
+
+# Part types that accept ``prompt_cache_breakpoint`` (openai 3.54: text, image_url, input_audio and
+# file part params). System, developer and tool messages take text parts only.
+_MARKABLE_TYPES = frozenset({"text", "image_url", "input_audio", "file"})
+_TEXT_ONLY_ROLES = frozenset({"system", "developer", "tool"})
+
+
+def markable(block: TelosBlock, role: str) -> bool:
+    """True if a breakpoint may sit on ``block`` in a message of ``role`` (never on assistant parts)."""
+    payload = block.payload
+    if role == "assistant" or not isinstance(payload, Mapping):
+        return False
+    kind = payload.get("type")
+    if kind not in _MARKABLE_TYPES or (role in _TEXT_ONLY_ROLES and kind != "text"):
+        return False
+    if kind == "text":
+        text = payload.get("text")
+        return isinstance(text, str) and bool(text.strip())
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class SystemGroup:
+    """One wire system/developer message rebuilt from the IR system segment.
+
+    Attributes:
+        index: the message's wire index in the original request (``-1`` for a message telos adds).
+        role: ``"system"`` or ``"developer"``.
+        form: ``"string"`` or ``"list"``: how its content was sent.
+        fields: its other keys (``name``...).
+        members: ``(index in ir.system, block)`` of its blocks, in IR order.
+    """
+
+    index: int
+    role: str
+    form: str
+    fields: Mapping[str, Any]
+    members: tuple[tuple[int, TelosBlock], ...] = field(default=())
+
+
+def group_system(ir: TelosIR) -> tuple[SystemGroup, ...]:
+    """Regroup ``ir.system`` into its wire messages, in wire order; messages left empty are omitted.
+
+    A block without an origin (a rendered ref-pool entry, a block a session added) joins the message of
+    the block before it, so the wire order of blocks is the IR order.
+    """
+    heads: dict[int, SystemGroup] = {}
+    members: dict[int, list[tuple[int, TelosBlock]]] = {}
+    current: int | None = None
+    for position, block in enumerate(ir.system):
+        origin = block.extra.get(ORIGIN)
+        if isinstance(origin, Mapping) and isinstance(origin.get("index"), int):
+            index = int(origin["index"])
+            if index not in heads:
+                fields = origin.get("fields")
+                heads[index] = SystemGroup(
+                    index=index,
+                    role=str(origin.get("role") or "system"),
+                    form=str(origin.get("form") or "list"),
+                    fields=fields if isinstance(fields, Mapping) else {},
+                )
+            current = index
+        elif current is None:
+            current = -1
+            heads.setdefault(-1, SystemGroup(index=-1, role="system", form="list", fields={}))
+        members.setdefault(current, []).append((position, block))
+    return tuple(
+        SystemGroup(head.index, head.role, head.form, head.fields, tuple(members[index]))
+        for index, head in sorted(heads.items())
+        if members.get(index)
+    )
+
+
+def wire_pointer(ir: TelosIR, location: Location) -> dict[str, int] | None:
+    """``{"message": i, "part": j}``: where a location lands in the emitted ``messages`` array."""
+    segment, message, block = location
+    groups = group_system(ir)
+    if segment == "system":
+        for g_index, group in enumerate(groups):
+            for p_index, (position, _) in enumerate(group.members):
+                if position == block:
+                    return {"message": g_index, "part": p_index}
+        return None
+    if message is None or message >= len(ir.messages):
+        return None
+    return {"message": len(groups) + message, "part": block}
+
+
+def stable_prefix_end(ir: TelosIR) -> Location | None:
+    """The last non-DROP block of the system segment (the end of tools + system + ref-pool)."""
+    for index in range(len(ir.system) - 1, -1, -1):
+        if ir.system[index].band is not Band.DROP:
+            return "system", None, index
+    return None
+
+
+def caller_breakpoints(ir: TelosIR) -> tuple[Breakpoint, ...]:
+    """The caller's own ``prompt_cache_breakpoint`` markers, in render order."""
+    found: list[Breakpoint] = []
+    for index, block in enumerate(ir.system):
+        if MARKER in block.extra:
+            found.append(Breakpoint("caller", "system", None, index, _ttl(block.extra[MARKER])))
+    for m_index, message in enumerate(ir.messages):
+        for index, block in enumerate(message.blocks):
+            if MARKER in block.extra:
+                found.append(Breakpoint("caller", "messages", m_index, index, _ttl(block.extra[MARKER])))
+    return tuple(found)
+
+
+def _ttl(marker: Any) -> str | None:
+    ttl = marker.get("ttl") if isinstance(marker, Mapping) else None
+    return ttl if isinstance(ttl, str) else None
+
+
+def _our_marker(bp: Breakpoint) -> dict[str, Any]:
+    return {"mode": "explicit", "ttl": bp.ttl} if bp.ttl else {"mode": "explicit"}
+
+
+def _with_marker(payload: Any, block: TelosBlock, ours: Breakpoint | None) -> Any:
+    marker = block.extra.get(MARKER) if MARKER in block.extra else None
+    if marker is None and ours is not None:
+        marker = _our_marker(ours)
+    if marker is None or not isinstance(payload, Mapping):
+        return payload
+    return dict(sorted({**payload, MARKER: marker}.items()))
+
+
+def _content(form: str, parts: list[Any]) -> str | list[Any]:
+    """A string when the message was sent as one and its only part is still plain text."""
+    if (
+        form == "string"
+        and len(parts) == 1
+        and isinstance(parts[0], Mapping)
+        and set(parts[0]) == {"type", "text"}
+        and isinstance(parts[0].get("text"), str)
+    ):
+        return str(parts[0]["text"])
+    return parts
+
+
+def emit_chat(ir: TelosIR, plan: EmitPlan) -> dict[str, Any]:
+    """The Chat Completions body for ``ir`` with ``plan``'s breakpoints and extras (see module docstring)."""
+    ours: dict[Location, Breakpoint] = {
+        (bp.segment, bp.message, bp.block): bp
+        for bp in plan.breakpoints
+        if bp.name != "caller" and bp.segment != "tools"
+    }
+    messages: list[dict[str, Any]] = []
+    for group in group_system(ir):
+        parts = [
+            _with_marker(block.payload, block, ours.get(("system", None, position)))
+            for position, block in group.members
+        ]
+        wire = canonicalize_payload(dict(group.fields))
+        wire["role"] = group.role
+        wire["content"] = _content(group.form, parts)
+        messages.append(dict(sorted(wire.items())))
+    for m_index, message in enumerate(ir.messages):
+        wire = dict(message.extra)
+        wire["role"] = message.role
+        if message.content_form not in ("absent", "null"):
+            parts = [
+                _with_marker(block.payload, block, ours.get(("messages", m_index, b_index)))
+                for b_index, block in enumerate(message.blocks)
+            ]
+            wire["content"] = _content(message.content_form, parts)
+        messages.append(dict(sorted(wire.items())))
+    body: dict[str, Any] = dict(ir.params)
+    if ir.tools_form == "list":
+        body["tools"] = [tool.payload for tool in ir.tools]
+    body["messages"] = messages
+    body.update(plan.extras)
+    return dict(sorted(body.items()))
+
+
+def stream_usage_extras(params: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"stream_options": ...}`` asking for the usage chunk when streaming, or ``{}``.
+
+    The caller's own ``stream_options`` keys are kept (on a copy); nothing is added when the request
+    does not stream or already asks for usage.
+    """
+    if params.get("stream") is not True:
+        return {}
+    caller = params.get("stream_options")
+    if isinstance(caller, Mapping) and caller.get("include_usage") is True:
+        return {}
+    merged = dict(caller) if isinstance(caller, Mapping) else {}
+    merged["include_usage"] = True
+    return {"stream_options": dict(sorted(merged.items()))}
+
+
+def merge_under_caller(params: Mapping[str, Any], key: str, ours: Mapping[str, Any]) -> dict[str, Any]:
+    """``ours`` with the caller's own ``params[key]`` sub-keys on top (a new dict; neither is modified)."""
+    caller = params.get(key)
+    merged = dict(ours)
+    if isinstance(caller, Mapping):
+        merged.update(caller)
+    return dict(sorted(merged.items()))
+
+
+def family_digest(ir: TelosIR, isolation: str | None = None) -> str:
+    """SHA-256 (hex) of the prefix *family*: canonical tools, PIN system blocks, ref-pool slugs.
+
+    Stable for a whole session: tool order and key order do not matter, DROP text (a date line) is not
+    PIN, and folding a ref-pool entry keeps its slug. ``isolation`` (a tenant key) partitions families.
+    """
+    material: dict[str, Any] = {
+        "tools": sorted(canonical_json(canonicalize_tool_def(tool.payload)) for tool in ir.tools),
+        "system": [canonical_json(block.payload) for block in ir.system if block.band is Band.PIN],
+        "refs": sorted(ir.ref_pool),
+    }
+    if isolation is not None:
+        material["isolation"] = isolation
+    return hashlib.sha256(canonical_bytes(material)).hexdigest()
+
+
+def prefix_digest(ir: TelosIR, end: int | None = None) -> str:
+    """SHA-256 (hex) of the stable prefix *content*: canonical tools + non-DROP system blocks [: end].
+
+    Unlike ``family_digest`` it changes when a ref-pool entry is folded (the cached path changes).
+    """
+    system = [block for block in ir.system if block.band is not Band.DROP]
+    material = {
+        "tools": [canonical_json(canonicalize_tool_def(tool.payload)) for tool in ir.tools],
+        "system": [canonical_json(block.payload) for block in system[:end]],
+    }
+    return hashlib.sha256(canonical_bytes(material)).hexdigest()
+
+
+class OpenAICompatEngine:
+    """Base adapter for the Chat Completions wire: orders, canonicalizes and emits; no vendor fields.
+
+    Subclasses set ``profile`` and ``stream_options_accepted`` and extend ``plan``.
+    """
+
+    profile = EngineProfile(name="generic", caching="automatic")
+    #: Whether the server accepts ``stream_options`` (some OpenAI-compatible servers reject it:
+    #: wandb/weave PR #4563, litellm PR #35290 in peers-patching.md §5).
+    stream_options_accepted: ClassVar[bool] = False
+
+    def plan(self, ir: TelosIR, hints: TelosHints) -> EmitPlan:
+        """The caller's own markers (kept) and, where accepted, the stream-usage request."""
+        extras = stream_usage_extras(ir.params) if self.stream_options_accepted else {}
+        return EmitPlan(breakpoints=caller_breakpoints(ir), extras=extras)
+
+    def emit(self, ir: TelosIR, plan: EmitPlan) -> dict[str, Any]:
+        """The chat body (``emit_chat``)."""
+        return emit_chat(ir, plan)
+
+    def parse_usage(
+        self, usage: Mapping[str, Any] | None, *, diagnostics: Mapping[str, Any] | None = None
+    ) -> UsageReport | None:
+        """This vendor's usage shape → ``UsageReport`` (chat completions have no cache diagnostics)."""
+        return parse_openai_chat_usage(usage, engine=self.profile.name)
+
+    def stream_usage(self) -> OpenAIChatStreamUsage:
+        """A fresh accumulator for one stream."""
+        return OpenAIChatStreamUsage(self.profile.name)
