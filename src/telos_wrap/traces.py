@@ -44,7 +44,9 @@ def load_trace(path: str | Path) -> Iterator[TraceRequest]:
                 continue
             try:
                 row = json.loads(line)
-                yield TraceRequest(str(row["session"]), int(row.get("turn", 0)), str(row["api"]), dict(row["kwargs"]))
+                yield TraceRequest(
+                    str(row["session"]), int(row.get("turn", 0)), str(row["api"]), dict(row["kwargs"])
+                )
             except (KeyError, TypeError, ValueError) as exc:
                 raise ValueError(
                     f"{path}:{number}: not a trace line ({exc}); expected "
@@ -76,7 +78,9 @@ def shuffle_keys(value: Any, rng: random.Random) -> Any:
 
 
 def _envelope(turn: int, rng: random.Random) -> tuple[str, str]:
-    now = datetime(2026, 11, 21, 9, 30, tzinfo=timezone.utc) + timedelta(seconds=47 * turn, microseconds=rng.randrange(10**6))
+    now = datetime(2026, 11, 21, 9, 30, tzinfo=timezone.utc) + timedelta(
+        seconds=47 * turn, microseconds=rng.randrange(10**6)
+    )
     clock = f"Current time: {now.isoformat()}"
     env = (
         "<environment_info>\n"
@@ -86,6 +90,10 @@ def _envelope(turn: int, rng: random.Random) -> tuple[str, str]:
         "</environment_info>"
     )
     return clock, env
+
+
+def _is_text_block(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("type") == "text"
 
 
 def jitter(api: str, kwargs: dict[str, Any], turn: int, seed: int = 0) -> dict[str, Any]:
@@ -98,14 +106,23 @@ def jitter(api: str, kwargs: dict[str, Any], turn: int, seed: int = 0) -> dict[s
         system = request.get("system")
         if isinstance(system, str):
             request["system"] = f"{volatile}\n{system}"
-        elif isinstance(system, list) and system and isinstance(system[0], dict) and system[0].get("type") == "text":
+        elif (
+            isinstance(system, list)
+            and system
+            and isinstance(system[0], dict)
+            and system[0].get("type") == "text"
+        ):
             system[0] = {**system[0], "text": f"{volatile}\n{system[0]['text']}"}
         else:
             request["system"] = volatile
     else:
         messages = request.get("messages") or []
         first = messages[0] if messages else None
-        if isinstance(first, dict) and first.get("role") in ("system", "developer") and isinstance(first.get("content"), str):
+        if (
+            isinstance(first, dict)
+            and first.get("role") in ("system", "developer")
+            and isinstance(first.get("content"), str)
+        ):
             first["content"] = f"{volatile}\n{first['content']}"
         else:
             messages.insert(0, {"role": "system", "content": volatile})

@@ -1,9 +1,10 @@
 """Bridge pass: keep DROP out of the cached prefix (I1, I3) and make history turn-invariant.
 
-* Every message before the latest turn (the last user or tool message) is history: its PIN blocks become FOLD and its DROP
-  envelope is pruned (or, with ``keep_past_drop``, kept as frozen FOLD history).
+* Every message before the latest turn (the last user or tool message) is history: its PIN blocks
+  become FOLD and its DROP envelope is pruned (or, with ``keep_past_drop``, kept as FOLD history).
 * DROP content found in the system prompt (a clock line, an environment block) moves to the tail
-  of the latest turn (in an OpenAI tool loop that is the last ``tool`` message), so the system prompt's bytes stop changing every turn.
+  of the latest turn (in an OpenAI tool loop, the last ``tool`` message), so the system prompt's
+  bytes stop changing every turn.
 * Each message is stably band-sorted; the sort uses the bands the message had when it was the
   latest turn, so its bytes are the same on every later turn (I2).
 
@@ -51,7 +52,7 @@ def relocate_drop(ir: TelosIR, *, keep_past_drop: bool = False) -> TelosIR:
                             kind="drop-pruned",
                             where=block.id,
                             chars=_chars(block),
-                            detail="per-turn envelope of a past turn pruned; the model saw it on its own turn",
+                            detail="envelope of a past turn pruned; the model saw it on its own turn",
                         )
                     )
                     changed = True

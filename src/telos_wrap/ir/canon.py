@@ -14,7 +14,7 @@ that decides the canonical form:
 * the tools array: a stable sort key, builtin → mcp → user → unmarked, then MCP server, then name.
 
 Key sorting is a walk over the containers that reuses every leaf object (strings are never copied):
-on the sample traces it is ~15× faster than a round trip through the C JSON encoder, whose cost
+on the sample traces it is ~15 times faster than a round trip through the C JSON encoder, whose cost
 grows with the bytes of text rather than with the number of nodes (measured in
 ``benchmarks/overhead.py``). The C encoder is used where bytes are needed (``canonical_json``).
 This is also the only module allowed to call ``json.dumps`` (ruff TID251 enforces it).
@@ -133,7 +133,7 @@ def canonicalize_schema(schema: Any) -> Any:
 
 
 def canonicalize_tool_def(tool: Any) -> Any:
-    """Canonicalize a tool definition: Anthropic (``input_schema``) or OpenAI (``function.parameters``) shape."""
+    """Canonicalize a tool definition in Anthropic (``input_schema``) or OpenAI (``parameters``) shape."""
     if not isinstance(tool, Mapping):
         return canonicalize_payload(tool)
     result = canonicalize_payload(tool)

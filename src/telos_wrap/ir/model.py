@@ -115,7 +115,9 @@ class TelosMessage:
     content_form: ContentForm = "list"
     extra: Mapping[str, Any] = field(default_factory=_empty)
 
-    def with_blocks(self, blocks: tuple[TelosBlock, ...], content_form: ContentForm | None = None) -> TelosMessage:
+    def with_blocks(
+        self, blocks: tuple[TelosBlock, ...], content_form: ContentForm | None = None
+    ) -> TelosMessage:
         """This message with other blocks (and optionally another content form)."""
         return TelosMessage(self.role, blocks, content_form or self.content_form, self.extra)
 

@@ -187,7 +187,9 @@ def _lift_system(
 
 def _lift_message(index: int, message: Mapping[str, Any], patterns: SplitPatterns) -> TelosMessage:
     role = str(message.get("role"))
-    extra = {key: value for key, value in message.items() if key != "role" and key != "content"} if len(message) > 2 else _NO_EXTRA
+    extra: Mapping[str, Any] = _NO_EXTRA
+    if len(message) > 2:
+        extra = {key: value for key, value in message.items() if key != "role" and key != "content"}
     content = message.get("content")
     form: ContentForm
     if isinstance(content, str):
