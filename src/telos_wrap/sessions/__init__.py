@@ -1,0 +1,53 @@
+"""Sessions: the conversation-level state a cache-friendly prompt needs, durable and shareable.
+
+``with telos_wrap.session("chat-42"):`` (or ``async with``) makes every patched call inside it part
+of session ``chat-42``; calls outside any session get a stable implicit session. A session keeps,
+in a store (in-memory by default, Redis for several workers), hashes and positions of its last
+request, its folds, pins and learned volatile spans, and exact usage counters — never a copy of the
+conversation. See ``docs/sessions.md``.
+
+Modules: ``core`` (``Session``, context), ``turn`` (one request, pure), ``state`` / ``records``
+(durable values), ``store`` / ``redis_store`` (compare-and-set stores), ``prints`` / ``breaks``
+(cache-break detection), ``volatility`` (learned DROP spans), ``folds`` (pins and folds),
+``stats`` (costs), ``refresh`` / ``refresh_io`` (R8 keep-alive).
+"""
+
+from telos_wrap.sessions.core import (
+    RequestRecord,
+    Session,
+    current_session,
+    implicit_session,
+    named_session,
+    session,
+)
+from telos_wrap.sessions.folds import FoldError
+from telos_wrap.sessions.records import CacheBreak, RangeFold, SlugFold, VolatileSpan
+from telos_wrap.sessions.refresh import REFRESH_THRESHOLD, RefreshDecision
+from telos_wrap.sessions.state import SessionState
+from telos_wrap.sessions.stats import DEFAULT_PRICES, PriceMultipliers, SessionStats
+from telos_wrap.sessions.store import MemoryStore, SessionStore, Versioned, default_store, set_default_store
+
+__all__ = [
+    "DEFAULT_PRICES",
+    "REFRESH_THRESHOLD",
+    "CacheBreak",
+    "FoldError",
+    "MemoryStore",
+    "PriceMultipliers",
+    "RangeFold",
+    "RefreshDecision",
+    "RequestRecord",
+    "Session",
+    "SessionState",
+    "SessionStats",
+    "SessionStore",
+    "SlugFold",
+    "Versioned",
+    "VolatileSpan",
+    "current_session",
+    "default_store",
+    "implicit_session",
+    "named_session",
+    "session",
+    "set_default_store",
+]

@@ -1,0 +1,683 @@
+"""``Session``: one conversation, its durable state in a store, and the context that carries it.
+
+``with telos_wrap.session("chat-42"):`` (or ``async with``) makes every patched call inside it —
+including calls made in asyncio tasks started inside it — part of session ``chat-42``. Sessions
+nest: the innermost active one wins and the outer one is back when it exits. Calls outside any
+session get an implicit session keyed by what stays fixed for a whole conversation, so a one-line
+``patch()`` user loses nothing.
+
+Every request is one compare-and-set on the session's state (see ``store.py``): load, run the pure
+``run_turn``, write if nobody wrote in between, else redo. Two workers sharing a session through a
+``RedisStore`` therefore never overwrite each other's turn, and every counter stays exact.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import logging
+import random
+import threading
+import time
+import uuid
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from types import TracebackType
+from typing import Any, TypeVar
+
+from telos_wrap.bridge import BridgeOptions
+from telos_wrap.config import current_config
+from telos_wrap.engines.base import EmitPlan
+from telos_wrap.errors import RefPoolError, StoreConflictError, TelosError, TelosStageError
+from telos_wrap.ir.canon import canonical_bytes, canonical_json
+from telos_wrap.ir.hints import TelosHints, parse_hints
+from telos_wrap.ir.model import Api, UsageReport
+from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks
+from telos_wrap.sessions.folds import FoldError, validate_range, validate_slug
+from telos_wrap.sessions.records import CacheBreak, RangeFold, SlugFold, VolatileSpan
+from telos_wrap.sessions.refresh import RefreshDecision, decide_refresh
+from telos_wrap.sessions.state import EngineUsage, SessionState
+from telos_wrap.sessions.stats import PriceMultipliers, SessionStats
+from telos_wrap.sessions.store import SessionStore, default_store
+from telos_wrap.sessions.turn import StateHooks, TurnResult, run_turn
+
+__all__ = [
+    "RequestRecord",
+    "Session",
+    "current_session",
+    "implicit_session",
+    "named_session",
+    "session",
+]
+
+logger = logging.getLogger("telos_wrap.sessions")
+
+_stack: contextvars.ContextVar[tuple[Session, ...]] = contextvars.ContextVar(
+    "telos_wrap_sessions", default=()
+)
+_IMPLICIT_LIMIT = 1024
+#: How often a compare-and-set is retried before ``StoreConflictError``.
+MAX_ATTEMPTS = 200
+T = TypeVar("T")
+CacheBreakCallback = Callable[[CacheBreak], None]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """What this process remembers of one request of the session (for ``explain``).
+
+    Attributes:
+        index: the request's index in its session.
+        api / engine: wire API and engine adapter.
+        kind: ``"telos"`` (rewritten), ``"passthrough"`` (sent as built) or ``"refresh"`` (pre-warm).
+        prepared: the pipeline result (``None`` unless ``kind == "telos"``).
+        cache_break / learned: what ``run_turn`` found.
+        usage: the response's usage once recorded.
+    """
+
+    index: int
+    api: Api
+    engine: str
+    kind: str
+    prepared: Prepared | None = None
+    cache_break: CacheBreak | None = None
+    learned: VolatileSpan | None = None
+    usage: UsageReport | None = None
+
+
+def _blob_key(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+class Session:
+    """One conversation. Create it with ``telos_wrap.session(...)`` (see that function for the options).
+
+    Thread-safe; the request-path methods (``prepare_request``, ``note_passthrough``,
+    ``record_usage``, ``hooks``) are called by the patch layer. Attributes: ``id``, ``hints``,
+    ``strict``, ``implicit``, ``store``, ``learn_volatility``, ``diagnostics``.
+    """
+
+    def __init__(
+        self,
+        session_id: str | None = None,
+        *,
+        store: SessionStore | None = None,
+        hints: TelosHints | None = None,
+        strict: bool | None = None,
+        implicit: bool = False,
+        on_cache_break: CacheBreakCallback | None = None,
+        learn_volatility: bool = True,
+        diagnostics: bool = False,
+        prices: Mapping[str, PriceMultipliers] | None = None,
+        clock: Callable[[], float] | None = None,
+        history_limit: int = 64,
+    ) -> None:
+        self.id = session_id or f"s-{uuid.uuid4().hex[:16]}"
+        self._store = store
+        self.hints = hints or TelosHints()
+        self.strict = strict
+        self.implicit = implicit
+        self.on_cache_break = on_cache_break
+        self.learn_volatility = learn_volatility
+        self.diagnostics = diagnostics
+        self.prices = dict(prices or {})
+        self.clock: Callable[[], float] = clock or time.time
+        self._lock = threading.RLock()
+        self._records: OrderedDict[int, RequestRecord] = OrderedDict()
+        self._usage_seen: OrderedDict[int, None] = OrderedDict()
+        self._history_limit = history_limit
+        self._blobs: dict[str, str] = {}
+        self._last_request: tuple[Api, dict[str, Any], PrepareOptions] | None = None
+        self._last_sent: dict[str, Any] | None = None
+        _live[self.id] = self
+
+    @property
+    def store(self) -> SessionStore:
+        """The session's store: the one given, else the process default at the time of use."""
+        return self._store if self._store is not None else default_store()
+
+    def __repr__(self) -> str:
+        return f"<telos_wrap.Session {self.id!r}>"
+
+    # -- context manager --------------------------------------------------------------------------
+
+    def __enter__(self) -> Session:
+        _stack.set((*_stack.get(), self))
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        stack = _stack.get()
+        if not stack or stack[-1] is not self:
+            raise RuntimeError(f"{self!r} exited out of order: sessions must exit in reverse order of entry")
+        _stack.set(stack[:-1])
+
+    async def __aenter__(self) -> Session:
+        return self.__enter__()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+    # -- durable state ------------------------------------------------------------------------------
+
+    def _load(self) -> tuple[int, SessionState]:
+        try:
+            stored = self.store.load(self.id)
+        except Exception as exc:
+            raise TelosStageError("session.store", exc) from exc
+        if stored is None:
+            return 0, SessionState(session_id=self.id)
+        return stored.revision, SessionState.loads(stored.text)
+
+    def _update(self, step: Callable[[SessionState], tuple[SessionState | None, T]]) -> T:
+        """Run ``step`` on the latest state and write its result with compare-and-set (retrying)."""
+        for attempt in range(MAX_ATTEMPTS):
+            revision, state = self._load()
+            new_state, result = step(state)
+            if new_state is None:
+                return result
+            try:
+                written = self.store.compare_and_set(self.id, revision, new_state.dumps())
+            except Exception as exc:
+                raise TelosStageError("session.store", exc) from exc
+            if written is not None:
+                return result
+            time.sleep(random.uniform(0, 0.0005 * min(attempt + 1, 20)))
+        raise StoreConflictError(
+            f"session {self.id!r}: lost the store's compare-and-set {MAX_ATTEMPTS} times in a row"
+        )
+
+    @property
+    def state(self) -> SessionState:
+        """A snapshot of the session's durable state (as stored; JSON-serializable via ``to_json``)."""
+        return self._load()[1]
+
+    def _pins(self, state: SessionState) -> dict[str, str]:
+        pins: dict[str, str] = {}
+        for slug, key in state.pins.items():
+            text = self._blobs.get(key)
+            if text is None:
+                text = self.store.get_blob(self.id, key)
+                if text is None:
+                    raise RefPoolError(f"pinned document {slug!r} is missing from the session store")
+                self._blobs[key] = text
+            pins[slug] = text
+        return pins
+
+    # -- the request path (called by the patch layer) ---------------------------------------------
+
+    def hooks(self) -> SessionHooks:
+        """The session's current pipeline hooks (for calls that are not turns, e.g. token counts).
+
+        Never raises: if the state cannot be read, the stateless hooks are returned (and logged).
+        """
+        try:
+            state = self._load()[1]
+            return StateHooks(state, self._pins(state), state.volatile)
+        except Exception:
+            logger.warning("telos_wrap: session %s state unavailable; using no session hooks", self.id)
+            return SessionHooks()
+
+    def prepare_request(
+        self, api: Api, body: Mapping[str, Any], options: PrepareOptions
+    ) -> tuple[int, Prepared]:
+        """Prepare one request of this session; returns ``(request index, prepared)``.
+
+        Raises ``TelosStageError`` on any failure (the patch layer then fails open or, with
+        ``strict``, raises it).
+        """
+        now = self.clock()
+
+        def step(state: SessionState) -> tuple[SessionState, TurnResult]:
+            result = run_turn(
+                state,
+                api,
+                body,
+                options,
+                pins=self._pins(state),
+                now=now,
+                learn_volatility=self.learn_volatility,
+                diagnostics=self.diagnostics,
+            )
+            return result.state, result
+
+        with self._lock:
+            try:
+                result = self._update(step)
+            except TelosStageError:
+                raise
+            except Exception as exc:
+                raise TelosStageError("session", exc) from exc
+            self._last_request = (api, dict(body), options)
+            self._last_sent = result.prepared.body
+            self._remember(
+                RequestRecord(
+                    result.index,
+                    api,
+                    options.engine,
+                    "telos",
+                    result.prepared,
+                    result.cache_break,
+                    result.learned,
+                )
+            )
+        if result.learned is not None:
+            logger.info(
+                "telos_wrap: session %s learned a volatile system span at request %d (pattern %r)",
+                self.id,
+                result.index,
+                result.learned.pattern,
+            )
+        if result.cache_break is not None:
+            self._report_break(result.cache_break)
+        return result.index, result.prepared
+
+    def _report_break(self, brk: CacheBreak) -> None:
+        logger.warning(
+            "telos_wrap: cache break in session %s at request %d: %s at %s (~%d tokens at risk): %s",
+            self.id,
+            brk.request,
+            brk.reason,
+            brk.where,
+            brk.tokens_at_risk,
+            brk.detail,
+        )
+        if self.on_cache_break is not None:
+            try:
+                self.on_cache_break(brk)
+            except Exception:
+                logger.exception("telos_wrap: on_cache_break callback of session %s raised", self.id)
+
+    def note_passthrough(self, api: Api, engine: str, body: Mapping[str, Any]) -> int:
+        """Record a request telos sent unchanged (disabled, failed open, or a ``max_tokens=0`` refresh).
+
+        Returns its index, or -1 if the store could not be updated (never raises).
+        """
+        refresh = body.get("max_tokens") == 0
+        now = self.clock()
+
+        def step(state: SessionState) -> tuple[SessionState, int]:
+            by_engine = dict(state.by_engine)
+            by_engine[engine] = by_engine.get(engine, 0) + 1
+            new = replace(state, requests=state.requests + 1, by_engine=by_engine)
+            if refresh:
+                last = None if state.last is None else replace(state.last, at=now)
+                new = replace(
+                    new,
+                    refreshes=state.refreshes + 1,
+                    refreshes_since_request=state.refreshes_since_request + 1,
+                    last=last,
+                )
+            else:
+                new = replace(new, refreshes_since_request=0)
+            return new, state.requests
+
+        try:
+            with self._lock:
+                index = self._update(step)
+                self._remember(RequestRecord(index, api, engine, "refresh" if refresh else "passthrough"))
+            return index
+        except Exception:
+            logger.exception("telos_wrap: session %s could not record a pass-through request", self.id)
+            return -1
+
+    def record_usage(self, index: int, report: UsageReport | None, *, response_id: str | None = None) -> None:
+        """Add a response's usage to the stats (exactly once per request index)."""
+        if index < 0:
+            return
+        with self._lock:
+            if index in self._usage_seen:
+                return
+            self._usage_seen[index] = None
+            while len(self._usage_seen) > 4 * self._history_limit:
+                self._usage_seen.popitem(last=False)
+
+            def step(state: SessionState) -> tuple[SessionState, None]:
+                new = state
+                if report is None or report.raw_input is None:
+                    new = replace(new, unreported=state.unreported + 1)
+                else:
+                    by_ttl = report.cache_write_by_ttl or {}
+                    usage = dict(state.usage)
+                    usage[report.engine] = usage.get(report.engine, EngineUsage()).plus(
+                        raw=report.raw_input,
+                        read=report.cache_read or 0,
+                        write=report.cache_write or 0,
+                        write_1h=by_ttl.get("1h", 0) + by_ttl.get("12h", 0),
+                        output=report.output or 0,
+                    )
+                    new = replace(new, usage=usage)
+                if response_id is not None and index >= state.last_response_index:
+                    new = replace(new, last_response_id=response_id, last_response_index=index)
+                return new, None
+
+            self._update(step)
+            record = self._records.get(index)
+            if record is not None:
+                self._records[index] = replace(record, usage=report)
+
+    def _remember(self, record: RequestRecord) -> None:
+        self._records[record.index] = record
+        while len(self._records) > self._history_limit:
+            self._records.popitem(last=False)
+
+    # -- bridge primitives --------------------------------------------------------------------------
+
+    def pin(self, slug: str, payload: str | Mapping[str, Any]) -> None:
+        """Register a large document in the session's ref-pool under a frozen ``slug``.
+
+        ``payload`` is the text (or a ``{"type": "text", "text": ...}`` block). From the next request
+        on it is rendered in the system segment's ref-pool (after the PIN blocks, slug order), where
+        ``fold(slugs=[slug], ...)`` can later shrink it without moving a byte before it. Raises
+        ``RefPoolError`` if the slug is already registered (slugs are frozen) and ``FoldError`` for
+        an invalid or reserved slug.
+        """
+        text = payload.get("text") if isinstance(payload, Mapping) else payload
+        if not isinstance(text, str) or not text:
+            raise FoldError("pin() needs a non-empty text or a text block")
+        validate_slug(slug)
+        key = _blob_key(text)
+        with self._lock:
+            self.store.put_blob(self.id, key, text)
+            self._blobs[key] = text
+
+            def step(state: SessionState) -> tuple[SessionState, None]:
+                if slug in state.pins:
+                    raise RefPoolError(f"ref-pool slug {slug!r} is already pinned; slugs are frozen")
+                return replace(state, pins={**state.pins, slug: key}), None
+
+            self._update(step)
+
+    def fold(
+        self,
+        *,
+        summary: str,
+        slugs: Iterable[str] | None = None,
+        message_range: tuple[int, int] | None = None,
+    ) -> None:
+        """A durable compaction, recorded in the session before the next request uses it.
+
+        * ``fold(slugs=[...], summary=...)``: each ref-pool entry's content becomes ``summary``; its
+          slug and ``[ref:slug]`` bytes stay, so everything before the entry's content stays cached.
+        * ``fold(message_range=(start, end), summary=...)``: application messages ``start..end-1``
+          (indices in the list the application sends) are replaced by one summary message on every
+          later request, for as long as the application keeps sending them unchanged.
+
+        The invariants are re-checked right away on the last request with the fold applied (when
+        this process has one) and again by the bridge on every request; there is no flag to skip
+        them. Raises ``FoldError`` / ``RefPoolError`` (nothing recorded) if the fold is invalid.
+        """
+        if not summary:
+            raise FoldError("fold() needs a non-empty summary")
+        if (slugs is None) == (message_range is None):
+            raise FoldError("fold() takes exactly one of slugs=... or message_range=(start, end)")
+        slug_list = [slugs] if isinstance(slugs, str) else list(slugs or ())
+        with self._lock:
+
+            def step(state: SessionState) -> tuple[SessionState, None]:
+                at = state.requests
+                if message_range is not None:
+                    start, end = message_range
+                    digest = validate_range(state.app, start, end, state.range_folds)
+                    folds = (*state.range_folds, RangeFold(start, end, digest, summary, at))
+                    new = replace(state, range_folds=folds)
+                else:
+                    known = set(state.pins) | set(state.app.slugs if state.app else ())
+                    unknown = [slug for slug in slug_list if slug not in known]
+                    if not slug_list or unknown:
+                        raise RefPoolError(
+                            f"cannot fold {unknown or slug_list}: not in the ref-pool "
+                            f"(known: {sorted(known)})"
+                        )
+                    kept = tuple(f for f in state.slug_folds if f.slug not in slug_list)
+                    new = replace(state, slug_folds=(*kept, *(SlugFold(s, summary, at) for s in slug_list)))
+                self._recheck(new)
+                return new, None
+
+            self._update(step)
+
+    def _recheck(self, state: SessionState) -> None:
+        """Dry-run the last request of this process on ``state``: invariants must still hold."""
+        if self._last_request is None:
+            return
+        api, body, options = self._last_request
+        try:
+            run_turn(state, api, body, options, pins=self._pins(state), now=self.clock(), commit=False)
+        except TelosStageError as exc:
+            raise FoldError(f"the fold would break the prompt's invariants: {exc}") from exc
+
+    def mark(
+        self,
+        body: Mapping[str, Any] | None = None,
+        *,
+        api: Api | None = None,
+        options: PrepareOptions | None = None,
+    ) -> EmitPlan:
+        """Dry run: the ``EmitPlan`` (breakpoints, extras, notes) the next request would get.
+
+        Uses ``body`` if given, else the last request this process prepared for the session (with
+        folds and pins recorded since). Records nothing.
+        """
+        with self._lock:
+            if body is None:
+                if self._last_request is None:
+                    raise TelosError(f"session {self.id!r}: mark() needs a body (no request sent yet)")
+                last_api, last_body, last_options = self._last_request
+                api, body, options = api or last_api, last_body, options or last_options
+            if options is None:
+                config = current_config()
+                options = PrepareOptions(
+                    engine=self.hints.engine or "anthropic",
+                    hints=self.hints,
+                    session_id=self.id,
+                    bridge=BridgeOptions(keep_past_drop=config.keep_past_drop),
+                    refpool_threshold=config.refpool_threshold,
+                )
+            state = self.state
+            pins = self._pins(state)
+            result = run_turn(
+                state, api or "anthropic", body, options, pins=pins, now=self.clock(), commit=False
+            )
+        return result.prepared.plan
+
+    def refresh(self, *, margin: float = 60.0) -> RefreshDecision:
+        """Should the session's warm prefix be kept alive now? (R8 gating; no I/O.)
+
+        Returns a ``RefreshDecision``; when ``send`` is true its ``body`` is the Anthropic pre-warm
+        (the last request, ``max_tokens: 0``). ``telos_wrap.sessions.refresh_io.send_refresh`` sends it.
+        """
+        with self._lock:
+            return decide_refresh(self.state, self._last_sent, self.clock(), margin=margin)
+
+    def forget_volatility(self) -> None:
+        """Drop every learned volatile span (they are learned again if they keep changing)."""
+        with self._lock:
+            self._update(lambda state: (replace(state, volatile=()), None))
+
+    # -- observability --------------------------------------------------------------------------------
+
+    @property
+    def stats(self) -> SessionStats:
+        """Exact counters of the session across every worker (read from the store)."""
+        return SessionStats.of(self.state, self.prices)
+
+    @property
+    def cache_breaks(self) -> tuple[CacheBreak, ...]:
+        """The most recent cache breaks (all are counted in ``stats.cache_breaks``)."""
+        return self.state.recent_breaks
+
+    @property
+    def volatile_spans(self) -> tuple[VolatileSpan, ...]:
+        """The system-prompt spans learned as volatile."""
+        return self.state.volatile
+
+    def explain(self, n: int = -1) -> str:
+        """What was sent for request ``n`` of this session (default: the latest here) and why.
+
+        Lists the breakpoints and notes of the plan, every transformation that changed what the
+        model sees (DROP moved or pruned, ref stubs, pins, folds, summaries, learned volatile
+        spans), the cache break it caused, and its usage. Requests made by other workers are only
+        known by their index and cache break.
+        """
+        with self._lock:
+            known = sorted(self._records)
+            index = n if n >= 0 else (known[-1] + 1 + n if known else n)
+            record = self._records.get(index)
+        state = self.state
+        brk = next((b for b in state.recent_breaks if b.request == index), None)
+        if record is None:
+            lines = [f"session {self.id}: request {n} was not prepared in this process (or is too old)"]
+            if brk is not None:
+                lines.append(_break_line(brk))
+            return "\n".join(lines)
+        lines = [f"session {self.id} request {record.index} ({record.api}, engine {record.engine})"]
+        if record.prepared is None:
+            lines.append(
+                "  pre-warm refresh (max_tokens=0), sent as built"
+                if record.kind == "refresh"
+                else "  sent unchanged (telos disabled for it, or it failed open)"
+            )
+        else:
+            for bp in record.prepared.plan.breakpoints:
+                where = bp.segment if bp.message is None else f"messages[{bp.message}]"
+                lines.append(f"  breakpoint {bp.name:7} at {where}[{bp.block}] ttl={bp.ttl}")
+            lines.extend(f"  note: {note}" for note in record.prepared.plan.notes)
+            lines.extend(
+                f"  {t.kind}: {t.where} ({t.chars} chars) — {t.detail}" for t in record.prepared.ir.records
+            )
+        if record.learned is not None:
+            lines.append(f"  learned volatile span: {record.learned.pattern!r}")
+        if record.cache_break is not None or brk is not None:
+            lines.append(_break_line(record.cache_break or brk))  # type: ignore[arg-type]
+        if record.usage is not None:
+            u = record.usage
+            lines.append(
+                f"  usage: uncached={u.raw_input} read={u.cache_read} write={u.cache_write} output={u.output}"
+            )
+            if u.cache_miss_reason:
+                lines.append(f"  server cache_miss_reason: {canonical_json(dict(u.cache_miss_reason))}")
+        return "\n".join(lines)
+
+
+def _break_line(brk: CacheBreak) -> str:
+    return f"  CACHE BREAK {brk.reason} at {brk.where} (~{brk.tokens_at_risk} tokens): {brk.detail}"
+
+
+# -- creating and finding sessions -------------------------------------------------------------------
+
+_live: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
+
+
+def session(
+    session_id: str | None = None,
+    *,
+    engine: str | None = None,
+    store: SessionStore | None = None,
+    ttl: str | None = None,
+    strict: bool | None = None,
+    hints: TelosHints | Mapping[str, Any] | None = None,
+    on_cache_break: CacheBreakCallback | None = None,
+    learn_volatility: bool = True,
+    diagnostics: bool = False,
+    prices: Mapping[str, PriceMultipliers] | None = None,
+    clock: Callable[[], float] | None = None,
+) -> Session:
+    """Create a session; use it as ``with telos_wrap.session(...):`` or ``async with``.
+
+    Args:
+        session_id: a stable id (state is shared by every ``Session`` with this id on one store);
+            generated when omitted.
+        engine: engine adapter for the session's calls (``TelosHints.engine``).
+        store: where the state lives (default: the process-wide ``MemoryStore``; pass a
+            ``RedisStore`` to share a session between workers).
+        ttl: cache lifetime of the stable prefix (``"5m"``/``"1h"``, ``"30m"``/``"12h"``).
+        strict: raise instead of failing open, for this session's calls.
+        hints: default ``TelosHints`` (or a dict, validated) for every call in the session.
+        on_cache_break: called with each ``CacheBreak`` (after the warning is logged).
+        learn_volatility: learn untagged volatile system lines as DROP (on by default).
+        diagnostics: on Anthropic, send ``diagnostics.previous_message_id`` so the server's
+            ``cache_miss_reason`` lands in each ``UsageReport``.
+        prices: price multipliers per engine over ``DEFAULT_PRICES`` (for ``stats.cost``).
+        clock: seconds clock for TTL reasoning (default ``time.time``).
+
+    Raises ``TelosHintError`` (listing the valid keys) for invalid hints, engine or ttl.
+    """
+    parsed = parse_hints(hints)
+    if engine is not None or ttl is not None:
+        data = parsed.model_dump(exclude_unset=True)
+        data.update({k: v for k, v in (("engine", engine), ("ttl", ttl)) if v is not None})
+        parsed = parse_hints(data)
+    return Session(
+        session_id,
+        store=store,
+        hints=parsed,
+        strict=strict,
+        on_cache_break=on_cache_break,
+        learn_volatility=learn_volatility,
+        diagnostics=diagnostics,
+        prices=prices,
+        clock=clock,
+    )
+
+
+def current_session() -> Session | None:
+    """The innermost session active in this context, if any."""
+    stack = _stack.get()
+    return stack[-1] if stack else None
+
+
+_implicit: OrderedDict[str, Session] = OrderedDict()
+_named: OrderedDict[str, Session] = OrderedDict()
+_registry_lock = threading.Lock()
+
+
+def _lru_get(table: OrderedDict[str, Session], key: str, make: Callable[[], Session]) -> Session:
+    with _registry_lock:
+        found = table.get(key)
+        if found is None:
+            found = table[key] = make()
+            while len(table) > _IMPLICIT_LIMIT:
+                table.popitem(last=False)
+        else:
+            table.move_to_end(key)
+        return found
+
+
+def implicit_session(api: Api, body: Mapping[str, Any]) -> Session:
+    """The implicit session of a request made outside any ``session()``.
+
+    Keyed by what stays fixed for a whole conversation (API, model, the set of tools, the first
+    message) — not the system prompt, which careless harnesses rebuild with a clock every turn —
+    so every turn of one conversation lands in the same session; bounded LRU.
+    """
+    messages = body.get("messages")
+    first = messages[0] if isinstance(messages, list) and messages else None
+    tools = body.get("tools")
+    try:
+        key_material = {
+            "api": api,
+            "model": body.get("model"),
+            # Sorted so a harness that shuffles its tools still lands in one session.
+            "tools": sorted(canonical_json(tool) for tool in tools) if isinstance(tools, list) else None,
+            "first": first,
+        }
+        digest = hashlib.sha256(canonical_bytes(key_material)).hexdigest()[:16]
+    except (TypeError, ValueError):
+        digest = "unhashable"
+    return _lru_get(_implicit, digest, lambda: Session(f"implicit-{digest}", implicit=True))
+
+
+def named_session(session_id: str) -> Session:
+    """The session a ``telos_hint={"session": id}`` names: a live one with that id, or a new one.
+
+    A new one uses the default store, so its state is whatever that store holds for the id.
+    """
+    live = _live.get(session_id)
+    if live is not None:
+        return live
+    return _lru_get(_named, session_id, lambda: Session(session_id))

@@ -1,0 +1,180 @@
+"""Small frozen records a session keeps durably: folds, learned volatile spans, cache breaks.
+
+Every record converts to and from plain JSON (``to_json`` / ``from_json``) so it can live in a
+session store; none of them holds conversation content except the summaries the application wrote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = ["BreakReason", "CacheBreak", "RangeFold", "SlugFold", "VolatileSpan"]
+
+BreakReason = Literal[
+    "model_changed",
+    "tools_changed",
+    "system_changed",
+    "history_rewritten",
+    "params_changed",
+    "ttl_expired",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class SlugFold:
+    """``session.fold(slugs=[slug], summary=...)``: the ref-pool entry ``slug`` now renders ``summary``.
+
+    Attributes:
+        slug: the frozen ref-pool slug (its ``[ref:slug]`` bytes never change).
+        summary: the text that replaces the entry's content.
+        at: the request index the fold was recorded before (the first request that uses it).
+    """
+
+    slug: str
+    summary: str
+    at: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"slug": self.slug, "summary": self.summary, "at": self.at}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SlugFold:
+        return cls(slug=str(data["slug"]), summary=str(data["summary"]), at=int(data["at"]))
+
+
+@dataclass(frozen=True, slots=True)
+class RangeFold:
+    """``session.fold(message_range=(start, end), summary=...)``: messages ``start..end-1`` → a summary.
+
+    Indices are positions in the message list *the application sends* (it keeps sending its full
+    history; the session swaps the span for the summary on every later request).
+
+    Attributes:
+        start / end: the half-open range of application message indices.
+        digest: hash of those messages when the fold was recorded; a request whose messages in the
+            range differ (the application rewrote them) does not get the fold (recorded, not silent).
+        summary: the summary text the model sees instead.
+        at: the request index the fold was recorded before.
+    """
+
+    start: int
+    end: int
+    digest: str
+    summary: str
+    at: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "start": self.start,
+            "end": self.end,
+            "digest": self.digest,
+            "summary": self.summary,
+            "at": self.at,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RangeFold:
+        return cls(
+            start=int(data["start"]),
+            end=int(data["end"]),
+            digest=str(data["digest"]),
+            summary=str(data["summary"]),
+            at=int(data["at"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class VolatileSpan:
+    """A span of the system prompt the session learned is volatile (treated as DROP from then on).
+
+    Attributes:
+        pattern: the regular expression (``re.MULTILINE``) added to the lift's DROP patterns. It is
+            line-anchored on stable text around the span, never on the span's own changing bytes.
+        block: index of the system block it was learned in.
+        line: first line (0-based) of the span in that block when it was learned.
+        lines: how many lines the span covers.
+        learned_at: the request index whose comparison with its predecessor taught it.
+    """
+
+    pattern: str
+    block: int
+    line: int
+    lines: int
+    learned_at: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pattern": self.pattern,
+            "block": self.block,
+            "line": self.line,
+            "lines": self.lines,
+            "learned_at": self.learned_at,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> VolatileSpan:
+        return cls(
+            pattern=str(data["pattern"]),
+            block=int(data["block"]),
+            line=int(data["line"]),
+            lines=int(data["lines"]),
+            learned_at=int(data["learned_at"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CacheBreak:
+    """A request whose prompt diverged from its predecessor's before the point that one cached.
+
+    Attributes:
+        request: index of the request that broke the cache (in its session).
+        reason: ``model_changed``, ``tools_changed``, ``system_changed``, ``history_rewritten``,
+            ``params_changed`` (``tool_choice`` / ``thinking`` / ``speed``) or ``ttl_expired``.
+        segment: where the divergence starts: ``"tools"``, ``"system"`` or ``"messages"``.
+        message: the message index (``segment == "messages"``), else ``None``.
+        block: the block index within the tools / system list or that message.
+        tokens_at_risk: estimated tokens the previous request cached after the divergence point,
+            which this request has to write again (≈ bytes / 4).
+        detail: one human sentence.
+    """
+
+    request: int
+    reason: BreakReason
+    segment: Literal["tools", "system", "messages"]
+    message: int | None
+    block: int
+    tokens_at_risk: int
+    detail: str
+
+    @property
+    def where(self) -> str:
+        """``"tools[2]"``, ``"system[0]"`` or ``"messages[3][1]"``."""
+        if self.segment == "messages":
+            return f"messages[{self.message}][{self.block}]"
+        return f"{self.segment}[{self.block}]"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "request": self.request,
+            "reason": self.reason,
+            "segment": self.segment,
+            "message": self.message,
+            "block": self.block,
+            "tokens_at_risk": self.tokens_at_risk,
+            "detail": self.detail,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CacheBreak:
+        message = data.get("message")
+        return cls(
+            request=int(data["request"]),
+            reason=data["reason"],
+            segment=data["segment"],
+            message=None if message is None else int(message),
+            block=int(data["block"]),
+            tokens_at_risk=int(data["tokens_at_risk"]),
+            detail=str(data["detail"]),
+        )

@@ -1,0 +1,326 @@
+"""The durable state of a session: hashes, positions, counters and the session's own decisions.
+
+``SessionState`` is what a session store holds (as canonical JSON). It never copies the
+conversation: a request is remembered as short hashes and byte sizes of its prompt positions
+(``PromptPrint``) and of the application's messages (``AppPrint``). What it does hold verbatim is
+what the *session* decided — fold summaries, learned DROP patterns, cache-break records — and the
+usage counters. A 1,000-turn session stays well under 1 MB (see ``docs/sessions.md``).
+
+Shape (JSON)::
+
+    {"schema": 1, "id": "chat-42", "requests": 12, "refreshes": 0, "refreshes_since_request": 0,
+     "unreported": 0, "breaks": 1, "by_engine": {"anthropic": 12},
+     "usage": {"anthropic": {"responses": 12, "raw": .., "read": .., "write": .., "write_1h": ..,
+                             "output": ..}},
+     "last": {PromptPrint}, "app": {AppPrint}, "last_response": ["msg_…", 11],
+     "pins": {"slug": "blob key"}, "slug_folds": [..], "range_folds": [..], "volatile": [..],
+     "recent_breaks": [..]}
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from telos_wrap.ir.canon import canonical_json
+from telos_wrap.sessions.records import CacheBreak, RangeFold, SlugFold, VolatileSpan
+
+__all__ = [
+    "HASH_LEN",
+    "SCHEMA",
+    "AppPrint",
+    "EngineUsage",
+    "PromptPrint",
+    "SessionState",
+    "short_hash",
+]
+
+SCHEMA = 1
+#: Hex characters per position hash (48 bits: collisions are irrelevant at a session's scale).
+HASH_LEN = 12
+#: How many cache breaks the state keeps verbatim (all of them are counted).
+RECENT_BREAKS = 16
+
+Segment = Literal["tools", "system", "messages"]
+
+
+def short_hash(data: bytes) -> str:
+    """A ``HASH_LEN``-hex-character BLAKE2b digest of ``data``."""
+    return hashlib.blake2b(data, digest_size=HASH_LEN // 2).hexdigest()
+
+
+def _hash_list(joined: str) -> list[str]:
+    return [joined[i : i + HASH_LEN] for i in range(0, len(joined), HASH_LEN)]
+
+
+@dataclass(frozen=True, slots=True)
+class PromptPrint:
+    """One sent request's prompt as the cache sees it: a hash and a byte size per position.
+
+    Positions are the prompt's blocks in render order (tools, system blocks, then every block of
+    every message); markers are not content and are excluded from the hashes.
+
+    Attributes:
+        engine / model: the engine adapter and the model.
+        params: hash of the request parameters that invalidate the messages cache
+            (``tool_choice``, ``thinking``, ``speed``).
+        n_tools / n_system: positions in the tools and system segments.
+        msg_blocks: positions per message.
+        hashes: the positions' hashes, concatenated (``HASH_LEN`` characters each).
+        sizes: the positions' sizes in canonical bytes.
+        cached_upto: the last position covered by what this request cached (its last breakpoint, or
+            for automatic-caching engines the last position before the DROP tail); -1 when none.
+        breakpoints: ``(position, ttl seconds)`` of each cache anchor.
+        at: when the request was prepared (session clock, seconds).
+    """
+
+    engine: str
+    model: str
+    params: str
+    n_tools: int
+    n_system: int
+    msg_blocks: tuple[int, ...]
+    hashes: str
+    sizes: tuple[int, ...]
+    cached_upto: int
+    breakpoints: tuple[tuple[int, int], ...]
+    at: float
+
+    @property
+    def positions(self) -> int:
+        return len(self.sizes)
+
+    def hash_at(self, index: int) -> str:
+        return self.hashes[index * HASH_LEN : (index + 1) * HASH_LEN]
+
+    def first_difference(self, other: PromptPrint) -> int:
+        """The first position where ``self`` and ``other`` differ (``min(len)`` if one is a prefix)."""
+        limit = min(self.positions, other.positions)
+        if self.hashes[: limit * HASH_LEN] == other.hashes[: limit * HASH_LEN]:
+            return limit
+        for index in range(limit):
+            if self.hash_at(index) != other.hash_at(index):
+                return index
+        return limit  # pragma: no cover - unreachable
+
+    def bytes_through(self, index: int) -> int:
+        """Canonical bytes of positions ``0..index`` (0 for ``index < 0``)."""
+        return sum(self.sizes[: index + 1]) if index >= 0 else 0
+
+    def locate(self, index: int) -> tuple[Segment, int | None, int]:
+        """``(segment, message, block)`` of position ``index`` (clamped to the prompt's end)."""
+        if index < self.n_tools:
+            return "tools", None, index
+        index -= self.n_tools
+        if index < self.n_system:
+            return "system", None, index
+        index -= self.n_system
+        for message, count in enumerate(self.msg_blocks):
+            if index < count:
+                return "messages", message, index
+            index -= count
+        return "messages", len(self.msg_blocks), 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "engine": self.engine,
+            "model": self.model,
+            "params": self.params,
+            "n_tools": self.n_tools,
+            "n_system": self.n_system,
+            "msg_blocks": list(self.msg_blocks),
+            "hashes": self.hashes,
+            "sizes": list(self.sizes),
+            "cached_upto": self.cached_upto,
+            "breakpoints": [list(bp) for bp in self.breakpoints],
+            "at": self.at,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PromptPrint:
+        return cls(
+            engine=str(data["engine"]),
+            model=str(data["model"]),
+            params=str(data["params"]),
+            n_tools=int(data["n_tools"]),
+            n_system=int(data["n_system"]),
+            msg_blocks=tuple(int(n) for n in data["msg_blocks"]),
+            hashes=str(data["hashes"]),
+            sizes=tuple(int(n) for n in data["sizes"]),
+            cached_upto=int(data["cached_upto"]),
+            breakpoints=tuple((int(p), int(t)) for p, t in data["breakpoints"]),
+            at=float(data["at"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AppPrint:
+    """The application's side of the last request: what it sent, before telos changed anything.
+
+    Attributes:
+        messages: one hash per lifted message, concatenated (range folds are checked against it).
+        kinds: one character per message: ``u`` user text, ``t`` user with tool results, ``a``
+            assistant, ``A`` assistant with tool use, ``o`` anything else.
+        system_lines: per system block, the hashes of its *stable* lines (lines no DROP pattern
+            touches), concatenated — what volatility learning compares.
+        slugs: the ref-pool slugs the request had.
+    """
+
+    messages: str
+    kinds: str
+    system_lines: tuple[str, ...]
+    slugs: tuple[str, ...] = ()
+
+    def message_hashes(self) -> list[str]:
+        return _hash_list(self.messages)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "messages": self.messages,
+            "kinds": self.kinds,
+            "system_lines": list(self.system_lines),
+            "slugs": list(self.slugs),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AppPrint:
+        return cls(
+            messages=str(data["messages"]),
+            kinds=str(data["kinds"]),
+            system_lines=tuple(str(s) for s in data["system_lines"]),
+            slugs=tuple(str(s) for s in data.get("slugs", ())),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class EngineUsage:
+    """Exact token counters of one engine's responses (disjoint input kinds, see ``UsageReport``).
+
+    Attributes:
+        responses: responses whose usage was reported.
+        raw / read / write: uncached, cache-read and cache-write input tokens.
+        write_1h: the part of ``write`` written with a long TTL (Anthropic ``1h``, OpenAI ``12h``).
+        output: output tokens.
+    """
+
+    responses: int = 0
+    raw: int = 0
+    read: int = 0
+    write: int = 0
+    write_1h: int = 0
+    output: int = 0
+
+    def plus(self, raw: int, read: int, write: int, write_1h: int, output: int) -> EngineUsage:
+        return EngineUsage(
+            self.responses + 1,
+            self.raw + raw,
+            self.read + read,
+            self.write + write,
+            self.write_1h + write_1h,
+            self.output + output,
+        )
+
+    def to_json(self) -> dict[str, int]:
+        return {
+            "responses": self.responses,
+            "raw": self.raw,
+            "read": self.read,
+            "write": self.write,
+            "write_1h": self.write_1h,
+            "output": self.output,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> EngineUsage:
+        return cls(**{key: int(data.get(key, 0)) for key in cls.__dataclass_fields__})
+
+
+def _empty_str_int() -> dict[str, int]:
+    return {}
+
+
+@dataclass(frozen=True, slots=True)
+class SessionState:
+    """Everything a session remembers between requests, in any process (see module docstring)."""
+
+    session_id: str
+    requests: int = 0
+    refreshes: int = 0
+    refreshes_since_request: int = 0
+    unreported: int = 0
+    breaks: int = 0
+    by_engine: Mapping[str, int] = field(default_factory=_empty_str_int)
+    usage: Mapping[str, EngineUsage] = field(default_factory=dict)
+    last: PromptPrint | None = None
+    app: AppPrint | None = None
+    last_response_id: str | None = None
+    last_response_index: int = -1
+    pins: Mapping[str, str] = field(default_factory=dict)
+    slug_folds: tuple[SlugFold, ...] = ()
+    range_folds: tuple[RangeFold, ...] = ()
+    volatile: tuple[VolatileSpan, ...] = ()
+    recent_breaks: tuple[CacheBreak, ...] = ()
+
+    def with_break(self, brk: CacheBreak) -> SessionState:
+        """This state with ``brk`` counted and kept among the recent ones."""
+        return replace(
+            self, breaks=self.breaks + 1, recent_breaks=(*self.recent_breaks, brk)[-RECENT_BREAKS:]
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "id": self.session_id,
+            "requests": self.requests,
+            "refreshes": self.refreshes,
+            "refreshes_since_request": self.refreshes_since_request,
+            "unreported": self.unreported,
+            "breaks": self.breaks,
+            "by_engine": dict(self.by_engine),
+            "usage": {engine: usage.to_json() for engine, usage in self.usage.items()},
+            "last": None if self.last is None else self.last.to_json(),
+            "app": None if self.app is None else self.app.to_json(),
+            "last_response": [self.last_response_id, self.last_response_index],
+            "pins": dict(self.pins),
+            "slug_folds": [fold.to_json() for fold in self.slug_folds],
+            "range_folds": [fold.to_json() for fold in self.range_folds],
+            "volatile": [span.to_json() for span in self.volatile],
+            "recent_breaks": [brk.to_json() for brk in self.recent_breaks],
+        }
+
+    def dumps(self) -> str:
+        """The canonical JSON text stored for this state."""
+        return canonical_json(self.to_json())
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SessionState:
+        if data.get("schema") != SCHEMA:
+            raise ValueError(f"unsupported session state schema {data.get('schema')!r} (expected {SCHEMA})")
+        last_response = data.get("last_response") or [None, -1]
+        return cls(
+            session_id=str(data["id"]),
+            requests=int(data["requests"]),
+            refreshes=int(data["refreshes"]),
+            refreshes_since_request=int(data["refreshes_since_request"]),
+            unreported=int(data["unreported"]),
+            breaks=int(data["breaks"]),
+            by_engine={str(k): int(v) for k, v in data["by_engine"].items()},
+            usage={str(k): EngineUsage.from_json(v) for k, v in data["usage"].items()},
+            last=None if data.get("last") is None else PromptPrint.from_json(data["last"]),
+            app=None if data.get("app") is None else AppPrint.from_json(data["app"]),
+            last_response_id=None if last_response[0] is None else str(last_response[0]),
+            last_response_index=int(last_response[1]),
+            pins={str(k): str(v) for k, v in data["pins"].items()},
+            slug_folds=tuple(SlugFold.from_json(f) for f in data["slug_folds"]),
+            range_folds=tuple(RangeFold.from_json(f) for f in data["range_folds"]),
+            volatile=tuple(VolatileSpan.from_json(v) for v in data["volatile"]),
+            recent_breaks=tuple(CacheBreak.from_json(b) for b in data["recent_breaks"]),
+        )
+
+    @classmethod
+    def loads(cls, text: str) -> SessionState:
+        """Parse the stored JSON text of a state."""
+        return cls.from_json(json.loads(text))

@@ -1,0 +1,175 @@
+"""One request of a session, as a pure function: ``(state, request) → (prepared body, next state)``.
+
+``run_turn`` learns a volatile span (if any), runs the pipeline with the session's hooks (learned
+DROP patterns, pins, folds), fingerprints the result, detects a cache break against the previous
+request, and returns the state to write. It does no I/O and reads no clock, so a store's
+compare-and-set loop can simply run it again after losing a race — and every worker that runs it on
+the same state and body emits the same bytes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from telos_wrap.ir.model import Api, TelosIR, Transformation
+from telos_wrap.lift.user_split import DEFAULT_PATTERNS, SplitPatterns
+from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks, prepare
+from telos_wrap.sessions.breaks import detect_break
+from telos_wrap.sessions.folds import apply_pins_and_slug_folds, apply_range_folds
+from telos_wrap.sessions.prints import message_hash, message_kind, prompt_print
+from telos_wrap.sessions.records import CacheBreak, VolatileSpan
+from telos_wrap.sessions.state import AppPrint, SessionState
+from telos_wrap.sessions.volatility import (
+    MAX_LEARNED,
+    learn_volatile_span,
+    system_line_prints,
+    system_texts,
+)
+
+__all__ = ["StateHooks", "TurnResult", "run_turn"]
+
+
+class StateHooks(SessionHooks):
+    """The pipeline hooks of a session state: learned DROP patterns, pins, slug and range folds.
+
+    After ``before_bridge`` ran, ``app`` holds the fingerprint of the messages the application sent.
+    """
+
+    def __init__(
+        self,
+        state: SessionState,
+        pins: Mapping[str, str],
+        volatile: tuple[VolatileSpan, ...],
+        learned_now: VolatileSpan | None = None,
+        system_matches: tuple[VolatileSpan, ...] = (),
+    ) -> None:
+        self.state = state
+        self.pins = pins
+        self.volatile = volatile
+        self.learned_now = learned_now
+        self.system_matches = system_matches
+        self.message_hashes: list[str] = []
+        self.kinds = ""
+        self.slugs: tuple[str, ...] = ()
+
+    def patterns(self, base: SplitPatterns) -> SplitPatterns:
+        if not self.volatile:
+            return base
+        return base.extended(drop=[span.pattern for span in self.volatile])
+
+    def before_bridge(self, ir: TelosIR) -> TelosIR:
+        self.message_hashes = [message_hash(message) for message in ir.messages]
+        self.kinds = "".join(message_kind(message) for message in ir.messages)
+        ir, range_records = apply_range_folds(ir, self.state.range_folds, self.message_hashes)
+        ir, pool_records = apply_pins_and_slug_folds(ir, self.pins, self.state.slug_folds)
+        self.slugs = tuple(ir.ref_pool)
+        records = [*range_records, *pool_records]
+        for span in self.system_matches:
+            fresh = span is self.learned_now
+            records.append(
+                Transformation(
+                    kind="learned-volatile",
+                    where=f"system[{span.block}] line {span.line}",
+                    detail=(
+                        "this span changed while the rest of the system prompt stayed the same, so the "
+                        "session learned it is volatile"
+                        if fresh
+                        else f"span learned volatile at request {span.learned_at}"
+                    )
+                    + f" and treats it as DROP (pattern {span.pattern!r}); switch off with "
+                    "learn_volatility=False",
+                )
+            )
+        return replace(ir, records=ir.records + tuple(records)) if records else ir
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    """What ``run_turn`` decided: the body to send and the state to write.
+
+    Attributes:
+        index: the request's index in its session.
+        prepared: the pipeline's result.
+        state: the session state after this request.
+        cache_break: the break this request causes, if any.
+        learned: the volatile span this request taught, if any.
+    """
+
+    index: int
+    prepared: Prepared
+    state: SessionState
+    cache_break: CacheBreak | None
+    learned: VolatileSpan | None
+
+
+def _all_drop(options: PrepareOptions, volatile: tuple[VolatileSpan, ...]) -> list[re.Pattern[str]]:
+    extra = [*options.hints.drop_patterns, *(span.pattern for span in volatile)]
+    return list(DEFAULT_PATTERNS.extended(drop=extra).drop)
+
+
+def run_turn(
+    state: SessionState,
+    api: Api,
+    body: Mapping[str, Any],
+    options: PrepareOptions,
+    *,
+    pins: Mapping[str, str],
+    now: float,
+    learn_volatility: bool = True,
+    diagnostics: bool = False,
+    commit: bool = True,
+) -> TurnResult:
+    """Prepare request ``state.requests`` of the session (see module docstring).
+
+    ``commit=False`` is a dry run (``session.mark()``): nothing is learned and the state is unchanged.
+    Raises ``TelosStageError`` when a pipeline stage fails (the bridge re-checks every invariant).
+    """
+    index = state.requests
+    if diagnostics and api == "anthropic" and commit:
+        body = {**body, "diagnostics": {"previous_message_id": state.last_response_id}}
+    volatile = state.volatile
+    learned: VolatileSpan | None = None
+    if learn_volatility and commit and state.app is not None and len(volatile) < MAX_LEARNED:
+        learned = learn_volatile_span(state.app.system_lines, api, body, _all_drop(options, volatile), index)
+        if learned is not None:
+            volatile = (*volatile, learned)
+    texts = [text for text in system_texts(api, body) if text is not None]
+    matching = tuple(
+        span for span in volatile if any(re.search(span.pattern, text, re.MULTILINE) for text in texts)
+    )
+    hooks = StateHooks(state, pins, volatile, learned, matching)
+    prepared = prepare(api, body, options, hooks)
+    if not commit:
+        return TurnResult(index, prepared, state, None, None)
+    current = prompt_print(prepared, options.engine, now)
+    cache_break = detect_break(state.last, current, index)
+    if cache_break is not None and learned is not None and cache_break.reason == "system_changed":
+        cache_break = replace(
+            cache_break,
+            detail=cache_break.detail
+            + f"; the changing span (system[{learned.block}] line {learned.line}) is now learned as "
+            "volatile, so later requests keep the system cache",
+        )
+    app = AppPrint(
+        messages="".join(hooks.message_hashes),
+        kinds=hooks.kinds,
+        system_lines=system_line_prints(api, body, _all_drop(options, volatile)),
+        slugs=hooks.slugs,
+    )
+    by_engine = dict(state.by_engine)
+    by_engine[options.engine] = by_engine.get(options.engine, 0) + 1
+    new_state = replace(
+        state,
+        requests=index + 1,
+        refreshes_since_request=0,
+        by_engine=by_engine,
+        last=current,
+        app=app,
+        volatile=volatile,
+    )
+    if cache_break is not None:
+        new_state = new_state.with_break(cache_break)
+    return TurnResult(index, prepared, new_state, cache_break, learned)

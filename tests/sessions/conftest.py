@@ -1,0 +1,108 @@
+"""Fixtures for the session tests: a fresh default store, the emulator behind the real SDK, Redis."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+
+import anthropic
+import httpx2
+import pytest
+
+from telos_wrap.emulator import Emulator, ManualClock
+from telos_wrap.sessions import MemoryStore, set_default_store
+
+from .convo import RecordingTransport
+
+
+@pytest.fixture(autouse=True)
+def fresh_store() -> Iterator[MemoryStore]:
+    """Every test starts with an empty process-wide session store."""
+    store = MemoryStore()
+    previous = set_default_store(store)
+    try:
+        yield store
+    finally:
+        set_default_store(previous)
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(1_000.0)
+
+
+@pytest.fixture
+def emu(clock: ManualClock) -> Emulator:
+    return Emulator(clock=clock)
+
+
+@pytest.fixture
+def transport(emu: Emulator) -> RecordingTransport:
+    return RecordingTransport(emu)
+
+
+@pytest.fixture
+def claude(patched: None, transport: RecordingTransport) -> Iterator[anthropic.Anthropic]:
+    """The real Anthropic SDK, patched strict, talking to the emulator (bodies recorded as bytes)."""
+    client = anthropic.Anthropic(
+        api_key="test", http_client=httpx2.Client(transport=transport), max_retries=0
+    )
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """``TELOS_REDIS_URL`` if set, else a throwaway ``redis-server`` on a free port."""
+    configured = os.environ.get("TELOS_REDIS_URL")
+    if configured:
+        yield configured
+        return
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip(
+            "redis-server is not installed (apt-get install redis-server) and TELOS_REDIS_URL is unset"
+        )
+    import redis
+
+    port = _free_port()
+    process = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    client = redis.Redis.from_url(url)
+    try:
+        for _ in range(200):
+            try:
+                if client.ping():
+                    break
+            except redis.exceptions.ConnectionError:
+                time.sleep(0.025)
+        else:
+            pytest.fail("redis-server did not start")
+        yield url
+    finally:
+        client.close()
+        process.terminate()
+        process.wait(timeout=10)
+
+
+@pytest.fixture
+def redis_prefix() -> str:
+    """A key prefix unique to the test, so tests sharing one server never see each other's keys."""
+    return f"telos-test:{uuid.uuid4().hex[:12]}:"

@@ -1,0 +1,121 @@
+"""Bridge primitives on the session: pin, fold (slugs and message ranges), mark."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anthropic
+import pytest
+
+import telos_wrap
+from telos_wrap.emulator import ManualClock
+from telos_wrap.errors import RefPoolError
+from telos_wrap.sessions import FoldError, Session
+
+from .convo import HANDBOOK, MODEL, RecordingTransport, messages_for, system_prompt
+
+
+def _send(client: anthropic.Anthropic, turn: int) -> None:
+    client.messages.create(
+        model=MODEL, max_tokens=32, system=system_prompt(0, clock_line=False), messages=messages_for(turn)
+    )
+
+
+def _last(transport: RecordingTransport) -> dict[str, Any]:
+    body: dict[str, Any] = json.loads(transport.bodies[-1])
+    return body
+
+
+def _entry_index(system: list[dict[str, Any]], slug: str) -> int:
+    return next(i for i, b in enumerate(system) if b["text"].startswith(f"[ref:{slug}]\n"))
+
+
+@pytest.mark.parametrize("slug", ["handbook", "system-doc-0"])
+def test_fold_keeps_every_byte_before_the_slug_content_and_the_stub(
+    claude: anthropic.Anthropic, transport: RecordingTransport, clock: ManualClock, slug: str
+) -> None:
+    with telos_wrap.session(clock=clock.now) as sess:
+        sess.pin("handbook", HANDBOOK)
+        for turn in range(3):
+            _send(claude, turn)
+        before = _last(transport)
+        sess.fold(slugs=[slug], summary="Summary: be concise; refunds in 14 days.")
+        _send(claude, 3)
+        after = _last(transport)
+    assert before.get("tools") == after.get("tools")
+    i = _entry_index(after["system"], slug)
+    assert i == _entry_index(before["system"], slug)
+    # Every system block before the folded entry (the PIN text, the [ref:] stub, earlier entries)
+    # is byte-identical, markers included.
+    assert json.dumps(before["system"][:i], sort_keys=True) == json.dumps(after["system"][:i], sort_keys=True)
+    assert f"[ref:{slug}]" in json.dumps(after["system"][:i]) or slug == "handbook"
+    # The entry keeps its reference line; only its content changed.
+    assert after["system"][i]["text"] == f"[ref:{slug}]\nSummary: be concise; refunds in 14 days."
+    assert {k: v for k, v in before["system"][i].items() if k != "text"} == {
+        k: v for k, v in after["system"][i].items() if k != "text"
+    }
+    assert "fold: ref:" + slug in sess.explain(3)
+
+
+def test_fold_of_a_message_range_is_durable_and_explained(
+    claude: anthropic.Anthropic, transport: RecordingTransport, clock: ManualClock
+) -> None:
+    with telos_wrap.session("range-fold", clock=clock.now) as sess:
+        for turn in range(4):
+            _send(claude, turn)
+        sess.fold(message_range=(0, 4), summary="Orders 1000 and 1001: refund questions answered.")
+        # Recorded before the next request: another Session object on the same id sees it.
+        assert [(f.start, f.end, f.at) for f in Session("range-fold").state.range_folds] == [(0, 4, 4)]
+        _send(claude, 4)
+        _send(claude, 5)
+    app = messages_for(5)
+    sent = _last(transport)["messages"]
+    assert len(sent) == len(app) - 3
+    summary = sent[0]["content"][0]["text"]
+    assert summary.startswith('<conversation-summary messages="0-3">\nOrders 1000')
+    assert [m["role"] for m in sent] == ["user", *(m["role"] for m in app[4:])]
+    assert "summary: messages[0:4]" in sess.explain(5)
+
+
+def test_invalid_folds_and_pins_are_refused_before_anything_is_recorded(
+    claude: anthropic.Anthropic, clock: ManualClock
+) -> None:
+    sess = telos_wrap.session(clock=clock.now)
+    with pytest.raises(FoldError, match="needs a request"):
+        sess.fold(message_range=(0, 2), summary="x")
+    with sess:
+        _send(claude, 3)
+    with pytest.raises(FoldError, match="end right before a user message"):
+        sess.fold(message_range=(0, 3), summary="x")
+    with pytest.raises(FoldError, match="latest turn"):
+        sess.fold(message_range=(2, 9), summary="x")
+    with pytest.raises(RefPoolError, match="not in the ref-pool"):
+        sess.fold(slugs=["nope"], summary="x")
+    with pytest.raises(FoldError, match="exactly one"):
+        sess.fold(summary="x")
+    sess.pin("doc", "text")
+    with pytest.raises(RefPoolError, match="frozen"):
+        sess.pin("doc", "other text")
+    with pytest.raises(FoldError, match="reserved"):
+        sess.pin("system-doc-7", "text")
+    sess.fold(message_range=(0, 2), summary="x")
+    with pytest.raises(FoldError, match="overlaps"):
+        sess.fold(message_range=(0, 4), summary="y")
+    assert len(sess.state.range_folds) == 1
+
+
+def test_mark_is_a_dry_run_of_the_next_request(
+    claude: anthropic.Anthropic, transport: RecordingTransport, clock: ManualClock
+) -> None:
+    with telos_wrap.session(clock=clock.now) as sess:
+        with pytest.raises(telos_wrap.TelosError, match="needs a body"):
+            sess.mark()
+        _send(claude, 0)
+        plan = sess.mark()
+        assert plan.breakpoints == sess._records[0].prepared.plan.breakpoints  # type: ignore[union-attr]
+        assert sess.stats.requests == 1  # nothing recorded
+        # A fold recorded since is visible in the dry run, and a body can be given explicitly.
+        other = sess.mark({"model": MODEL, "max_tokens": 8, "messages": messages_for(2)})
+        assert other.breakpoints[0].name == "BP-X"
+    assert len(transport.bodies) == 1

@@ -1,0 +1,74 @@
+"""Durable state: JSON only, hashes not copies, bounded size; the in-memory store."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from telos_wrap.errors import StoreConflictError
+from telos_wrap.pipeline import PrepareOptions
+from telos_wrap.sessions import MemoryStore, Session, SessionState
+from telos_wrap.sessions.turn import run_turn
+
+
+def _long_conversation(turns: int) -> dict[str, Any]:
+    messages: list[dict[str, Any]] = []
+    for t in range(turns):
+        messages.append({"role": "user", "content": f"Turn {t}: please look at file {t}.py " + "x" * 200})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": f"Reading {t}.py"},
+                    {"type": "tool_use", "id": f"tu_{t}", "name": "read", "input": {"path": f"{t}.py"}},
+                ],
+            }
+        )
+        messages.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"tu_{t}", "content": "y" * 400}],
+            }
+        )
+        messages.append({"role": "assistant", "content": f"Done with {t}.py " + "z" * 100})
+    messages.append({"role": "user", "content": "And now?"})
+    return {"model": "claude-opus-4-8", "max_tokens": 64, "system": "You are a coder.", "messages": messages}
+
+
+def test_state_of_a_1000_turn_session_is_small_json_without_the_conversation() -> None:
+    body = _long_conversation(1000)
+    options = PrepareOptions(engine="anthropic", session_id="big")
+    state = SessionState(session_id="big")
+    for now in (1.0, 2.0):
+        state = run_turn(state, "anthropic", body, options, pins={}, now=now).state
+    text = state.dumps()
+    assert len(text.encode()) < 1_000_000
+    assert "please look at file" not in text and "y" * 50 not in text  # hashes, not copies
+    assert SessionState.loads(text) == state
+    assert json.loads(text)["requests"] == 2
+
+
+def test_memory_store_compare_and_set_and_lru() -> None:
+    store = MemoryStore(max_sessions=2)
+    assert store.compare_and_set("a", 0, "1") == 1
+    assert store.compare_and_set("a", 0, "x") is None
+    assert store.compare_and_set("b", 0, "2") == 1
+    assert store.load("a") is not None  # a is now the most recent
+    assert store.compare_and_set("c", 0, "3") == 1
+    assert store.load("b") is None and len(store) == 2
+    with pytest.raises(ValueError):
+        MemoryStore(max_sessions=0)
+
+
+class _AlwaysLosing(MemoryStore):
+    def compare_and_set(self, session_id: str, expected: int, text: str) -> int | None:
+        return None
+
+
+def test_a_store_that_always_loses_the_race_raises_store_conflict() -> None:
+    sess = Session("lost", store=_AlwaysLosing())
+    with pytest.raises(StoreConflictError):
+        sess.pin("doc", "text")
+    assert sess.note_passthrough("anthropic", "anthropic", {}) == -1  # never raises on the request path
