@@ -17,8 +17,10 @@ from telos_wrap.bridge import BridgeOptions, passes
 from telos_wrap.engines.base import EmitPlan, EngineAdapter
 from telos_wrap.engines.registry import get_engine
 from telos_wrap.errors import TelosStageError
+from telos_wrap.history import HistoryMemo, raw_latest_turn
 from telos_wrap.ir.hints import TelosHints
-from telos_wrap.ir.model import Api, TelosIR
+from telos_wrap.ir.model import Api, TelosIR, TelosMessage
+from telos_wrap.ir.order import TURN_ROLES
 from telos_wrap.lift import lift_request
 from telos_wrap.lift.user_split import DEFAULT_PATTERNS, SplitPatterns
 
@@ -53,6 +55,10 @@ class SessionHooks:
 
     def before_bridge(self, ir: TelosIR) -> TelosIR:
         return ir
+
+    def history_memo(self) -> HistoryMemo | None:
+        """The session's memo of settled history, or ``None`` to lift everything (stateless)."""
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +105,15 @@ def prepare(
         engine = get_engine(options.engine)
     with stage("lift"):
         patterns = hooks.patterns(DEFAULT_PATTERNS)
+        memo = hooks.history_memo() if api == "anthropic" else None
+        raw = body.get("messages")
+        settled: tuple[TelosMessage, ...] = ()
+        if memo is not None and isinstance(raw, list):
+            latest = raw_latest_turn(raw, TURN_ROLES)
+            memo_key = (api, options.engine, patterns, options.hints.drop_patterns, options.bridge)
+            settled = memo.reusable(memo_key, raw, latest)
+        else:
+            memo = None
         ir = lift_request(
             api,
             body,
@@ -106,6 +121,7 @@ def prepare(
             hints=options.hints,
             patterns=patterns,
             refpool_threshold=options.refpool_threshold,
+            settled=settled,
         )
     with stage("session.before"):
         ir = hooks.before_bridge(ir)
@@ -117,5 +133,8 @@ def prepare(
         if options.count_only:
             plan = replace(plan, extras={})
     with stage("emit"):
-        wire = engine.emit(ir, plan)
+        wire = engine.emit(ir, plan, reuse=memo.wire if memo is not None else None)
+    if memo is not None and isinstance(raw, list):
+        with stage("history"):
+            memo.settle(memo_key, raw, ir, latest)
     return Prepared(body=wire, ir=ir, plan=plan, engine=engine)

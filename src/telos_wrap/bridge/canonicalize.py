@@ -33,14 +33,14 @@ def canonicalize(ir: TelosIR) -> TelosIR:
                 "so their order no longer depends on how the harness built the list",
             )
         )
-    messages = tuple(
+    messages = ir.messages[: ir.settled] + tuple(
         TelosMessage(
             role=message.role,
             blocks=tuple(_canonical_block(block) for block in message.blocks),
             content_form=message.content_form,
             extra=canonicalize_payload(dict(message.extra)) if message.extra else message.extra,
         )
-        for message in ir.messages
+        for message in ir.messages[ir.settled :]
     )
     return replace(
         ir,

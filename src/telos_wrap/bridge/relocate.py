@@ -33,6 +33,9 @@ def relocate_drop(ir: TelosIR, *, keep_past_drop: bool = False) -> TelosIR:
     records = list(ir.records)
     messages: list[TelosMessage] = []
     for index, message in enumerate(ir.messages):
+        if index < ir.settled:  # settled history from an earlier turn: final as it is
+            messages.append(message)
+            continue
         blocks = enforce_band_order(message.blocks)
         changed = blocks is not message.blocks and blocks != message.blocks
         if changed:

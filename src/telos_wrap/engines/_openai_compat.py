@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -294,7 +294,9 @@ class OpenAICompatEngine:
         extras = stream_usage_extras(ir.params) if self.stream_options_accepted else {}
         return EmitPlan(breakpoints=caller_breakpoints(ir), extras=extras)
 
-    def emit(self, ir: TelosIR, plan: EmitPlan) -> dict[str, Any]:
+    def emit(
+        self, ir: TelosIR, plan: EmitPlan, *, reuse: MutableMapping[int, Any] | None = None
+    ) -> dict[str, Any]:
         """The chat body (``emit_chat``)."""
         return emit_chat(ir, plan)
 

@@ -20,14 +20,14 @@ BP-T < BP-S < BP-mid(2nd) < BP-R < BP-mid < BP-X.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import replace
 from typing import Any, Literal
 
 from telos_wrap.engines.anthropic_usage import AnthropicStreamUsage, parse_anthropic_usage
 from telos_wrap.engines.base import Breakpoint, EmitPlan, EngineProfile
 from telos_wrap.ir.hints import TelosHints
-from telos_wrap.ir.model import Band, BlockKind, TelosBlock, TelosIR, UsageReport
+from telos_wrap.ir.model import Band, BlockKind, TelosBlock, TelosIR, TelosMessage, UsageReport
 
 __all__ = ["LOOKBACK", "MAX_BREAKPOINTS", "MID_ANCHOR_STRIDE", "AnthropicEngine"]
 
@@ -232,8 +232,14 @@ class AnthropicEngine:
 
     # -- emitting -------------------------------------------------------------------------------
 
-    def emit(self, ir: TelosIR, plan: EmitPlan) -> dict[str, Any]:
-        """Write the Anthropic body for ``ir`` with ``plan``'s markers; keys in canonical order."""
+    def emit(
+        self, ir: TelosIR, plan: EmitPlan, *, reuse: MutableMapping[int, Any] | None = None
+    ) -> dict[str, Any]:
+        """Write the Anthropic body for ``ir`` with ``plan``'s markers; keys in canonical order.
+
+        ``reuse`` (index → wire message) lets a session hand back the wire form of settled history
+        messages instead of rebuilding it every turn; entries are read-only and shared across turns.
+        """
         markers: dict[Location, Any] = {}
         for bp in plan.breakpoints:
             location: Location = (bp.segment, bp.message, bp.block)
@@ -256,26 +262,37 @@ class AnthropicEngine:
                 body["system"] = system[0]["text"]
             else:
                 body["system"] = system
+        marked = {bp.message for bp in plan.breakpoints if bp.segment == "messages"}
         messages = []
         for m_index, message in enumerate(ir.messages):
-            wire: dict[str, Any] = dict(message.extra)
-            wire["role"] = message.role
-            if message.content_form in ("absent", "null"):
-                messages.append(dict(sorted(wire.items())))
-                continue
-            content = [
-                _with_marker(b.payload, markers.get(("messages", m_index, i)))
-                for i, b in enumerate(message.blocks)
-            ]
-            if message.content_form == "string" and len(content) == 1 and set(content[0]) == {"type", "text"}:
-                wire["content"] = content[0]["text"]
+            if reuse is not None and m_index < ir.settled and m_index not in marked:
+                # Settled history without a marker: its wire form is the one sent on earlier turns.
+                wire = reuse.get(m_index)
+                if wire is None:
+                    wire = reuse[m_index] = self._emit_message(message, m_index, markers)
+                messages.append(wire)
             else:
-                wire["content"] = content
-            messages.append(dict(sorted(wire.items())))
+                messages.append(self._emit_message(message, m_index, markers))
         body["messages"] = messages
         if plan.extras:
             body.update(plan.extras)
         return dict(sorted(body.items()))
+
+    @staticmethod
+    def _emit_message(message: TelosMessage, m_index: int, markers: Mapping[Location, Any]) -> dict[str, Any]:
+        wire: dict[str, Any] = dict(message.extra)
+        wire["role"] = message.role
+        if message.content_form in ("absent", "null"):
+            return dict(sorted(wire.items()))
+        content = [
+            _with_marker(b.payload, markers.get(("messages", m_index, i)))
+            for i, b in enumerate(message.blocks)
+        ]
+        if message.content_form == "string" and len(content) == 1 and set(content[0]) == {"type", "text"}:
+            wire["content"] = content[0]["text"]
+        else:
+            wire["content"] = content
+        return dict(sorted(wire.items()))
 
     @staticmethod
     def _block_at(ir: TelosIR, location: Location) -> TelosBlock:

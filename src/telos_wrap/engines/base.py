@@ -7,7 +7,7 @@ cache anchors, ``emit`` writes the body) and turns the vendor's usage fields bac
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -104,7 +104,11 @@ class EngineAdapter(Protocol):
 
     def plan(self, ir: TelosIR, hints: TelosHints) -> EmitPlan: ...
 
-    def emit(self, ir: TelosIR, plan: EmitPlan) -> dict[str, Any]: ...
+    def emit(
+        self, ir: TelosIR, plan: EmitPlan, *, reuse: MutableMapping[int, Any] | None = None
+    ) -> dict[str, Any]:
+        """The wire body. ``reuse`` may cache wire messages of settled history (index → message)."""
+        ...
 
     def parse_usage(
         self, usage: Mapping[str, Any] | None, *, diagnostics: Mapping[str, Any] | None = None

@@ -155,6 +155,9 @@ class TelosIR:
         system_form: how ``system`` was sent: absent, a string, or a block list (Anthropic), so it
             is re-emitted in the same form unless a breakpoint needs the list form.
         tools_form: whether the request had a ``tools`` list (re-emitted even when empty).
+        settled: how many leading messages are settled history reused from an earlier turn of
+            the session (already canonical, banded FOLD and pruned); the bridge leaves them as
+            they are. Always 0 for a stateless call.
         records: the transformations applied so far (see ``Transformation``).
     """
 
@@ -168,6 +171,7 @@ class TelosIR:
     system_form: Literal["absent", "string", "list"] = "absent"
     tools_form: Literal["absent", "list"] = "absent"
     records: tuple[Transformation, ...] = ()
+    settled: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,12 +66,12 @@ def assert_band_order(blocks: Sequence[TelosBlock], where: str) -> None:
         previous = block.band
 
 
-def iter_segments(ir: TelosIR) -> Iterable[tuple[str, Sequence[TelosBlock]]]:
-    """Yield ``(name, blocks)`` for every segment of the prompt, in render order."""
+def iter_segments(ir: TelosIR, start: int = 0) -> Iterable[tuple[str, Sequence[TelosBlock]]]:
+    """Yield ``(name, blocks)`` for every segment of the prompt (messages from ``start``), in render order."""
     yield "tools", ir.tools
     yield "system", ir.system
-    for index, message in enumerate(ir.messages):
-        yield f"messages[{index}]", message.blocks
+    for index in range(start, len(ir.messages)):
+        yield f"messages[{index}]", ir.messages[index].blocks
 
 
 def assert_ir_invariants(ir: TelosIR) -> None:
@@ -91,9 +91,10 @@ def assert_ir_invariants(ir: TelosIR) -> None:
     latest = latest_turn_index(ir.messages)
     tail_start = len(ir.messages) if latest is None else latest + 1
     seen_drop: str | None = None
-    for segment_index, (where, blocks) in enumerate(iter_segments(ir)):
+    # Settled history was checked on the turn it settled (all FOLD, no DROP): skip it.
+    for segment_index, (where, blocks) in enumerate(iter_segments(ir, ir.settled)):
         assert_band_order(blocks, where)
-        in_tail = segment_index - 2 >= tail_start
+        in_tail = segment_index - 2 + ir.settled >= tail_start
         for index, block in enumerate(blocks):
             if block.band is Band.DROP:
                 seen_drop = seen_drop or f"{where}[{index}]"

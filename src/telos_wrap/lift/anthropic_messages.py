@@ -241,11 +241,13 @@ def lift_anthropic_messages(
     hints: TelosHints | None = None,
     patterns: SplitPatterns = DEFAULT_PATTERNS,
     refpool_threshold: int | None = REFPOOL_THRESHOLD,
+    settled: Sequence[TelosMessage] = (),
 ) -> TelosIR:
     """Lift a plain-JSON Anthropic Messages body (no SDK sentinels) into a ``TelosIR``.
 
     Lossless: every key and block of ``body`` is either modelled or carried in ``params`` /
-    ``extra`` / a passthrough block, and the Anthropic engine emits it back.
+    ``extra`` / a passthrough block, and the Anthropic engine emits it back. ``settled`` are the
+    already-bridged forms of the first messages (a session's history memo); only the rest is lifted.
     """
     if hints is not None and hints.drop_patterns:
         patterns = patterns.extended(drop=hints.drop_patterns)
@@ -268,9 +270,9 @@ def lift_anthropic_messages(
         body.get("system"), patterns=patterns, threshold=refpool_threshold
     )
     messages_raw = body.get("messages")
-    messages = tuple(
-        _lift_message(index, message, patterns)
-        for index, message in enumerate(messages_raw if isinstance(messages_raw, list) else [])
+    raw = messages_raw if isinstance(messages_raw, list) else []
+    messages = tuple(settled) + tuple(
+        _lift_message(index, raw[index], patterns) for index in range(len(settled), len(raw))
     )
     lifted_keys = ("system", "messages", "tools") if isinstance(tools_raw, list) else ("system", "messages")
     params = {key: value for key, value in body.items() if key not in lifted_keys}
@@ -284,4 +286,5 @@ def lift_anthropic_messages(
         params=MappingProxyType(params),
         system_form=system_form,
         tools_form="list" if isinstance(tools_raw, list) else "absent",
+        settled=len(settled),
     )

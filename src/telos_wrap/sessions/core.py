@@ -31,6 +31,7 @@ from telos_wrap.bridge import BridgeOptions
 from telos_wrap.config import current_config
 from telos_wrap.engines.base import EmitPlan
 from telos_wrap.errors import RefPoolError, StoreConflictError, TelosError, TelosStageError
+from telos_wrap.history import HistoryMemo
 from telos_wrap.ir.canon import canonical_bytes, canonical_json
 from telos_wrap.ir.hints import TelosHints, parse_hints
 from telos_wrap.ir.model import Api, UsageReport
@@ -131,6 +132,8 @@ class Session:
         self._blobs: dict[str, str] = {}
         self._last_request: tuple[Api, dict[str, Any], PrepareOptions] | None = None
         self._last_sent: dict[str, Any] | None = None
+        self._memo = HistoryMemo()
+        self._parsed: tuple[int, str, SessionState] | None = None
         _live[self.id] = self
 
     @property
@@ -172,7 +175,14 @@ class Session:
             raise TelosStageError("session.store", exc) from exc
         if stored is None:
             return 0, SessionState(session_id=self.id)
-        return stored.revision, SessionState.loads(stored.text)
+        cached = self._parsed
+        # The state this process last wrote or read, if the store still holds exactly that text:
+        # skip re-parsing it (the revision alone is not trusted; the text must be equal too).
+        if cached is not None and cached[0] == stored.revision and cached[1] == stored.text:
+            return stored.revision, cached[2]
+        state = SessionState.loads(stored.text)
+        self._parsed = (stored.revision, stored.text, state)
+        return stored.revision, state
 
     def _update(self, step: Callable[[SessionState], tuple[SessionState | None, T]]) -> T:
         """Run ``step`` on the latest state and write its result with compare-and-set (retrying)."""
@@ -181,11 +191,13 @@ class Session:
             new_state, result = step(state)
             if new_state is None:
                 return result
+            text = new_state.dumps()
             try:
-                written = self.store.compare_and_set(self.id, revision, new_state.dumps())
+                written = self.store.compare_and_set(self.id, revision, text)
             except Exception as exc:
                 raise TelosStageError("session.store", exc) from exc
             if written is not None:
+                self._parsed = (written, text, new_state)
                 return result
             time.sleep(random.uniform(0, 0.0005 * min(attempt + 1, 20)))
         raise StoreConflictError(
@@ -243,6 +255,7 @@ class Session:
                 now=now,
                 learn_volatility=self.learn_volatility,
                 diagnostics=self.diagnostics,
+                memo=self._memo,
             )
             return result.state, result
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from telos_wrap.engines.base import Breakpoint
+from telos_wrap.history import HistoryMemo
 from telos_wrap.ir.canon import canonical_bytes
 from telos_wrap.ir.model import Band, BlockKind, TelosIR, TelosMessage
 from telos_wrap.pipeline import Prepared
@@ -53,8 +54,15 @@ def _position(header: Any, payload: Any) -> tuple[str, int]:
     return short_hash(data), len(data)
 
 
-def prompt_print(prepared: Prepared, engine: str, now: float) -> PromptPrint:
-    """The ``PromptPrint`` of a prepared request."""
+def _message_positions(message: TelosMessage) -> tuple[tuple[str, int, Band], ...]:
+    header = [message.role, dict(message.extra), message.content_form in ("absent", "null")]
+    if not message.blocks:
+        return ((*_position(header, None), Band.FOLD),)
+    return tuple((*_position(header, block.payload), block.band) for block in message.blocks)
+
+
+def prompt_print(prepared: Prepared, engine: str, now: float, memo: HistoryMemo | None = None) -> PromptPrint:
+    """The ``PromptPrint`` of a prepared request (settled history's positions come from ``memo``)."""
     ir: TelosIR = prepared.ir
     hashes: list[str] = []
     sizes: list[int] = []
@@ -70,16 +78,17 @@ def prompt_print(prepared: Prepared, engine: str, now: float) -> PromptPrint:
         add("tool", tool.payload, tool.band)
     for block in ir.system:
         add("system", block.payload, block.band)
+    known = memo.recall("positions", ir.settled) if memo is not None else []
+    per_message = known + [_message_positions(message) for message in ir.messages[len(known) :]]
+    if memo is not None:
+        memo.remember("positions", per_message)
     msg_blocks: list[int] = []
-    for message in ir.messages:
-        header = [message.role, dict(message.extra), message.content_form in ("absent", "null")]
-        if not message.blocks:
-            add(header, None, Band.FOLD)
-            msg_blocks.append(1)
-            continue
-        for block in message.blocks:
-            add(header, block.payload, block.band)
-        msg_blocks.append(len(message.blocks))
+    for positions in per_message:
+        for digest, size, band in positions:
+            hashes.append(digest)
+            sizes.append(size)
+            bands.append(band)
+        msg_blocks.append(len(positions))
 
     def flat(bp: Breakpoint) -> int:
         if bp.segment == "tools":

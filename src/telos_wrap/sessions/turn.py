@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from telos_wrap.history import HistoryMemo
 from telos_wrap.ir.model import Api, TelosIR, Transformation
 from telos_wrap.lift.user_split import DEFAULT_PATTERNS, SplitPatterns
 from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks, prepare
@@ -45,8 +46,10 @@ class StateHooks(SessionHooks):
         volatile: tuple[VolatileSpan, ...],
         learned_now: VolatileSpan | None = None,
         system_matches: tuple[VolatileSpan, ...] = (),
+        memo: HistoryMemo | None = None,
     ) -> None:
         self.state = state
+        self.memo = memo
         self.pins = pins
         self.volatile = volatile
         self.learned_now = learned_now
@@ -55,13 +58,21 @@ class StateHooks(SessionHooks):
         self.kinds = ""
         self.slugs: tuple[str, ...] = ()
 
+    def history_memo(self) -> HistoryMemo | None:
+        # Range folds rewrite message positions after the lift: no reuse by position then.
+        return None if self.state.range_folds else self.memo
+
     def patterns(self, base: SplitPatterns) -> SplitPatterns:
         if not self.volatile:
             return base
         return base.extended(drop=[span.pattern for span in self.volatile])
 
     def before_bridge(self, ir: TelosIR) -> TelosIR:
-        self.message_hashes = [message_hash(message) for message in ir.messages]
+        memo = self.history_memo()
+        known = memo.recall("message_hash", ir.settled) if memo is not None else []
+        self.message_hashes = known + [message_hash(message) for message in ir.messages[len(known) :]]
+        if memo is not None:
+            memo.remember("message_hash", list(self.message_hashes))
         self.kinds = "".join(message_kind(message) for message in ir.messages)
         ir, range_records = apply_range_folds(ir, self.state.range_folds, self.message_hashes)
         ir, pool_records = apply_pins_and_slug_folds(ir, self.pins, self.state.slug_folds)
@@ -121,10 +132,12 @@ def run_turn(
     learn_volatility: bool = True,
     diagnostics: bool = False,
     commit: bool = True,
+    memo: HistoryMemo | None = None,
 ) -> TurnResult:
     """Prepare request ``state.requests`` of the session (see module docstring).
 
     ``commit=False`` is a dry run (``session.mark()``): nothing is learned and the state is unchanged.
+    ``memo`` is the session's in-memory history memo (a cache: it never changes what is sent).
     Raises ``TelosStageError`` when a pipeline stage fails (the bridge re-checks every invariant).
     """
     index = state.requests
@@ -140,11 +153,11 @@ def run_turn(
     matching = tuple(
         span for span in volatile if any(re.search(span.pattern, text, re.MULTILINE) for text in texts)
     )
-    hooks = StateHooks(state, pins, volatile, learned, matching)
+    hooks = StateHooks(state, pins, volatile, learned, matching, memo=memo if commit else None)
     prepared = prepare(api, body, options, hooks)
     if not commit:
         return TurnResult(index, prepared, state, None, None)
-    current = prompt_print(prepared, options.engine, now)
+    current = prompt_print(prepared, options.engine, now, memo=hooks.history_memo())
     cache_break = detect_break(state.last, current, index)
     if cache_break is not None and learned is not None and cache_break.reason == "system_changed":
         cache_break = replace(

@@ -1,0 +1,278 @@
+"""Client-side overhead of telos_wrap, measured against the SDK's own client-side work.
+
+Same calls with and without ``telos_wrap.patch()``, through the real SDKs and a transport that
+answers instantly with a canned response (network time is zero, only client-side work counts),
+alternating A/B in small batches in one run. Conversations of 10, 100 and 1,000 messages are built
+from a real session in ../shared/traces. Prints, per case: median client-side time unpatched,
+patched, their ratio and the added milliseconds; then the added time per turn of a 500-turn
+session replayed turn by turn; then the size of a 1,000-turn session's state.
+
+    python benchmarks/overhead.py [--traces ../shared/traces] [--rounds 15] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx2
+import openai
+
+import telos_wrap
+from telos_wrap.traces import group_sessions, load_trace
+
+ROOT = Path(__file__).resolve().parent.parent
+
+ANTHROPIC_REPLY = json.dumps(
+    {
+        "id": "msg_bench",
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "text", "text": "ok"}],
+        "model": "claude-opus-5",
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": 10,
+            "output_tokens": 1,
+            "cache_read_input_tokens": 100,
+            "cache_creation_input_tokens": 0,
+        },
+    }
+).encode()
+ANTHROPIC_STREAM = "".join(
+    f"event: {event['type']}\ndata: {json.dumps(event)}\n\n"
+    for event in [
+        {
+            "type": "message_start",
+            "message": {**json.loads(ANTHROPIC_REPLY), "content": [], "stop_reason": None},
+        },
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "ok"}},
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+            "usage": {"output_tokens": 1},
+        },
+        {"type": "message_stop"},
+    ]
+).encode()
+OPENAI_REPLY = json.dumps(
+    {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "gpt-4.1",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+        "usage": {
+            "prompt_tokens": 110,
+            "completion_tokens": 1,
+            "total_tokens": 111,
+            "prompt_tokens_details": {"cached_tokens": 100},
+        },
+    }
+).encode()
+_CHUNK = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "gpt-4.1"}
+OPENAI_STREAM = (
+    "".join(
+        f"data: {json.dumps(chunk)}\n\n"
+        for chunk in [
+            {
+                **_CHUNK,
+                "choices": [
+                    {"index": 0, "delta": {"role": "assistant", "content": "ok"}, "finish_reason": None}
+                ],
+            },
+            {**_CHUNK, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+            {**_CHUNK, "choices": [], "usage": json.loads(OPENAI_REPLY)["usage"]},
+        ]
+    ).encode()
+    + b"data: [DONE]\n\n"
+)
+
+
+def answer(request: httpx2.Request) -> httpx2.Response:
+    """The instant vendor: a canned response, streamed when the request asks for a stream."""
+    stream = b'"stream":true' in request.content
+    if request.url.path.endswith("/messages"):
+        body, kind = (
+            (ANTHROPIC_STREAM, "text/event-stream") if stream else (ANTHROPIC_REPLY, "application/json")
+        )
+    else:
+        body, kind = (OPENAI_STREAM, "text/event-stream") if stream else (OPENAI_REPLY, "application/json")
+    return httpx2.Response(200, content=body, headers={"content-type": kind})
+
+
+def load_messages(traces: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The longest real session of each API: its last request's kwargs."""
+    anthropic_session = max(
+        group_sessions(load_trace(traces / "mini-swe-agent.as-anthropic.jsonl.xz")), key=len
+    )
+    openai_session = max(group_sessions(load_trace(traces / "mini-swe-agent.jsonl.xz")), key=len)
+    return anthropic_session[-1].kwargs, openai_session[-1].kwargs
+
+
+def conversation(base: dict[str, Any], n: int, api: str) -> dict[str, Any]:
+    """A request with ``n`` messages, cycling the real session's turns (ending on a user turn)."""
+    source = [m for m in base["messages"] if m["role"] not in ("system", "developer")]
+    head = [m for m in base["messages"] if m["role"] in ("system", "developer")]
+    messages: list[dict[str, Any]] = []
+    while len(messages) < n:
+        messages.extend(source)
+    messages = messages[:n]
+    while messages[-1]["role"] != "user":
+        messages.pop()
+    if api == "anthropic":
+        return {"model": "claude-opus-5", "max_tokens": 256, "system": base["system"], "messages": messages}
+    return {"model": "gpt-4.1", "messages": head + messages}
+
+
+Call = Callable[[], Any]
+
+
+def make_calls(kwargs: dict[str, Any], api: str) -> dict[str, Call]:
+    """sync / async / stream calls of one request through fresh real SDK clients."""
+    if api == "anthropic":
+        sync_client = anthropic.Anthropic(
+            api_key="bench", http_client=httpx2.Client(transport=httpx2.MockTransport(answer))
+        )
+        async_client = anthropic.AsyncAnthropic(
+            api_key="bench", http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(answer))
+        )
+
+        def stream() -> Any:
+            with sync_client.messages.stream(**kwargs) as events:
+                return events.get_final_message()
+
+        return {
+            "sync": lambda: sync_client.messages.create(**kwargs),
+            "async": lambda: asyncio.run(async_client.messages.create(**kwargs)),
+            "stream": stream,
+        }
+    osync = openai.OpenAI(api_key="bench", http_client=httpx2.Client(transport=httpx2.MockTransport(answer)))
+    oasync = openai.AsyncOpenAI(
+        api_key="bench", http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(answer))
+    )
+
+    def ostream() -> Any:
+        return list(osync.chat.completions.create(**kwargs, stream=True))
+
+    return {
+        "sync": lambda: osync.chat.completions.create(**kwargs),
+        "async": lambda: asyncio.run(oasync.chat.completions.create(**kwargs)),
+        "stream": ostream,
+    }
+
+
+def timed(call: Call) -> float:
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
+
+
+def ab(call: Call, rounds: int, batch: int = 4) -> tuple[float, float]:
+    """Median seconds per call unpatched and patched, alternating batches of each."""
+    plain: list[float] = []
+    patched: list[float] = []
+    for side in (False, True):  # warm both paths (imports, caches) before measuring
+        telos_wrap.patch() if side else telos_wrap.unpatch()
+        for _ in range(2):
+            call()
+    for _ in range(rounds):
+        telos_wrap.unpatch()
+        plain.extend(timed(call) for _ in range(batch))
+        telos_wrap.patch()
+        patched.extend(timed(call) for _ in range(batch))
+    telos_wrap.unpatch()
+    return statistics.median(plain), statistics.median(patched)
+
+
+def per_turn_growth(base: dict[str, Any], turns: int, rounds: int) -> dict[int, float]:
+    """Added ms per turn of a ``turns``-turn session replayed turn by turn (median over rounds)."""
+    requests = [conversation(base, 2 * t + 1, "anthropic") for t in range(turns)]
+    client = anthropic.Anthropic(
+        api_key="bench", http_client=httpx2.Client(transport=httpx2.MockTransport(answer))
+    )
+    samples: dict[bool, list[list[float]]] = {False: [], True: []}
+    for round_number in range(rounds):
+        for side in (False, True):
+            telos_wrap.patch() if side else telos_wrap.unpatch()
+            with telos_wrap.session(f"growth-{round_number}-{side}"):
+                samples[side].append([timed(lambda kw=kw: client.messages.create(**kw)) for kw in requests])
+    telos_wrap.unpatch()
+    added: dict[int, float] = {}
+    for turn in (20, 100, turns):
+        window = range(max(0, turn - 3), min(turns, turn + 2))
+        plain = statistics.median(s[i] for s in samples[False] for i in window)
+        patched = statistics.median(s[i] for s in samples[True] for i in window)
+        added[turn] = (patched - plain) * 1000
+    return added
+
+
+def state_size(base: dict[str, Any], turns: int) -> tuple[int, float]:
+    """Bytes of a ``turns``-turn session's durable state, and peak traced MiB while building it."""
+    client = anthropic.Anthropic(
+        api_key="bench", http_client=httpx2.Client(transport=httpx2.MockTransport(answer))
+    )
+    telos_wrap.patch()
+    tracemalloc.start()
+    try:
+        with telos_wrap.session("state-size") as session:
+            for t in range(turns):
+                client.messages.create(**conversation(base, 2 * t + 1, "anthropic"))
+        _, peak = tracemalloc.get_traced_memory()
+        size = len(session.state.dumps())
+    finally:
+        tracemalloc.stop()
+        telos_wrap.unpatch()
+    return size, peak / 2**20
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--traces", type=Path, default=ROOT.parent / "shared" / "traces")
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--quick", action="store_true", help="fewer rounds and a 200-turn growth run")
+    args = parser.parse_args(argv)
+    rounds = 4 if args.quick else args.rounds
+    anthropic_base, openai_base = load_messages(args.traces)
+    print(f"{'case':34} {'unpatched':>10} {'patched':>10} {'ratio':>6} {'added':>9}")
+    for api, base in (("anthropic", anthropic_base), ("openai", openai_base)):
+        for n in (10, 100, 1000):
+            calls = make_calls(conversation(base, n, api), api)
+            for kind, call in calls.items():
+                plain, patched = ab(call, rounds)
+                case = f"{api} {kind} {n} msgs"
+                print(
+                    f"{case:34} {plain * 1e3:9.2f}ms {patched * 1e3:9.2f}ms "
+                    f"{patched / plain:6.2f} {(patched - plain) * 1e3:+8.2f}ms",
+                    flush=True,
+                )
+    turns = 200 if args.quick else 500
+    growth = per_turn_growth(anthropic_base, turns, max(2, rounds // 5))
+    print("\nadded time per turn, one session replayed turn by turn (anthropic sync):")
+    for turn, added in growth.items():
+        print(f"  turn {turn:4}: {added:+.2f} ms")
+    print(f"  turn {turns} / turn 20: {growth[turns] / growth[20]:.2f}x" if growth[20] > 0 else "")
+    size, peak = state_size(anthropic_base, 200 if args.quick else 1000)
+    print(
+        f"\nsession state after {200 if args.quick else 1000} turns: {size / 1024:.1f} KiB serialized; "
+        f"peak traced memory while replaying: {peak:.1f} MiB"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
