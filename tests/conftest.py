@@ -45,8 +45,12 @@ def patched_lenient() -> Iterator[None]:
 @pytest.fixture(scope="module")
 def vcr_config() -> dict[str, object]:
     return {
-        "match_on": ["method", "path", "body"],
-        "filter_headers": ["authorization", "x-api-key", "openai-organization", "openai-project", "cookie"],
+        # raw_body: the exact bytes. vcrpy's "body" matcher parses JSON and would accept a request
+        # whose keys come in another order — precisely the drift telos exists to prevent.
+        "match_on": ["method", "path", "raw_body"],
+        "filter_headers": [
+            "authorization", "x-api-key", "api-key", "openai-organization", "openai-project", "cookie",
+        ],
         "decode_compressed_response": True,
     }
 

@@ -1,14 +1,17 @@
 """Fixtures for the OpenAI client family: the emulator, the engines' endpoints, and real SDK clients.
 
-Every client is the real ``openai`` SDK; requests go to the in-process engine emulator through an
-``httpx2`` transport (``EmulatorTransport``), which answers with each vendor's own usage shape.
-vLLM and SGLang are named through ``patch(engines={base_url: name})``, as a user would.
+Every client is the real ``openai`` SDK pointed at its engine's own base URL (``api.openai.com``,
+Azure, ``api.deepseek.com``, self-hosted hosts), so telos resolves the engine from the URL exactly
+as it does for a user; vLLM and SGLang are named through ``patch(engines={base_url: name})``.
+Requests reach the engine emulator either in-process (``EmulatorTransport``: ``make_client``) or
+over real HTTP (``EmulatorRedirect``: ``http_wire``), which moves each request to the local emulator
+server under its flavour's path prefix and is what vcrpy records into cassettes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx2
@@ -17,6 +20,9 @@ import pytest
 
 import telos_wrap
 from telos_wrap.emulator import AsyncEmulatorTransport, Emulator, EmulatorTransport, ManualClock
+
+#: The API key every test client sends: distinctive, so a scan of the cassettes can prove it is absent.
+API_KEY = "sk-telos-test-0000"
 
 
 @dataclass(frozen=True)
@@ -99,6 +105,98 @@ def make_async_client(emu: Emulator) -> Callable[[Endpoint], openai.AsyncOpenAI]
         return cls(api_key="x", http_client=http_client, max_retries=0, **_client_kwargs(endpoint))
 
     return make
+
+
+# -- over real HTTP --------------------------------------------------------------------------------------
+
+#: Picks the emulator flavour for a vendor URL with the same routing as the in-process ``emu``.
+_ROUTER = Emulator(routes=EMULATOR_ROUTES)
+
+
+def _redirect(request: httpx2.Request, emulator_url: str) -> httpx2.Request:
+    """``request`` moved to ``{emulator_url}/{flavour}{path}?{query}`` (``serve()`` routes by the prefix).
+
+    ``https://api.deepseek.com/v1/chat/completions`` becomes ``{emulator_url}/deepseek/v1/chat/completions``;
+    method, headers (but ``Host``), body and extensions (timeouts) are kept.
+    """
+    flavour = _ROUTER.flavour_for_url(str(request.url))
+    target = httpx2.URL(f"{emulator_url}/{flavour}{request.url.raw_path.decode('ascii')}")
+    headers = request.headers.copy()
+    del headers["host"]
+    return httpx2.Request(
+        request.method, target, headers=headers, content=request.read(), extensions=request.extensions
+    )
+
+
+class EmulatorRedirect(httpx2.HTTPTransport):
+    """A real HTTP transport whose every request goes to the local emulator server instead of the vendor.
+
+    vcrpy patches ``httpx2.HTTPTransport.handle_request``, so the redirected request is what a cassette
+    records (and, when replaying, what it is matched against). ``sent`` logs every redirected request.
+    """
+
+    def __init__(self, emulator_url: str, sent: list[httpx2.Request]) -> None:
+        super().__init__()
+        self.emulator_url = emulator_url
+        self.sent = sent
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        moved = _redirect(request, self.emulator_url)
+        self.sent.append(moved)
+        return super().handle_request(moved)
+
+
+class AsyncEmulatorRedirect(httpx2.AsyncHTTPTransport):
+    """The async twin of :class:`EmulatorRedirect`."""
+
+    def __init__(self, emulator_url: str, sent: list[httpx2.Request]) -> None:
+        super().__init__()
+        self.emulator_url = emulator_url
+        self.sent = sent
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        moved = _redirect(request, self.emulator_url)
+        self.sent.append(moved)
+        return await super().handle_async_request(moved)
+
+
+@dataclass
+class HttpWire:
+    """Real SDK clients for the endpoints, talking HTTP to the emulator server at ``emulator_url``.
+
+    ``sent`` is every request that went out, in order. Sync clients are closed by the fixture; an
+    async client must be closed by the test, inside its event loop.
+    """
+
+    emulator_url: str
+    sent: list[httpx2.Request] = field(default_factory=list)
+    _clients: list[openai.OpenAI] = field(default_factory=list)
+
+    def client(self, endpoint: Endpoint) -> openai.OpenAI:
+        http_client = httpx2.Client(transport=EmulatorRedirect(self.emulator_url, self.sent))
+        cls = openai.AzureOpenAI if endpoint.azure else openai.OpenAI
+        client = cls(api_key=API_KEY, http_client=http_client, max_retries=0, **_client_kwargs(endpoint))
+        self._clients.append(client)
+        return client
+
+    def async_client(self, endpoint: Endpoint) -> openai.AsyncOpenAI:
+        http_client = httpx2.AsyncClient(transport=AsyncEmulatorRedirect(self.emulator_url, self.sent))
+        cls = openai.AsyncAzureOpenAI if endpoint.azure else openai.AsyncOpenAI
+        return cls(api_key=API_KEY, http_client=http_client, max_retries=0, **_client_kwargs(endpoint))
+
+    def close(self) -> None:
+        for client in self._clients:
+            client.close()
+
+
+@pytest.fixture
+def http_wire(emulator_url: str) -> Iterator[HttpWire]:
+    """Clients over real HTTP to the emulator server (started only when recording cassettes)."""
+    wire = HttpWire(emulator_url)
+    try:
+        yield wire
+    finally:
+        wire.close()
 
 
 def hint(value: dict[str, Any]) -> dict[str, Any]:

@@ -1,10 +1,22 @@
-"""Engine by entry point by sync/async, through the real ``openai`` SDK and the engine emulator.
+"""Engine by entry point by sync/async, through the real ``openai`` SDK over real HTTP, in cassettes.
+
+Each client is pointed at its engine's real base URL (so telos resolves the engine from the URL, or
+from ``patch(engines=...)`` for self-hosted vLLM/SGLang, as for a user) and sends over a real
+``httpx2`` HTTP transport that moves every request to the engine emulator served on 127.0.0.1 under
+that engine's flavour prefix (``conftest.EmulatorRedirect``). vcrpy records those exchanges in
+``cassettes/test_matrix_http/`` and replays them, matched on method, path and the exact body bytes,
+with no server running.
 
 For each cell the same call is made twice: once with ``telos_hint={"disable": True}`` (the body exactly
 as the SDK builds it: the baseline) and once rewritten. The rewritten wire body must be the canonical
 baseline plus exactly the fields that engine adds — nothing else — and ``usage_of()`` must give the
-numbers of that vendor's usage shape. Every call must be rewritten exactly once (``.stream()`` calls
-``create`` inside) and a stream must never show the caller a usage chunk it did not ask for.
+numbers of that vendor's own usage fields in the recorded response. Every call must be rewritten
+exactly once (``.stream()`` calls ``create`` inside), send exactly one request, leave the caller's
+arguments alone, and a stream must never show the caller a usage chunk it did not ask for.
+
+Re-record (after an intended change in emitted bytes):
+
+    python -m pytest tests/openai/test_matrix_http.py --record-mode=rewrite
 """
 
 from __future__ import annotations
@@ -12,17 +24,21 @@ from __future__ import annotations
 import asyncio
 import copy
 import hashlib
+import json
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
 
 import telos_wrap
-from telos_wrap.emulator import Emulator
 from telos_wrap.ir.canon import canonical_bytes, canonical_json, canonicalize_payload, canonicalize_tool_def
 
-from .conftest import ENDPOINTS, Endpoint
+from .conftest import API_KEY, ENDPOINTS, Endpoint, HttpWire
+
+CASSETTES = Path(__file__).resolve().parents[2] / "cassettes" / "test_matrix_http"
+
 
 TOOLS: list[dict[str, Any]] = [
     {
@@ -73,6 +89,17 @@ MESSAGES: list[dict[str, Any]] = [
     {"role": "tool", "tool_call_id": "call_1", "content": "shipped on Monday"},
     {"role": "user", "content": "When will it arrive?"},
 ]
+
+#: Where each endpoint's chat request lands on the emulator server: flavour prefix + the SDK's path.
+WIRE_PATHS = {
+    "openai": "/openai/v1/chat/completions",
+    "openai-5.6": "/openai/v1/chat/completions",
+    "azure": "/openai/openai/deployments/gpt-4.1/chat/completions",
+    "deepseek": "/deepseek/v1/chat/completions",
+    "vllm": "/vllm/v1/chat/completions",
+    "sglang": "/sglang/v1/chat/completions",
+    "generic": "/openai/v1/chat/completions",
+}
 
 
 def _family_key() -> str:
@@ -135,6 +162,49 @@ def _expected_usage(engine: str, usage: Mapping[str, Any]) -> tuple[int | None, 
         engine, details.get("cache_write_tokens") or 0
     )
     return prompt - read - (write or 0), read, write
+
+
+# -- the recorded exchange -------------------------------------------------------------------------------
+
+
+def _text(body: Any) -> str:
+    """A cassette body (bytes when just recorded, str when loaded from YAML) as text."""
+    return body.decode("utf-8") if isinstance(body, bytes) else str(body)
+
+
+def _header(response: Mapping[str, Any], name: str) -> str:
+    values = [v for k, vs in response["headers"].items() if k.lower() == name for v in vs]
+    return values[0] if values else ""
+
+
+def _sse_chunks(response: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The ``data:`` events of a recorded SSE response, ``[DONE]`` excluded."""
+    lines = _text(response["body"]["string"]).splitlines()
+    data = [line.removeprefix("data:").strip() for line in lines if line.startswith("data:")]
+    assert data and data[-1] == "[DONE]", "a recorded stream must end in [DONE]"
+    return [json.loads(item) for item in data[:-1]]
+
+
+def _recorded_usage(response: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The vendor's ``usage`` object in a recorded response: the JSON body's, or a stream's last one."""
+    if _header(response, "content-type").startswith("text/event-stream"):
+        usages = [chunk["usage"] for chunk in _sse_chunks(response) if chunk.get("usage")]
+        return usages[-1] if usages else None
+    usage: dict[str, Any] | None = json.loads(_text(response["body"]["string"]))["usage"]
+    return usage
+
+
+def _recorded(cassette: Any, wire: HttpWire) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(baseline body, rewritten body, rewritten call's response) from the cassette, after checking that
+    the cassette holds exactly the two requests that went out, byte for byte, and both succeeded."""
+    requests, responses = cassette.requests, cassette.responses
+    assert len(requests) == len(wire.sent) == 2, "two calls, one request each"
+    assert [_text(r.body) for r in requests] == [r.content.decode("utf-8") for r in wire.sent]
+    if cassette.rewound:  # replaying: each recorded exchange was played exactly once
+        assert cassette.play_count == 2 and cassette.all_played
+    assert [r.method for r in requests] == ["POST", "POST"]
+    assert [response["status"]["code"] for response in responses] == [200, 200], responses
+    return json.loads(requests[0].body), json.loads(requests[1].body), responses[1]
 
 
 # -- entry points --------------------------------------------------------------------------------------
@@ -205,38 +275,30 @@ async def _acall(client: openai.AsyncOpenAI, entry: str, kwargs: dict[str, Any])
 # -- the matrix ----------------------------------------------------------------------------------------
 
 
-def _run(
-    emu: Emulator, call: Callable[[dict[str, Any]], tuple[Any, list[Any]]], endpoint: Endpoint
-) -> tuple[dict[str, Any], dict[str, Any], Any, list[Any]]:
-    """Baseline call (telos disabled) then the rewritten call; returns both wire bodies and the result."""
-    kwargs = {"model": endpoint.model, "messages": copy.deepcopy(MESSAGES), "tools": copy.deepcopy(TOOLS)}
-    before = copy.deepcopy(kwargs)
-    call({**kwargs, "telos_hint": {"disable": True}})
-    baseline = emu.requests[-1].body
-    count = len(emu.requests)
-    with telos_wrap.session() as session:
-        result, items = call(kwargs)
-    assert len(emu.requests) == count + 1, "one call must send exactly one request"
-    assert session.stats.requests == 1, "the body must be rewritten exactly once"
-    assert kwargs == before, "the caller's arguments must not be mutated"
-    return baseline, emu.requests[-1].body, result, items
+def _kwargs(endpoint: Endpoint) -> dict[str, Any]:
+    return {"model": endpoint.model, "messages": copy.deepcopy(MESSAGES), "tools": copy.deepcopy(TOOLS)}
 
 
-def _check(name: str, entry: str, stream: bool, emu: Emulator, run: tuple[Any, ...]) -> None:
-    baseline, sent, result, items = run
+def _check(
+    name: str, entry: str, stream: bool, cassette: Any, wire: HttpWire, result: Any, items: list[Any]
+) -> None:
     endpoint = ENDPOINTS[name]
-    assert emu.requests[-1].status == 200, emu.requests[-1].error
+    baseline, sent, response = _recorded(cassette, wire)
+    assert [r.path for r in cassette.requests] == [WIRE_PATHS[name]] * 2
     if name == "sglang":
         _check_sglang_control(sent)
     assert sent == _expected(name, baseline, stream)
+    usage = _recorded_usage(response)
     if entry == "create-stream":
         assert all(chunk.choices for chunk in items), "a usage-only chunk the caller did not ask for leaked"
+        usage_only = [chunk for chunk in _sse_chunks(response) if not chunk["choices"]]
+        assert len(usage_only) == (0 if name == "generic" else 1)  # telos asked for it, and hid it
     report = telos_wrap.usage_of(result)
     if stream and name == "generic":
-        assert report is None  # no stream_options sent to an unknown server: no usage to report
+        assert usage is None  # no stream_options sent to an unknown server: no usage in the stream
+        assert report is None  # ... and none to report
         return
     assert report is not None
-    usage = emu.requests[-1].usage
     assert usage is not None
     assert report.engine == endpoint.engine
     assert report.output == usage["completion_tokens"]
@@ -247,44 +309,62 @@ def _check(name: str, entry: str, stream: bool, emu: Emulator, run: tuple[Any, .
         assert report.total_input == usage["prompt_tokens"]
 
 
+@pytest.mark.vcr
 @pytest.mark.usefixtures("oai_patched")
 @pytest.mark.parametrize("entry", list(SYNC_CALLS))
 @pytest.mark.parametrize("name", list(ENDPOINTS))
-def test_sync_matrix(
-    name: str, entry: str, emu: Emulator, make_client: Callable[[Endpoint], openai.OpenAI]
-) -> None:
-    client = make_client(ENDPOINTS[name])
+def test_sync_matrix(name: str, entry: str, http_wire: HttpWire, vcr: Any) -> None:
+    client = http_wire.client(ENDPOINTS[name])
     call, stream = SYNC_CALLS[entry]
-    run = _run(emu, lambda kwargs: call(client, kwargs), ENDPOINTS[name])
-    _check(name, entry, stream, emu, run)
+    kwargs = _kwargs(ENDPOINTS[name])
+    before = copy.deepcopy(kwargs)
+    call(client, {**kwargs, "telos_hint": {"disable": True}})
+    assert len(http_wire.sent) == 1, "one call must send exactly one request"
+    with telos_wrap.session() as session:
+        result, items = call(client, kwargs)
+    assert len(http_wire.sent) == 2, "one call must send exactly one request"
+    assert session.stats.requests == 1, "the body must be rewritten exactly once"
+    assert kwargs == before, "the caller's arguments must not be mutated"
+    _check(name, entry, stream, vcr, http_wire, result, items)
 
 
+@pytest.mark.vcr
 @pytest.mark.usefixtures("oai_patched")
 @pytest.mark.parametrize("entry", list(SYNC_CALLS))
 @pytest.mark.parametrize("name", list(ENDPOINTS))
-def test_async_matrix(
-    name: str, entry: str, emu: Emulator, make_async_client: Callable[[Endpoint], openai.AsyncOpenAI]
-) -> None:
-    async def main() -> tuple[Any, ...]:
-        client = make_async_client(ENDPOINTS[name])
+def test_async_matrix(name: str, entry: str, http_wire: HttpWire, vcr: Any) -> None:
+    async def main() -> tuple[Any, list[Any]]:
+        client = http_wire.async_client(ENDPOINTS[name])
         try:
-            kwargs = {
-                "model": ENDPOINTS[name].model,
-                "messages": copy.deepcopy(MESSAGES),
-                "tools": copy.deepcopy(TOOLS),
-            }
+            kwargs = _kwargs(ENDPOINTS[name])
             before = copy.deepcopy(kwargs)
             await _acall(client, entry, {**kwargs, "telos_hint": {"disable": True}})
-            baseline = emu.requests[-1].body
-            count = len(emu.requests)
+            assert len(http_wire.sent) == 1, "one call must send exactly one request"
             async with telos_wrap.session() as session:
                 result, items = await _acall(client, entry, kwargs)
-            assert len(emu.requests) == count + 1
-            assert session.stats.requests == 1
-            assert kwargs == before
-            return baseline, emu.requests[-1].body, result, items
+            assert len(http_wire.sent) == 2, "one call must send exactly one request"
+            assert session.stats.requests == 1, "the body must be rewritten exactly once"
+            assert kwargs == before, "the caller's arguments must not be mutated"
+            return result, items
         finally:
             await client.close()
 
-    run = asyncio.run(main())
-    _check(name, entry, SYNC_CALLS[entry][1], emu, run)
+    result, items = asyncio.run(main())
+    _check(name, entry, SYNC_CALLS[entry][1], vcr, http_wire, result, items)
+
+
+def test_cassettes_cover_the_matrix_and_hold_no_secrets() -> None:
+    """One cassette per cell, and none holds the API key or an auth header (vcr_config filters them)."""
+    names = {path.name for path in CASSETTES.glob("*.yaml")}
+    cells = {
+        f"test_{mode}_matrix[{name}-{entry}].yaml"
+        for mode in ("sync", "async")
+        for name in ENDPOINTS
+        for entry in SYNC_CALLS
+    }
+    assert names == cells
+    for path in CASSETTES.glob("*.yaml"):
+        text = path.read_text(encoding="utf-8").lower()
+        assert API_KEY.lower() not in text, path.name
+        for header in ("authorization:", "api-key:", "openai-organization:", "openai-project:", "cookie:"):
+            assert header not in text, (path.name, header)
