@@ -19,6 +19,7 @@ from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Band, UsageReport
 from telos_wrap.patch import coverage, is_patched, patch, unpatch
 from telos_wrap.patch.failopen import failure_counts
+from telos_wrap.record import record
 from telos_wrap.sessions import Session, current_session, session
 from telos_wrap.usage import usage_of
 
@@ -40,6 +41,7 @@ __all__ = [
     "failure_counts",
     "is_patched",
     "patch",
+    "record",
     "register_engine",
     "session",
     "unpatch",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from telos_wrap.ir.model import Band, TelosBlock, TelosIR, TelosMessage, Transformation
+from telos_wrap.ir.model import Band, ContentForm, TelosBlock, TelosIR, TelosMessage, Transformation
 from telos_wrap.ir.order import enforce_band_order, latest_turn_index
 
 __all__ = ["relocate_drop"]
@@ -25,6 +25,10 @@ def _chars(block: TelosBlock) -> int:
     payload = block.payload
     text = payload.get("text") if isinstance(payload, dict) else None
     return len(text) if isinstance(text, str) else 0
+
+
+def _moved(block: TelosBlock, where: str) -> TelosBlock:
+    return replace(block, id=f"{block.id}->{where}", extra={**block.extra, "moved_from": block.id})
 
 
 def relocate_drop(ir: TelosIR, *, keep_past_drop: bool = False) -> TelosIR:
@@ -71,23 +75,34 @@ def relocate_drop(ir: TelosIR, *, keep_past_drop: bool = False) -> TelosIR:
     moved = tuple(block for block in system if block.band is Band.DROP)
     if moved and latest is not None:
         system = tuple(block for block in system if block.band is not Band.DROP)
-        target = messages[latest]
-        relocated = tuple(
-            replace(
-                block, id=f"{block.id}->messages[{latest}]", extra={**block.extra, "moved_from": block.id}
+        trailing = latest < len(messages) - 1
+        if ir.api == "openai_chat" and trailing:
+            # Assistant messages follow the latest turn (an agent appending its own steps): the
+            # envelope goes after them, in a system message of its own (OpenAI takes system
+            # messages anywhere), so it never sits in front of bytes the next request repeats.
+            where = f"messages[{len(messages)}]"
+            relocated = tuple(_moved(block, where) for block in moved)
+            form: ContentForm = "string" if len(relocated) == 1 else "list"
+            messages.append(TelosMessage(role="system", blocks=relocated, content_form=form))
+            how = (
+                "appended as a trailing system message after the assistant messages "
+                "that follow the latest turn"
             )
-            for block in moved
-        )
-        content_form = "list" if target.content_form == "string" else target.content_form
-        messages[latest] = replace(target, blocks=target.blocks + relocated, content_form=content_form)
+        else:
+            where = f"messages[{latest}]"
+            relocated = tuple(_moved(block, where) for block in moved)
+            target = messages[latest]
+            content_form = "list" if target.content_form == "string" else target.content_form
+            messages[latest] = replace(target, blocks=target.blocks + relocated, content_form=content_form)
+            how = f"moved to the end of the latest turn ({where})"
         for block in moved:
             records.append(
                 Transformation(
                     kind="drop-moved",
                     where=block.id,
                     chars=_chars(block),
-                    detail=f"volatile system text moved to the end of the latest turn "
-                    f"(messages[{latest}]) so the system prompt stays byte-identical across turns",
+                    detail=f"volatile system text {how}, so the system prompt stays byte-identical "
+                    "across turns",
                 )
             )
     return replace(ir, system=system, messages=tuple(messages), records=tuple(records))

@@ -169,9 +169,7 @@ def patch(
                     continue
                 owner, attribute, original = resolved
                 flag = [True]
-                wrapper = wrapt.FunctionWrapper(
-                    original, _wrapper_for(target), enabled=_flag_reader(flag)
-                )
+                wrapper = wrapt.FunctionWrapper(original, _wrapper_for(target), enabled=_flag_reader(flag))
                 setattr(owner, attribute, wrapper)
                 _installed[target] = _Installed(owner, attribute, original, wrapper, flag)
             except Exception:  # one broken target never stops the others

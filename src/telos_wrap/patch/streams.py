@@ -16,6 +16,7 @@ from telos_wrap.engines.base import StreamUsage
 from telos_wrap.errors import TelosStageError
 from telos_wrap.patch.calls import CallContext
 from telos_wrap.patch.failopen import report_failure
+from telos_wrap.patch.observers import notify_usage
 from telos_wrap.usage import attach_usage
 
 __all__ = ["hook_stream", "is_stream"]
@@ -61,6 +62,7 @@ def _finish(accumulator: StreamUsage, stream: Any, ctx: CallContext) -> None:
         attach_usage(stream, report)
         if ctx.index >= 0:
             ctx.session.record_usage(ctx.index, report)
+        notify_usage(ctx, report)
     except Exception as exc:
         report_failure(TelosStageError("stream-usage", exc), strict=False)
 

@@ -25,6 +25,7 @@ from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Api
 from telos_wrap.patch.calls import HINT_HEADER, CallContext, current_call, hint_headers, read_hint_header
 from telos_wrap.patch.failopen import report_failure
+from telos_wrap.patch.observers import OBSERVERS, notify_request, notify_usage
 from telos_wrap.patch.routing import Route, route_request
 from telos_wrap.patch.streams import hook_stream, is_stream
 from telos_wrap.pipeline import PrepareOptions, prepare
@@ -193,7 +194,10 @@ def make_request_wrapper(sdk: str) -> Wrapper:
     def request_wrapper(
         wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        options, ctx = _prepare(sdk, instance, _original_options(args, kwargs))
+        original = _original_options(args, kwargs)
+        options, ctx = _prepare(sdk, instance, original)
+        if OBSERVERS:
+            notify_request(sdk, ctx, _plain_body(original))
         args, kwargs = _swap_options(args, kwargs, options)
         if ctx is None:
             return wrapped(*args, **kwargs)
@@ -214,7 +218,10 @@ def make_async_request_wrapper(sdk: str) -> Callable[..., Awaitable[Any]]:
     async def request_wrapper(
         wrapped: Callable[..., Awaitable[Any]], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        options, ctx = _prepare(sdk, instance, _original_options(args, kwargs))
+        original = _original_options(args, kwargs)
+        options, ctx = _prepare(sdk, instance, original)
+        if OBSERVERS:
+            notify_request(sdk, ctx, _plain_body(original))
         args, kwargs = _swap_options(args, kwargs, options)
         if ctx is None:
             return await wrapped(*args, **kwargs)
@@ -248,8 +255,12 @@ def _observe_result(result: Any, ctx: CallContext) -> None:
         )
         report = ctx.engine.parse_usage(usage.model_dump(mode="json"), diagnostics=dumped)
         attach_usage(result, report)
+        notify_usage(ctx, report)
         if ctx.index >= 0:
-            ctx.session.record_usage(ctx.index, report)
+            response_id = getattr(result, "id", None)
+            ctx.session.record_usage(
+                ctx.index, report, response_id=response_id if isinstance(response_id, str) else None
+            )
     except Exception as exc:
         report_failure(TelosStageError("usage", exc), strict=ctx.strict)
 

@@ -1,0 +1,147 @@
+"""The oracle bound: per request, the tokens of content already sent earlier in the session.
+
+A request is read as a sequence of *units* in the vendor's render order, canonicalised so that
+nothing but content counts:
+
+* tools: one unit per tool definition, as canonical JSON (sorted keys, no cache markers), the
+  tools sorted — their order and key order are not content;
+* text (system prompt, message text, OpenAI string contents): one unit per line;
+* any other block (``tool_use``, ``tool_result``, images, OpenAI ``tool_calls``...): one unit,
+  its canonical JSON without cache markers;
+* a zero-token unit for each message boundary (role), so turns cannot be merged.
+
+Volatile spans are excluded: ``Current time:`` / ``Current date:`` lines and everything inside an
+``<environment_info>`` envelope (what ``telos_wrap.traces.jitter`` injects, and the live clock of
+the recorded LangGraph sessions). The bound of a request is the longest unit prefix it shares with
+*any* earlier request of the same session (tokens = UTF-8 bytes / 4, the emulator's estimate) —
+what a prefix cache with perfect breakpoints and a perfectly stable layout could read — and 0 when
+that is below the vendor's minimum cacheable length (Anthropic: per model, 1024 for unknown
+models; OpenAI: 1024, then whole 128-token steps).
+
+It is computed on the request as recorded: the jittered variant adds only volatile spans and
+reorders tools and JSON keys, so its bound is the same.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from telos_wrap.emulator.anthropic_rules import min_cacheable_tokens
+
+Unit = tuple[str, float]
+
+_CLOCK = re.compile(r"^\s*current (time|date)\s*:", re.IGNORECASE)
+_MARKERS = ("cache_control", "prompt_cache_breakpoint")
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(_strip(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _strip(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _strip(v) for k, v in value.items() if k not in _MARKERS}
+    if isinstance(value, list):
+        return [_strip(item) for item in value]
+    return value
+
+
+def _tokens(text: str) -> float:
+    return len(text.encode("utf-8")) / 4
+
+
+def text_units(text: str) -> Iterator[Unit]:
+    """One unit per non-volatile line."""
+    inside = False
+    for line in text.splitlines(keepends=True):
+        stripped = line.strip()
+        if stripped.startswith("<environment_info>"):
+            inside = True
+        volatile = inside or bool(_CLOCK.match(stripped))
+        if stripped.endswith("</environment_info>"):
+            inside = False
+        if not volatile:
+            yield "t:" + line, _tokens(line)
+
+
+def _block_units(block: Any) -> Iterator[Unit]:
+    if isinstance(block, str):
+        yield from text_units(block)
+    elif isinstance(block, Mapping) and block.get("type") == "text" and isinstance(block.get("text"), str):
+        yield from text_units(block["text"])
+    elif block is not None:
+        data = _canonical(block)
+        yield "j:" + data, _tokens(data)
+
+
+def _content_units(content: Any) -> Iterator[Unit]:
+    if isinstance(content, list):
+        for block in content:
+            yield from _block_units(block)
+    else:
+        yield from _block_units(content)
+
+
+def _tool_units(tools: Any) -> Iterator[Unit]:
+    for data in sorted(_canonical(tool) for tool in tools or []):
+        yield "tool:" + data, _tokens(data)
+
+
+def anthropic_units(kwargs: Mapping[str, Any]) -> list[Unit]:
+    """Units of an Anthropic Messages request: tools, system, messages."""
+    units = list(_tool_units(kwargs.get("tools")))
+    units.extend(_content_units(kwargs.get("system")))
+    for message in kwargs.get("messages") or []:
+        units.append((f"role:{message.get('role')}", 0.0))
+        units.extend(_content_units(message.get("content")))
+    return units
+
+
+def openai_units(kwargs: Mapping[str, Any]) -> list[Unit]:
+    """Units of an OpenAI Chat Completions request: tools, then each message's parts and calls."""
+    units = list(_tool_units(kwargs.get("tools")))
+    for message in kwargs.get("messages") or []:
+        units.append((f"role:{message.get('role')}:{message.get('name', '')}", 0.0))
+        units.extend(_content_units(message.get("content")))
+        for call in message.get("tool_calls") or []:
+            data = _canonical(call)
+            units.append(("j:" + data, _tokens(data)))
+    return units
+
+
+def readable(tokens: float, *, api: str, model: str) -> int:
+    """What the vendor could actually read of a ``tokens``-long shared prefix."""
+    if api == "anthropic":
+        return int(tokens) if tokens >= min_cacheable_tokens(model) else 0
+    if tokens < 1024:
+        return 0
+    return int(tokens) // 128 * 128
+
+
+class SessionBound:
+    """Feed the requests of one session in order; each call returns that request's bound."""
+
+    def __init__(self) -> None:
+        self._seen: set[bytes] = set()
+
+    def add(self, api: str, kwargs: Mapping[str, Any]) -> int:
+        units = anthropic_units(kwargs) if api == "anthropic" else openai_units(kwargs)
+        digest = hashlib.blake2b(digest_size=16)
+        shared = 0.0
+        cumulative = 0.0
+        matching = True
+        for key, tokens in units:
+            digest.update(key.encode("utf-8"))
+            digest.update(b"\x00")
+            state = digest.copy().digest()
+            cumulative += tokens
+            if matching and state in self._seen:
+                shared = cumulative
+            else:
+                matching = False
+            self._seen.add(state)
+        return readable(shared, api=api, model=str(kwargs.get("model", "")))
