@@ -661,12 +661,22 @@ def _lru_get(table: OrderedDict[str, Session], key: str, make: Callable[[], Sess
         return found
 
 
+def _tool_name(tool: Any) -> str:
+    if isinstance(tool, Mapping):
+        function = tool.get("function")
+        name = function.get("name") if isinstance(function, Mapping) else tool.get("name")
+        return name if isinstance(name, str) else str(tool.get("type", ""))
+    return ""
+
+
 def implicit_session(api: Api, body: Mapping[str, Any]) -> Session:
     """The implicit session of a request made outside any ``session()``.
 
-    Keyed by what stays fixed for a whole conversation (API, model, the set of tools, the first
-    message) — not the system prompt, which careless harnesses rebuild with a clock every turn —
-    so every turn of one conversation lands in the same session; bounded LRU.
+    Keyed by what stays fixed for a whole conversation (API, model, the names of its tools, the
+    first message) — not the system prompt, which careless harnesses rebuild with a clock every
+    turn, nor the tool schemas, whose JSON would cost more to hash on every call than it adds to
+    telling conversations apart — so every turn of one conversation lands in the same session;
+    bounded LRU.
     """
     messages = body.get("messages")
     first = messages[0] if isinstance(messages, list) and messages else None
@@ -676,7 +686,7 @@ def implicit_session(api: Api, body: Mapping[str, Any]) -> Session:
             "api": api,
             "model": body.get("model"),
             # Sorted so a harness that shuffles its tools still lands in one session.
-            "tools": sorted(canonical_json(tool) for tool in tools) if isinstance(tools, list) else None,
+            "tools": sorted(map(_tool_name, tools)) if isinstance(tools, list) else None,
             "first": first,
         }
         digest = hashlib.sha256(canonical_bytes(key_material)).hexdigest()[:16]

@@ -70,10 +70,16 @@ class StateHooks(SessionHooks):
     def before_bridge(self, ir: TelosIR) -> TelosIR:
         memo = self.history_memo()
         known = memo.recall("message_hash", ir.settled) if memo is not None else []
-        self.message_hashes = known + [message_hash(message) for message in ir.messages[len(known) :]]
+        kinds = memo.recall("message_kind", len(known)) if memo is not None and known else []
+        if len(kinds) != len(known):
+            known, kinds = [], []
+        new_messages = ir.messages[len(known) :]
+        self.message_hashes = known + [message_hash(message) for message in new_messages]
+        kind_list = kinds + [message_kind(message) for message in new_messages]
+        self.kinds = "".join(kind_list)
         if memo is not None:
             memo.remember("message_hash", list(self.message_hashes))
-        self.kinds = "".join(message_kind(message) for message in ir.messages)
+            memo.remember("message_kind", kind_list)
         ir, range_records = apply_range_folds(ir, self.state.range_folds, self.message_hashes)
         ir, pool_records = apply_pins_and_slug_folds(ir, self.pins, self.state.slug_folds)
         self.slugs = tuple(ir.ref_pool)

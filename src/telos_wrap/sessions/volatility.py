@@ -15,6 +15,7 @@ the current request, so every worker of a shared session learns the same pattern
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -94,6 +95,13 @@ def stable_lines(text: str, patterns: Sequence[re.Pattern[str]]) -> list[tuple[i
 def _line_print(text: str | None, patterns: Sequence[re.Pattern[str]]) -> str:
     if text is None:
         return _NON_TEXT
+    return _line_print_of(text, tuple(patterns))
+
+
+@functools.lru_cache(maxsize=512)
+def _line_print_of(text: str, patterns: tuple[re.Pattern[str], ...]) -> str:
+    # Memoized by content (the text itself): a system prompt is fingerprinted twice per turn
+    # (learning, then storing) and is usually the same string turn after turn.
     return "".join(short_hash(line.encode("utf-8")) for _, line in stable_lines(text, patterns))
 
 
