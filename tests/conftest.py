@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import telos_wrap
-from telos_wrap.patch.failopen import reset_failures
+from telos_wrap.failopen import reset_failures
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -15,10 +15,10 @@ from telos_wrap.errors import (
     TelosInvariantError,
     TelosStageError,
 )
+from telos_wrap.failopen import failure_counts
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Band, UsageReport
 from telos_wrap.patch import coverage, is_patched, patch, unpatch
-from telos_wrap.patch.failopen import failure_counts
 from telos_wrap.record import record
 from telos_wrap.sessions import Session, current_session, session
 from telos_wrap.usage import usage_of

@@ -67,6 +67,8 @@ class TelosStageError(TelosError):
     def __init__(self, stage: str, cause: BaseException) -> None:
         super().__init__(f"telos_wrap stage {stage!r} failed: {type(cause).__name__}: {cause}")
         self.stage = stage
+        # Set here, not left to ``raise ... from``: every raise site then keeps the original.
+        self.__cause__ = cause
 
 
 class StoreConflictError(TelosError):

@@ -11,7 +11,7 @@ import pytest
 import telos_wrap
 from telos_wrap import pipeline
 from telos_wrap.errors import TelosStageError
-from telos_wrap.patch.failopen import failure_counts, reset_failures
+from telos_wrap.failopen import failure_counts, reset_failures
 
 from .capture import Capture
 

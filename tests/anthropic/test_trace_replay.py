@@ -10,7 +10,7 @@ import pytest
 
 import telos_wrap
 from telos_wrap.ir.order import assert_ir_invariants
-from telos_wrap.pipeline import PrepareOptions, Prepared, prepare
+from telos_wrap.pipeline import Prepared, PrepareOptions, prepare
 from telos_wrap.traces import TraceRequest, group_sessions, jitter, load_trace
 
 from .capture import Capture, create_kwargs

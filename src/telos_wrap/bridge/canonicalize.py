@@ -21,8 +21,23 @@ def _canonical_block(block: TelosBlock) -> TelosBlock:
 def canonicalize(ir: TelosIR) -> TelosIR:
     """Return ``ir`` with canonical payloads and tools sorted by ``tool_sort_key`` (stable)."""
     tools = tuple(tool.with_payload(canonicalize_tool_def(tool.payload)) for tool in ir.tools)
-    order = sorted(range(len(tools)), key=lambda i: tool_sort_key(tools[i].payload))
     records = list(ir.records)
+    # The caller's own breakpoints on tools pin their order: sorting could put a 1h marker after
+    # a 5m one (which the API rejects) or move what the caller chose to cache.
+    marked = any("cache_control" in tool.extra or "prompt_cache_breakpoint" in tool.extra for tool in tools)
+    order = (
+        list(range(len(tools)))
+        if marked
+        else sorted(range(len(tools)), key=lambda i: tool_sort_key(tools[i].payload))
+    )
+    if marked and len(tools) > 1:
+        records.append(
+            Transformation(
+                kind="tools-kept",
+                where="tools",
+                detail="tool order kept as sent: the caller's own cache markers are on tools",
+            )
+        )
     if order != list(range(len(tools))):
         tools = tuple(tools[i] for i in order)
         records.append(

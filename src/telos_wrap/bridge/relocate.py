@@ -52,22 +52,31 @@ def relocate_drop(ir: TelosIR, *, keep_past_drop: bool = False) -> TelosIR:
             )
         if latest is not None and index < latest:
             kept: list[TelosBlock] = []
+            pruned: list[TelosBlock] = []
             for block in blocks:
                 if block.band is Band.DROP and not keep_past_drop:
-                    records.append(
-                        Transformation(
-                            kind="drop-pruned",
-                            where=block.id,
-                            chars=_chars(block),
-                            detail="envelope of a past turn pruned; the model saw it on its own turn",
-                        )
-                    )
-                    changed = True
+                    pruned.append(block)
                 elif block.band is Band.FOLD:
                     kept.append(block)
                 else:
                     kept.append(block.with_band(Band.FOLD))
                     changed = True
+            if pruned and not kept:
+                # A turn that was nothing but envelopes (a slash command, a reminder): pruning it
+                # would leave an empty message, which both APIs reject. It stays, as history.
+                kept = [block.with_band(Band.FOLD) for block in pruned]
+                pruned = []
+                changed = True
+            for block in pruned:
+                records.append(
+                    Transformation(
+                        kind="drop-pruned",
+                        where=block.id,
+                        chars=_chars(block),
+                        detail="envelope of a past turn pruned; the model saw it on its own turn",
+                    )
+                )
+                changed = True
             blocks = tuple(kept)
         messages.append(message.with_blocks(blocks) if changed else message)
 

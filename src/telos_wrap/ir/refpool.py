@@ -22,6 +22,8 @@ __all__ = [
     "RefPool",
     "entry_payload_text",
     "make_entry",
+    "parse_rendered",
+    "parse_stub",
     "render_entry_text",
     "stub_text",
 ]
@@ -39,6 +41,25 @@ def stub_text(slug: str) -> str:
 def render_entry_text(slug: str, text: str) -> str:
     """How a pool entry is rendered into the system segment: its reference, then its content."""
     return f"[ref:{slug}]\n{text}"
+
+
+_STUB = re.compile(r"\[ref:([A-Za-z0-9_\-./]+)\]")
+_RENDERED = re.compile(r"\[ref:([A-Za-z0-9_\-./]+)\]\n")
+
+
+def parse_stub(text: str) -> str | None:
+    """The slug if ``text`` is exactly a stub (``stub_text(slug)``), else ``None``."""
+    match = _STUB.fullmatch(text)
+    return match.group(1) if match else None
+
+
+def parse_rendered(text: str) -> tuple[str, str] | None:
+    """``(slug, content)`` if ``text`` is a rendered entry (``render_entry_text``), else ``None``.
+
+    This is how telos recognizes its own output when a request it emitted is lifted again.
+    """
+    match = _RENDERED.match(text)
+    return (match.group(1), text[match.end() :]) if match else None
 
 
 class RefPool:

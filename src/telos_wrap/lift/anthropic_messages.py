@@ -24,9 +24,10 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Literal
 
+from telos_wrap.ir.canon import canonicalize_payload
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Band, BlockKind, ContentForm, TelosBlock, TelosIR, TelosMessage
-from telos_wrap.ir.refpool import make_entry, stub_text
+from telos_wrap.ir.refpool import make_entry, parse_rendered, parse_stub, stub_text
 from telos_wrap.lift.user_split import DEFAULT_PATTERNS, SplitPatterns, split_text
 
 __all__ = ["REFPOOL_THRESHOLD", "lift_anthropic_messages"]
@@ -53,7 +54,8 @@ def _split_marker(payload: Any) -> tuple[Any, Mapping[str, Any]]:
     if type(payload) is dict and "cache_control" in payload:
         marker = payload["cache_control"]
         rest = {key: value for key, value in payload.items() if key != "cache_control"}
-        return rest, ({"cache_control": marker} if marker is not None else _NO_EXTRA)
+        # Canonical too: the marker goes back on the wire, and its key order is bytes (R5).
+        return rest, ({"cache_control": canonicalize_payload(marker)} if marker is not None else _NO_EXTRA)
     return payload, _NO_EXTRA
 
 
@@ -118,18 +120,60 @@ def _split_text_block(
                 )
             )
     if marker:
+        # The caller's marker stays on the last non-DROP piece, or on the last piece when the whole
+        # text is an envelope: a caller's marker is never dropped.
+        keep = len(blocks) - 1
         for index in range(len(blocks) - 1, -1, -1):
             if blocks[index].band is not Band.DROP:
-                blocks[index] = TelosBlock(
-                    id=blocks[index].id,
-                    band=blocks[index].band,
-                    kind=blocks[index].kind,
-                    payload=blocks[index].payload,
-                    source_tag=blocks[index].source_tag,
-                    extra=marker,
-                )
+                keep = index
                 break
+        old = blocks[keep]
+        blocks[keep] = TelosBlock(
+            id=old.id,
+            band=old.band,
+            kind=old.kind,
+            payload=old.payload,
+            source_tag=old.source_tag,
+            extra=marker,
+        )
     return blocks
+
+
+def _own_output(
+    block_id: str, payload: Mapping[str, Any], marker: Mapping[str, Any]
+) -> tuple[TelosBlock | None, TelosBlock | None] | None:
+    """``(stub, None)`` / ``(None, entry)`` when a system text block is a ref-pool stub or rendered
+    entry telos itself emitted (so lifting telos' output again changes nothing); else ``None``."""
+    text = payload.get("text")
+    if set(payload) != {"type", "text"} or not isinstance(text, str):
+        return None
+    slug = parse_stub(text)
+    if slug is not None:
+        stub = TelosBlock(
+            id=block_id,
+            band=Band.PIN,
+            kind=BlockKind.TEXT,
+            payload=payload,
+            ref_slug=slug,
+            source_tag="lift:ref-stub",
+            extra=marker,
+        )
+        return stub, None
+    rendered = parse_rendered(text)
+    if rendered is not None:
+        entry = make_entry(rendered[0], rendered[1], source="lift:system-doc")
+        if marker:
+            entry = TelosBlock(
+                id=entry.id,
+                band=Band.FOLD,
+                kind=BlockKind.TEXT,
+                payload=entry.payload,
+                ref_slug=entry.ref_slug,
+                source_tag=entry.source_tag,
+                extra=marker,
+            )
+        return None, entry
+    return None
 
 
 def _lift_system(
@@ -150,6 +194,14 @@ def _lift_system(
                     id=block_id, band=Band.PIN, kind=BlockKind.PASSTHROUGH, payload=payload, extra=marker
                 )
             )
+            continue
+        own = _own_output(block_id, payload, marker)
+        if own is not None:  # a request telos emitted, lifted again: keep its stubs and entries
+            stub, entry = own
+            if stub is not None:
+                blocks.append(stub)
+            if entry is not None and entry.ref_slug is not None:
+                pool[entry.ref_slug] = entry
             continue
         for piece in _split_text_block(
             block_id, payload, marker, patterns=patterns, with_fold=False, plain_band=Band.PIN, tag="system"

@@ -33,9 +33,10 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from telos_wrap.ir.canon import canonicalize_payload
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Band, BlockKind, ContentForm, TelosBlock, TelosIR, TelosMessage
-from telos_wrap.ir.refpool import make_entry, stub_text
+from telos_wrap.ir.refpool import make_entry, parse_rendered, parse_stub, stub_text
 from telos_wrap.lift.user_split import DEFAULT_PATTERNS, SplitPatterns, split_text
 
 __all__ = ["MARKER", "ORIGIN", "SYSTEM_ROLES", "lift_openai_chat"]
@@ -74,7 +75,8 @@ def _split_marker(raw: Any) -> _Part:
     if isinstance(raw, Mapping) and MARKER in raw:
         marker = raw[MARKER]
         rest = {key: value for key, value in raw.items() if key != MARKER}
-        return _Part(rest, {MARKER: marker} if marker is not None else _EMPTY)
+        # Canonical too: the marker goes back on the wire, and its key order is bytes (R5).
+        return _Part(rest, {MARKER: canonicalize_payload(marker)} if marker is not None else _EMPTY)
     return _Part(raw, _EMPTY)
 
 
@@ -140,19 +142,31 @@ def _split_part(
                 )
             )
     if part.marker:
+        # On the last non-DROP piece, or the last piece when the whole text is an envelope: a
+        # caller's marker is never dropped.
+        keep = len(pieces) - 1
         for index in range(len(pieces) - 1, -1, -1):
             if pieces[index].band is not Band.DROP:
-                old = pieces[index]
-                pieces[index] = TelosBlock(
-                    id=old.id,
-                    band=old.band,
-                    kind=old.kind,
-                    payload=old.payload,
-                    source_tag=old.source_tag,
-                    extra={**old.extra, **part.marker},
-                )
+                keep = index
                 break
+        old = pieces[keep]
+        pieces[keep] = TelosBlock(
+            id=old.id,
+            band=old.band,
+            kind=old.kind,
+            payload=old.payload,
+            source_tag=old.source_tag,
+            extra={**old.extra, **part.marker},
+        )
     return pieces
+
+
+def _all_envelope(part: _Part, patterns: SplitPatterns) -> bool:
+    text = _plain_text(part.payload)
+    if not text:
+        return False
+    split = split_text(text, patterns, with_fold=False)
+    return bool(split.drop) and not split.pin and not split.fold
 
 
 def _leading_system_count(messages: Sequence[Any]) -> int:
@@ -208,6 +222,11 @@ class _SystemLifter:
                 continue
             slug = f"system-doc-{self._text_parts}"
             self._text_parts += 1
+            if self._own_output(block_id, part, origin):
+                continue
+            while slug in self.pool:  # never overwrite an entry telos emitted before
+                slug = f"system-doc-{self._text_parts}"
+                self._text_parts += 1
             for piece in _split_part(
                 block_id,
                 part,
@@ -218,6 +237,42 @@ class _SystemLifter:
                 extra=origin,
             ):
                 self.blocks.append(self._maybe_pool(piece, slug))
+
+    def _own_output(self, block_id: str, part: _Part, origin: Mapping[str, Any]) -> bool:
+        """Take a ref-pool stub or rendered entry telos itself emitted as what it is (idempotence)."""
+        text = _plain_text(part.payload)
+        if text is None:
+            return False
+        slug = parse_stub(text)
+        if slug is not None:
+            self.blocks.append(
+                TelosBlock(
+                    id=block_id,
+                    band=Band.PIN,
+                    kind=BlockKind.TEXT,
+                    payload=part.payload,
+                    ref_slug=slug,
+                    source_tag="lift:ref-stub",
+                    extra={**origin, **part.marker},
+                )
+            )
+            return True
+        rendered = parse_rendered(text)
+        if rendered is None:
+            return False
+        entry = make_entry(rendered[0], rendered[1], source="lift:system-doc")
+        if part.marker:
+            entry = TelosBlock(
+                id=entry.id,
+                band=entry.band,
+                kind=entry.kind,
+                payload=entry.payload,
+                ref_slug=entry.ref_slug,
+                source_tag=entry.source_tag,
+                extra=part.marker,
+            )
+        self.pool[rendered[0]] = entry
+        return True
 
     def _maybe_pool(self, piece: TelosBlock, slug: str) -> TelosBlock:
         """Move a big PIN text piece into the ref-pool; return the block to keep in its place."""
@@ -285,6 +340,16 @@ def _lift_message(index: int, message: Mapping[str, Any], patterns: SplitPattern
             )
             continue
         band = Band.PIN if role == "user" else Band.FOLD
+        if (
+            role != "user"
+            and role != "assistant"
+            and kind is BlockKind.TEXT
+            and _all_envelope(part, patterns)
+        ):
+            # A text part that is nothing but a per-turn envelope (what telos moves into the latest
+            # tool message or a trailing system message) is DROP wherever it stands, so telos
+            # reading its own output changes nothing.
+            band = Band.DROP
         blocks.append(
             TelosBlock(
                 id=block_id, band=band, kind=kind, payload=part.payload, source_tag=role, extra=part.marker

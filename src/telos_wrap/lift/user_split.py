@@ -52,7 +52,9 @@ DEFAULT_PATTERNS = SplitPatterns(
         _tag("system-reminder"),
         _tag("command-message"),
         _tag("command-name"),
-        re.compile(r"^[ \t]*Current time:[^\n]*", re.MULTILINE),
+        # A clock line, also right after an envelope's closing tag ("...</system-reminder>Current time:"),
+        # so what the first pass leaves behind never starts with a clock line the next pass would take.
+        re.compile(r"(?:^|(?<=>))[ \t]*Current time:[^\n]*", re.MULTILINE),
     ),
     fold=(_tag("prev"),),
 )

@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from telos_wrap.errors import TelosStageError
+from telos_wrap.failopen import report_failure
 from telos_wrap.ir.model import UsageReport
 from telos_wrap.patch.calls import CallContext
-from telos_wrap.patch.failopen import report_failure
 
 __all__ = ["OBSERVERS", "RequestObserver", "notify_request", "notify_usage"]
 

@@ -14,8 +14,8 @@ from typing import Any
 
 from telos_wrap.engines.base import StreamUsage
 from telos_wrap.errors import TelosStageError
+from telos_wrap.failopen import report_failure
 from telos_wrap.patch.calls import CallContext
-from telos_wrap.patch.failopen import report_failure
 from telos_wrap.patch.observers import notify_usage
 from telos_wrap.usage import attach_usage
 
@@ -45,15 +45,23 @@ def _feed(accumulator: StreamUsage, event: Any, stream: Any, ctx: CallContext) -
     return False
 
 
-def _guarded_feed(accumulator: StreamUsage, event: Any, stream: Any, ctx: CallContext) -> bool:
-    if ctx.stream_failed:
-        return False
+def _is_usage_only(event: Any) -> bool:
+    """A chat chunk that only carries usage (``choices == []``), the one telos may have asked for."""
     try:
-        return _feed(accumulator, event, stream, ctx)
-    except Exception as exc:
-        ctx.stream_failed = True
-        report_failure(TelosStageError("stream-usage", exc), strict=ctx.strict)
+        return getattr(event, "usage", None) is not None and not getattr(event, "choices", None)
+    except Exception:
         return False
+
+
+def _guarded_feed(accumulator: StreamUsage, event: Any, stream: Any, ctx: CallContext) -> bool:
+    if not ctx.stream_failed:
+        try:
+            return _feed(accumulator, event, stream, ctx)
+        except Exception as exc:
+            ctx.stream_failed = True
+            report_failure(TelosStageError("stream-usage", exc), strict=ctx.strict)
+    # Usage capture is off, but a usage chunk telos asked for is still not the caller's to see.
+    return ctx.hide_usage_chunk and _is_usage_only(event)
 
 
 def _finish(accumulator: StreamUsage, stream: Any, ctx: CallContext) -> None:
@@ -64,7 +72,7 @@ def _finish(accumulator: StreamUsage, stream: Any, ctx: CallContext) -> None:
             ctx.session.record_usage(ctx.index, report)
         notify_usage(ctx, report)
     except Exception as exc:
-        report_failure(TelosStageError("stream-usage", exc), strict=False)
+        report_failure(TelosStageError("stream-usage", exc), strict=ctx.strict)
 
 
 def _observe(

@@ -31,6 +31,7 @@ from telos_wrap.bridge import BridgeOptions
 from telos_wrap.config import current_config
 from telos_wrap.engines.base import EmitPlan
 from telos_wrap.errors import RefPoolError, StoreConflictError, TelosError, TelosStageError
+from telos_wrap.failopen import report_failure
 from telos_wrap.history import HistoryMemo
 from telos_wrap.ir.canon import canonical_bytes, canonical_json
 from telos_wrap.ir.hints import TelosHints, parse_hints
@@ -231,8 +232,8 @@ class Session:
         try:
             state = self._load()[1]
             return StateHooks(state, self._pins(state), state.volatile)
-        except Exception:
-            logger.warning("telos_wrap: session %s state unavailable; using no session hooks", self.id)
+        except Exception as exc:  # counted, and warned once per call site (telos_wrap.failopen)
+            report_failure(TelosStageError("session.store", exc), strict=False)
             return SessionHooks()
 
     def prepare_request(
@@ -336,7 +337,11 @@ class Session:
                 self._remember(RequestRecord(index, api, engine, "refresh" if refresh else "passthrough"))
             return index
         except Exception:
-            logger.exception("telos_wrap: session %s could not record a pass-through request", self.id)
+            # Only reached after the same call already failed open (and was counted and warned
+            # about): recording the pass-through is bookkeeping, not a second failure.
+            logger.debug(
+                "telos_wrap: session %s could not record a pass-through request", self.id, exc_info=True
+            )
             return -1
 
     def record_usage(self, index: int, report: UsageReport | None, *, response_id: str | None = None) -> None:

@@ -48,13 +48,18 @@ class RedisStore:
         client: a ``redis.Redis`` instance or a URL (``redis://host:6379/0``).
         prefix: prepended to every key.
         ttl: seconds a session (and its blobs) lives after its last write; ``None`` = forever.
+        timeout: seconds to connect and per command, for a client built from a URL. The store sits
+            in the path of every LLM call: a Redis that accepts connections but never answers
+            must make the call fail open quickly, not hang it (a client you pass keeps its own).
     """
 
-    def __init__(self, client: Any, *, prefix: str = "telos:", ttl: int | None = 7 * 24 * 3600) -> None:
+    def __init__(
+        self, client: Any, *, prefix: str = "telos:", ttl: int | None = 7 * 24 * 3600, timeout: float = 1.0
+    ) -> None:
         if isinstance(client, str):
             import redis
 
-            client = redis.Redis.from_url(client)
+            client = redis.Redis.from_url(client, socket_timeout=timeout, socket_connect_timeout=timeout)
         self.redis = client
         self.prefix = prefix
         self.ttl = ttl
