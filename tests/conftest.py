@@ -49,7 +49,12 @@ def vcr_config() -> dict[str, object]:
         # whose keys come in another order — precisely the drift telos exists to prevent.
         "match_on": ["method", "path", "raw_body"],
         "filter_headers": [
-            "authorization", "x-api-key", "api-key", "openai-organization", "openai-project", "cookie",
+            "authorization",
+            "x-api-key",
+            "api-key",
+            "openai-organization",
+            "openai-project",
+            "cookie",
         ],
         "decode_compressed_response": True,
     }

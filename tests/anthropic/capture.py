@@ -15,7 +15,12 @@ _MESSAGE = {
     "model": "claude-opus-5",
     "stop_reason": "end_turn",
     "stop_sequence": None,
-    "usage": {"input_tokens": 10, "output_tokens": 1, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0},
+    "usage": {
+        "input_tokens": 10,
+        "output_tokens": 1,
+        "cache_read_input_tokens": 0,
+        "cache_creation_input_tokens": 0,
+    },
 }
 
 
@@ -36,12 +41,27 @@ class Capture:
     def client(self) -> Any:
         import anthropic
 
-        return anthropic.Anthropic(api_key="test-key", http_client=httpx2.Client(transport=httpx2.MockTransport(self)))
+        return anthropic.Anthropic(
+            api_key="test-key", http_client=httpx2.Client(transport=httpx2.MockTransport(self))
+        )
 
 
 CREATE_KEYS = frozenset(
-    {"model", "max_tokens", "messages", "system", "tools", "tool_choice", "metadata", "stop_sequences", "stream",
-     "thinking", "cache_control", "top_k", "top_p"}
+    {
+        "model",
+        "max_tokens",
+        "messages",
+        "system",
+        "tools",
+        "tool_choice",
+        "metadata",
+        "stop_sequences",
+        "stream",
+        "thinking",
+        "cache_control",
+        "top_k",
+        "top_p",
+    }
 )
 
 

@@ -1,4 +1,4 @@
-"""Every anthropic entry point × sync/async, over real HTTP, recorded in cassettes.
+"""Every anthropic entry point by sync/async, over real HTTP, recorded in cassettes.
 
 Each test makes two turns of one conversation through a patched real SDK client whose requests go
 over HTTP to the engine emulator (served on 127.0.0.1 when recording; replayed from
@@ -25,17 +25,37 @@ from telos_wrap.ir.model import UsageReport
 MODEL = "claude-opus-5"  # 512-token cache minimum (vendor-cache-rules §1.3)
 SYSTEM = (
     "You are a careful assistant for an airline. "
-    + " ".join(f"Policy {i}: passengers may change flights under rule {i} when the fare class allows it." for i in range(40))
+    + " ".join(
+        f"Policy {i}: passengers may change flights under rule {i} when the fare class allows it."
+        for i in range(40)
+    )
     + "\nCurrent time: 2026-11-21T10:00:00.123456"
 )
 TOOLS = [
-    {"name": "search_flights", "description": "Search flights", "input_schema": {"type": "object", "required": ["to", "from"],
-     "properties": {"from": {"type": "string"}, "to": {"type": "string"}}}},
-    {"name": "book", "description": "Book a flight", "input_schema": {"type": "object", "properties": {"id": {"type": "string"}}}},
+    {
+        "name": "search_flights",
+        "description": "Search flights",
+        "input_schema": {
+            "type": "object",
+            "required": ["to", "from"],
+            "properties": {"from": {"type": "string"}, "to": {"type": "string"}},
+        },
+    },
+    {
+        "name": "book",
+        "description": "Book a flight",
+        "input_schema": {"type": "object", "properties": {"id": {"type": "string"}}},
+    },
 ]
 TURN_1 = [{"role": "user", "content": "Find me a flight from NYC to SEA on May 20th."}]
-TURN_2 = [*TURN_1, {"role": "assistant", "content": "Searching now."},
-          {"role": "user", "content": "The cheapest one, please.\n<system-reminder>budget: 300 USD</system-reminder>"}]
+TURN_2 = [
+    *TURN_1,
+    {"role": "assistant", "content": "Searching now."},
+    {
+        "role": "user",
+        "content": "The cheapest one, please.\n<system-reminder>budget: 300 USD</system-reminder>",
+    },
+]
 
 
 def kwargs(messages: list[dict[str, Any]]) -> dict[str, Any]:
@@ -196,12 +216,23 @@ def check_rewritten(body: dict[str, Any]) -> None:
     assert body["system"][0]["text"] == "[ref:system-doc-0]"  # large system text pooled, rendered after
     assert body["system"][1]["text"].startswith("[ref:system-doc-0]\nYou are a careful assistant")
     last = body["messages"][-1]["content"]
-    assert last[0] == {"cache_control": {"type": "ephemeral"}, "text": "The cheapest one, please.\n", "type": "text"}
+    assert last[0] == {
+        "cache_control": {"type": "ephemeral"},
+        "text": "The cheapest one, please.\n",
+        "type": "text",
+    }
     assert [block["text"] for block in last[1:]] == [
-        "<system-reminder>budget: 300 USD</system-reminder>", "Current time: 2026-11-21T10:00:00.123456"
+        "<system-reminder>budget: 300 USD</system-reminder>",
+        "Current time: 2026-11-21T10:00:00.123456",
     ]
     markers = [b for seg in (body["tools"], body["system"]) for b in seg if "cache_control" in b]
-    markers += [b for m in body["messages"] if isinstance(m["content"], list) for b in m["content"] if "cache_control" in b]
+    markers += [
+        b
+        for m in body["messages"]
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if "cache_control" in b
+    ]
     assert 1 < len(markers) <= 4
 
 

@@ -1,4 +1,7 @@
-"""A telos bug never breaks the call: every stage fails open (original request, one warning) or raises in strict mode."""
+"""A telos bug never breaks the call.
+
+Every stage fails open (original request, one warning), or raises in strict mode.
+"""
 
 from __future__ import annotations
 
@@ -16,14 +19,24 @@ from telos_wrap.failopen import failure_counts, reset_failures
 from .capture import Capture
 
 STAGES = [
-    "engine", "lift", "session.before", "bridge.canonicalize", "bridge.relocate", "bridge.refpool",
-    "bridge.invariants", "plan", "emit",
+    "engine",
+    "lift",
+    "session.before",
+    "bridge.canonicalize",
+    "bridge.relocate",
+    "bridge.refpool",
+    "bridge.invariants",
+    "plan",
+    "emit",
 ]
 KWARGS = {
     "model": "claude-opus-5",
     "max_tokens": 64,
     "system": "You are terse.\nCurrent time: 2026-11-21T10:00:00",
-    "tools": [{"name": "b", "input_schema": {"type": "object"}}, {"name": "a", "input_schema": {"type": "object"}}],
+    "tools": [
+        {"name": "b", "input_schema": {"type": "object"}},
+        {"name": "a", "input_schema": {"type": "object"}},
+    ],
     "messages": [{"role": "user", "content": "hello"}],
 }
 
@@ -48,7 +61,9 @@ def unpatched_body() -> dict[str, object]:
 
 
 @pytest.mark.parametrize("stage", STAGES)
-def test_fault_sends_the_original_request_and_warns_once(stage: str, caplog: pytest.LogCaptureFixture) -> None:
+def test_fault_sends_the_original_request_and_warns_once(
+    stage: str, caplog: pytest.LogCaptureFixture
+) -> None:
     original = unpatched_body()
     telos_wrap.patch()
     reset_failures()
@@ -88,13 +103,16 @@ def test_vendor_errors_pass_through_untouched() -> None:
 
     def reject(request: httpx2.Request) -> httpx2.Response:
         return httpx2.Response(
-            429, json={"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}},
+            429,
+            json={"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}},
             headers={"retry-after": "0"},
         )
 
     telos_wrap.patch()
     try:
-        client = anthropic.Anthropic(api_key="k", max_retries=0, http_client=httpx2.Client(transport=httpx2.MockTransport(reject)))
+        client = anthropic.Anthropic(
+            api_key="k", max_retries=0, http_client=httpx2.Client(transport=httpx2.MockTransport(reject))
+        )
         with pytest.raises(anthropic.RateLimitError) as info:
             client.messages.create(**KWARGS)
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,9 @@ def replay(requests: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], Pre
     for kwargs in requests:
         client.messages.create(**create_kwargs(kwargs))
         body = capture.bodies[-1]
-        expected = prepare("anthropic", {**{k: v for k, v in kwargs.items()}}, PrepareOptions(engine="anthropic"))
+        expected = prepare(
+            "anthropic", {**{k: v for k, v in kwargs.items()}}, PrepareOptions(engine="anthropic")
+        )
         assert body == expected.body, "the wire body differs from the pipeline's deterministic output"
         yield body, expected
 
@@ -46,7 +49,9 @@ def content(items: list[tuple[str, str, bool]]) -> list[tuple[str, str]]:
     return [(kind, block) for kind, block, _ in items]
 
 
-def check_consecutive(previous: tuple[dict[str, Any], Prepared], current: tuple[dict[str, Any], Prepared]) -> None:
+def check_consecutive(
+    previous: tuple[dict[str, Any], Prepared], current: tuple[dict[str, Any], Prepared]
+) -> None:
     before, before_prepared = previous
     after, _ = current
     old, new = flatten(before), flatten(after)
@@ -54,7 +59,8 @@ def check_consecutive(previous: tuple[dict[str, Any], Prepared], current: tuple[
     # I2: everything before the previous request's DROP tail is a prefix of this request.
     assert content(new[:cut]) == content(old[:cut]), "history before the previous DROP tail was rewritten"
     changed = next(
-        (i for i, (a, b) in enumerate(zip(content(old), content(new))) if a != b), min(len(old), len(new))
+        (i for i, (a, b) in enumerate(zip(content(old), content(new), strict=False)) if a != b),
+        min(len(old), len(new)),
     )
     old_pos, new_pos = lookback_positions(old), lookback_positions(new)
     old_marks = [old_pos[i] for i, (_, _, marked) in enumerate(old) if marked and i < changed]
@@ -62,7 +68,8 @@ def check_consecutive(previous: tuple[dict[str, Any], Prepared], current: tuple[
     assert old_marks, "the previous request cached nothing before the first change"
     assert any(0 <= n - o < 20 for o in old_marks for n in new_marks), (
         f"no breakpoint of this request is within the 20-position lookback of a previous one "
-        f"(previous {old_marks}, now {new_marks}, first change at position {new_pos[changed] if changed < len(new) else 'end'})"
+        f"(previous {old_marks}, now {new_marks}, first change at position "
+        f"{new_pos[changed] if changed < len(new) else 'end'})"
     )
 
 
@@ -74,7 +81,7 @@ def test_real_30_turn_session_keeps_invariants() -> None:
     for body, prepared in sent:
         assert marker_count(body) <= 4
         assert_ir_invariants(prepared.ir)
-    for previous, current in zip(sent, sent[1:]):
+    for previous, current in itertools.pairwise(sent):
         check_consecutive(previous, current)
 
 
@@ -84,7 +91,7 @@ def test_tool_heavy_session_keeps_invariants() -> None:
     sent = list(replay([request.kwargs for request in session]))
     for body, _ in sent:
         assert 1 <= marker_count(body) <= 4
-    for previous, current in zip(sent, sent[1:]):
+    for previous, current in itertools.pairwise(sent):
         check_consecutive(previous, current)
 
 
@@ -92,8 +99,10 @@ def test_tool_heavy_session_keeps_invariants() -> None:
 def test_jittered_harness_yields_the_clean_cached_prefix_every_turn() -> None:
     session = long_session("tau-bench.as-anthropic.jsonl.xz", 20)
     clean = list(replay([request.kwargs for request in session]))
-    jittered = list(replay([jitter("anthropic", request.kwargs, request.turn, seed=7) for request in session]))
-    for (clean_body, clean_prepared), (jitter_body, jitter_prepared) in zip(clean, jittered):
+    jittered = list(
+        replay([jitter("anthropic", request.kwargs, request.turn, seed=7) for request in session])
+    )
+    for (clean_body, clean_prepared), (jitter_body, jitter_prepared) in zip(clean, jittered, strict=True):
         clean_cut = first_drop_index(clean_body, clean_prepared.ir)
         jitter_cut = first_drop_index(jitter_body, jitter_prepared.ir)
         assert content(flatten(jitter_body)[:jitter_cut]) == content(flatten(clean_body)[:clean_cut])

@@ -36,7 +36,9 @@ def flatten(body: dict[str, Any]) -> list[tuple[str, str, bool]]:
     for message in body.get("messages", []):
         items.append((f"{message['role']}:start", "", False))
         for block in _blocks(message.get("content")):
-            items.append((message["role"], _strip(block), isinstance(block, dict) and "cache_control" in block))
+            items.append(
+                (message["role"], _strip(block), isinstance(block, dict) and "cache_control" in block)
+            )
     return items
 
 

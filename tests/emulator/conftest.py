@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import anthropic
 import httpx2
 import openai
 import pytest
 
-import anthropic
 from telos_wrap.emulator import Emulator, EmulatorTransport, ManualClock
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import anthropic
 import pytest
 
-import anthropic
 from telos_wrap.emulator import REPLY_TEXT, Emulator, ManualClock, estimate_tokens
 
 from .emu_helpers import block, text

@@ -7,11 +7,11 @@ import socket
 import threading
 from typing import Any
 
+import anthropic
 import httpx2
 import openai
 import pytest
 
-import anthropic
 from telos_wrap.emulator import (
     AsyncEmulatorTransport,
     Emulator,

@@ -20,7 +20,9 @@ from telos_wrap.ir.canon import (
 json_scalars = st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.text(max_size=12)
 json_values = st.recursive(
     json_scalars,
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=5),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=5)
+    ),
     max_leaves=25,
 )
 
@@ -80,7 +82,9 @@ def canonical_tools(tools: list[dict[str, Any]]) -> bytes:
 
 @given(tool_lists(), st.integers(0, 2**32))
 @settings(max_examples=200)
-def test_tools_identical_for_any_permutation_of_tools_and_keys(tools: list[dict[str, Any]], seed: int) -> None:
+def test_tools_identical_for_any_permutation_of_tools_and_keys(
+    tools: list[dict[str, Any]], seed: int
+) -> None:
     rng = random.Random(seed)
     jittered = [shuffled_keys(tool, rng) for tool in tools]
     rng.shuffle(jittered)
@@ -130,5 +134,8 @@ def test_tool_payload_field_named_required_is_not_reordered() -> None:
 
 
 def test_openai_tool_shape_is_schema_canonicalized() -> None:
-    tool = {"type": "function", "function": {"parameters": {"required": ["b", "a"], "type": "object"}, "name": "f"}}
+    tool = {
+        "type": "function",
+        "function": {"parameters": {"required": ["b", "a"], "type": "object"}, "name": "f"},
+    }
     assert canonicalize_tool_def(tool)["function"]["parameters"]["required"] == ["a", "b"]

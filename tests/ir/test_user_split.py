@@ -10,10 +10,18 @@ from telos_wrap.lift.user_split import DEFAULT_PATTERNS, split_text
 
 pieces = st.sampled_from(
     [
-        "hello ", "What is X?", "\n", "  ", "<system-reminder>todo: none</system-reminder>",
-        "<environment_info>cwd=/repo\ngit: clean</environment_info>", "Current time: 2024-05-01 10:00:01\n",
-        "<prev>earlier answer</prev>", "<command-name>/review</command-name>", "<command-message>x</command-message>",
-        "naïve ☃ text", "<system-reminder>unclosed",
+        "hello ",
+        "What is X?",
+        "\n",
+        "  ",
+        "<system-reminder>todo: none</system-reminder>",
+        "<environment_info>cwd=/repo\ngit: clean</environment_info>",
+        "Current time: 2024-05-01 10:00:01\n",
+        "<prev>earlier answer</prev>",
+        "<command-name>/review</command-name>",
+        "<command-message>x</command-message>",
+        "naïve ☃ text",
+        "<system-reminder>unclosed",
     ]
 )
 
