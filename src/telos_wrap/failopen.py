@@ -55,17 +55,16 @@ def report_failure(error: TelosStageError, *, strict: bool | None = None) -> Non
         first = key not in _warned
         _warned.add(key)
     if first:
+        # Type and stage only at WARNING: an exception's message can quote the request (Python's
+        # own KeyError/ValueError messages do), and request content is never logged above DEBUG.
         logger.warning(
-            "telos_wrap fell back to the original request: stage %r failed (%s: %s) at %s; "
-            "further failures of this kind here are logged at DEBUG",
+            "telos_wrap fell back to the original request: stage %r failed (%s) at %s; details at DEBUG, "
+            "further failures of this kind here too",
             error.stage,
             type(cause).__name__,
-            cause,
             key[2],
-            exc_info=cause,
         )
-    else:
-        logger.debug("telos_wrap stage %r failed again at %s: %r", error.stage, key[2], cause)
+    logger.debug("telos_wrap stage %r failed at %s: %r", error.stage, key[2], cause, exc_info=cause)
 
 
 def failure_counts() -> dict[str, int]:

@@ -276,7 +276,10 @@ def _lift_message(index: int, message: Mapping[str, Any], patterns: SplitPattern
                 )
             )
             continue
-        band = Band.PIN if role == "user" and kind in (BlockKind.IMAGE, BlockKind.DOCUMENT) else Band.FOLD
+        # In a message with tool results everything is FOLD, so the band sort never moves a block
+        # in front of a tool_result (the API requires them first).
+        pinned = role == "user" and not has_tool_result and kind in (BlockKind.IMAGE, BlockKind.DOCUMENT)
+        band = Band.PIN if pinned else Band.FOLD
         blocks.append(
             TelosBlock(id=block_id, band=band, kind=kind, payload=payload, source_tag=role, extra=marker)
         )

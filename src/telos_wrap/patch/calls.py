@@ -2,22 +2,23 @@
 
 Public entry points (``create``, ``stream``, ``parse``...) may build the HTTP request lazily — a
 stream manager sends it in ``__enter__``, ``with_streaming_response`` on entering its context — so
-a ContextVar set around the entry call would be gone by then. Instead the validated hint rides in
-a private header of the request options the SDK captures at call time; the request layer removes
-it before anything is sent.
+a ContextVar set around the entry call would be gone by then. Instead an opaque token rides in a
+private header of the request options the SDK captures at call time; the request layer looks the
+validated hint up by it and removes the header before anything is sent.
 """
 
 from __future__ import annotations
 
 import contextvars
-import json
+import threading
+import uuid
 import weakref
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from telos_wrap.engines.base import EngineAdapter
-from telos_wrap.ir.canon import canonical_json
 from telos_wrap.ir.hints import TelosHints, parse_hints
 from telos_wrap.sessions import Session, current_session
 
@@ -27,6 +28,11 @@ __all__ = ["HINT_HEADER", "CallContext", "current_call", "hint_headers", "read_h
 HINT_HEADER = "x-telos-hint"
 
 _live_sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
+#: token → hint payload of calls whose request was not sent yet (bounded: a stream manager that is
+#: never entered leaves its entry until newer calls push it out).
+_pending: OrderedDict[str, dict[str, Any]] = OrderedDict()
+_pending_lock = threading.Lock()
+_PENDING_LIMIT = 4096
 
 
 @dataclass(slots=True)
@@ -75,17 +81,24 @@ def hint_headers(kwargs: dict[str, Any]) -> None:
     if active is not None:
         _live_sessions[active.id] = active
         payload["session"] = active.id
-    kwargs["extra_headers"] = {
-        **(headers if isinstance(headers, Mapping) else {}),
-        HINT_HEADER: canonical_json(payload),
-    }
+    # Only an opaque token travels in the header; the hint itself stays in this process. A request
+    # built while patched but sent after unpatch() then leaks nothing but a random token.
+    token = uuid.uuid4().hex
+    with _pending_lock:
+        _pending[token] = payload
+        while len(_pending) > _PENDING_LIMIT:
+            _pending.popitem(last=False)
+    kwargs["extra_headers"] = {**(headers if isinstance(headers, Mapping) else {}), HINT_HEADER: token}
 
 
 def read_hint_header(value: str | None) -> tuple[TelosHints, Session | None]:
-    """Decode a hint header into the call's hints and its session (if still alive)."""
+    """The hints and session (if still alive) of the call whose header token is ``value``."""
     if not value:
         return TelosHints(), None
-    payload = json.loads(value)
+    with _pending_lock:
+        payload = _pending.get(value)
+    if payload is None:
+        return TelosHints(), None
     hints = TelosHints(**payload.get("hint", {}))
     session_id = payload.get("session")
     return hints, (_live_sessions.get(session_id) if isinstance(session_id, str) else None)

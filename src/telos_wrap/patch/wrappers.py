@@ -73,11 +73,32 @@ def _plain_body(options: Any) -> dict[str, Any] | None:
                 body.pop(key, None)
             else:
                 body[key] = value
-    if not isinstance(body.get("messages"), list) or not all(
-        isinstance(m, Mapping) for m in body["messages"]
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not all(
+        isinstance(m, Mapping) and isinstance(m.get("role"), str) for m in messages
     ):
         return None  # malformed: let the SDK / API produce its own error
     return body
+
+
+def _materialize(options: Any) -> Any:
+    """Options whose ``messages`` / ``tools`` are lists, if the caller passed other iterables.
+
+    The anthropic SDK leaves a generator or tuple as it came; it can be read only once, so it is
+    turned into a list here and that list is what goes out — rewritten, or as is if telos fails.
+    """
+    data = options.json_data
+    if not isinstance(data, Mapping):
+        return options
+    changed = {
+        key: list(value)
+        for key in ("messages", "tools")
+        if (value := data.get(key)) is not None
+        and not isinstance(value, (list, str, bytes, Mapping))
+        and not _is_sentinel(value)
+        and hasattr(value, "__iter__")
+    }
+    return options.model_copy(update={"json_data": {**data, **changed}}) if changed else options
 
 
 def _strip_hint_header(options: Any) -> tuple[Any, str | None]:
@@ -106,7 +127,7 @@ def _prepare(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | No
     """Rewrite ``options`` for sending; returns the options to send and the call's context."""
     config = current_config()
     try:
-        options, header = _strip_hint_header(options)
+        options, header = _strip_hint_header(_materialize(options))
         hints, carried = read_hint_header(header)
     except Exception as exc:  # a telos bug must never break the call
         report_failure(TelosStageError("hint", exc))
@@ -146,7 +167,9 @@ def _prepare(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | No
             index, prepared = session.prepare_request(route.api, body, prepare_options)
     except TelosStageError as error:
         report_failure(error, strict=strict)
-        index = -1 if route.count_only else session.note_passthrough(route.api, route.engine, body)
+        # When the store itself failed, recording the pass-through would wait on it a second time.
+        skip = route.count_only or error.stage == "session.store"
+        index = -1 if skip else session.note_passthrough(route.api, route.engine, body)
         return options, CallContext(engine=engine, session=session, index=index, strict=strict)
     new_options = options.model_copy(update={"json_data": prepared.body, "extra_json": None})
     # The engine asked for stream usage the caller did not: the usage-only chunk is ours to swallow.

@@ -233,7 +233,7 @@ class Session:
             state = self._load()[1]
             return StateHooks(state, self._pins(state), state.volatile)
         except Exception as exc:  # counted, and warned once per call site (telos_wrap.failopen)
-            report_failure(TelosStageError("session.store", exc), strict=False)
+            report_failure(TelosStageError("session.store", exc), strict=self.strict)
             return SessionHooks()
 
     def prepare_request(
@@ -281,7 +281,8 @@ class Session:
                 )
             )
         if result.learned is not None:
-            logger.info(
+            # DEBUG: the pattern is anchored on text of the caller's system prompt.
+            logger.debug(
                 "telos_wrap: session %s learned a volatile system span at request %d (pattern %r)",
                 self.id,
                 result.index,

@@ -1,0 +1,219 @@
+"""Faults to inject into telos' own stages, by name, and what each one must lead to.
+
+Pipeline stages are reached through ``pipeline._stage_hook``; the stages around the pipeline (hint
+decoding, routing, usage parsing, stream-usage capture, the session store) are reached by replacing
+the function the stage calls (``monkeypatch``) or by giving telos a store that fails — one whose
+methods raise, or a ``RedisStore`` pointed at a port nothing listens on.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import redis
+
+from telos_wrap import pipeline
+from telos_wrap.engines._openai_compat import OpenAICompatEngine
+from telos_wrap.engines.anthropic import AnthropicEngine
+from telos_wrap.patch import wrappers
+from telos_wrap.sessions import MemoryStore, set_default_store
+from telos_wrap.sessions.redis_store import RedisStore
+
+from .harness import Entry
+
+PIPELINE_STAGES = (
+    "engine",
+    "lift",
+    "session.before",
+    "bridge.canonicalize",
+    "bridge.relocate",
+    "bridge.refpool",
+    "bridge.invariants",
+    "plan",
+    "emit",
+    "history",  # Anthropic turns: the session's history memo is settled after emit
+)
+
+
+class InjectedFault(RuntimeError):
+    """What an injected fault raises (a type no real code raises, so its cause is unambiguous)."""
+
+
+class FailingStore(MemoryStore):
+    """A ``MemoryStore`` whose named methods raise (a store that is down or times out)."""
+
+    def __init__(self, failing: set[str], error: Callable[[], Exception]) -> None:
+        super().__init__()
+        self.failing = failing
+        self.error = error
+
+    def load(self, session_id: str) -> Any:
+        if "load" in self.failing:
+            raise self.error()
+        return super().load(session_id)
+
+    def compare_and_set(self, session_id: str, expected: int, text: str) -> int | None:
+        if "compare_and_set" in self.failing:
+            raise self.error()
+        return super().compare_and_set(session_id, expected, text)
+
+
+class FlakyWriteStore(MemoryStore):
+    """Every second write of a session fails: the turn is stored, recording its usage is not."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: dict[str, int] = {}
+
+    def compare_and_set(self, session_id: str, expected: int, text: str) -> int | None:
+        self.writes[session_id] = self.writes.get(session_id, 0) + 1
+        if self.writes[session_id] % 2 == 0:
+            raise redis.exceptions.TimeoutError("Timeout reading from socket")
+        return super().compare_and_set(session_id, expected, text)
+
+
+class BrokenAccumulator:
+    """A stream-usage accumulator that fails on the first event."""
+
+    def feed(self, event: Any) -> None:
+        raise InjectedFault("injected fault in stream usage capture")
+
+    def report(self) -> None:
+        return None
+
+
+def closed_port() -> int:
+    """A local port with nothing listening on it (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _raise(*_: Any, **__: Any) -> Any:
+    raise InjectedFault("injected fault")
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One injectable fault.
+
+    Attributes:
+        name: test id.
+        stage: the stage ``TelosStageError.stage`` must name (fail-open count key).
+        side: ``"request"`` (the request cannot be rewritten: the original goes out) or
+            ``"response"`` (the rewrite went out; reading the response fails).
+        install: injects the fault (``monkeypatch``); restored by pytest.
+        cause: the exception type at the root of the ``TelosStageError`` chain.
+    """
+
+    name: str
+    stage: str
+    side: str
+    install: Callable[[pytest.MonkeyPatch], None]
+    cause: type[BaseException] = InjectedFault
+
+    def fires(self, entry: Entry) -> bool:
+        """Whether this fault is reached by a call through ``entry``."""
+        if self.name == "history":
+            return entry.sdk == "anthropic" and not entry.count_only
+        if self.name == "usage":
+            return entry.has_usage
+        if self.name == "stream-usage":
+            return entry.streaming
+        if self.name == "store.write-after-send":
+            return not entry.count_only
+        if self.name == "store.write":
+            return not entry.count_only  # a token count is not a turn: it only reads the session
+        return True
+
+    def rewrites_anyway(self, entry: Entry) -> bool:
+        """A token count that cannot read its session still counts the stateless rewrite."""
+        return entry.count_only and self.stage == "session.store"
+
+    def stage_for(self, entry: Entry) -> str:
+        if self.name == "store.write-after-send":
+            return "stream-usage" if entry.streaming else "usage"
+        return self.stage
+
+
+def _stage_fault(stage: str) -> Fault:
+    def hook(name: str) -> None:
+        if name == stage:
+            raise InjectedFault(f"injected fault in {name}")
+
+    def install(monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(pipeline, "_stage_hook", hook)
+
+    return Fault(stage, stage, "request", install)
+
+
+def _store_fault(name: str, make: Callable[[], Any], cause: type[BaseException]) -> Fault:
+    def install(monkeypatch: pytest.MonkeyPatch) -> None:
+        set_default_store(make())  # the autouse fixture puts the previous store back
+
+    return Fault(name, "session.store", "request", install, cause)
+
+
+def _patch_fault(name: str, stage: str, side: str, target: Any, attribute: str, value: Any) -> Fault:
+    def install(monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(target, attribute, value)
+
+    return Fault(name, stage, side, install)
+
+
+def _usage_fault() -> Fault:
+    def install(monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(AnthropicEngine, "parse_usage", _raise)
+        monkeypatch.setattr(OpenAICompatEngine, "parse_usage", _raise)
+
+    return Fault("usage", "usage", "response", install)
+
+
+def _stream_usage_fault() -> Fault:
+    def install(monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(AnthropicEngine, "stream_usage", lambda self: BrokenAccumulator())
+        monkeypatch.setattr(OpenAICompatEngine, "stream_usage", lambda self: BrokenAccumulator())
+
+    return Fault("stream-usage", "stream-usage", "response", install)
+
+
+def _write_after_send_fault() -> Fault:
+    def install(monkeypatch: pytest.MonkeyPatch) -> None:
+        set_default_store(FlakyWriteStore())
+
+    return Fault("store.write-after-send", "usage", "response", install, redis.exceptions.TimeoutError)
+
+
+FAULTS: tuple[Fault, ...] = (
+    *(_stage_fault(stage) for stage in PIPELINE_STAGES),
+    _patch_fault("hint", "hint", "request", wrappers, "read_hint_header", _raise),
+    _patch_fault("route", "route", "request", wrappers, "route_request", _raise),
+    _store_fault(
+        "store.read",
+        lambda: FailingStore({"load"}, lambda: ConnectionError("store unreachable")),
+        ConnectionError,
+    ),
+    _store_fault(
+        "store.write",
+        lambda: FailingStore({"compare_and_set"}, lambda: redis.exceptions.TimeoutError("Timeout writing")),
+        redis.exceptions.TimeoutError,
+    ),
+    _store_fault(
+        "store.redis-down",
+        lambda: RedisStore(f"redis://127.0.0.1:{closed_port()}/0"),
+        redis.exceptions.ConnectionError,
+    ),
+    _usage_fault(),
+    _stream_usage_fault(),
+    _write_after_send_fault(),
+)
+FAULT_IDS = [fault.name for fault in FAULTS]
+STORE_FAULTS = frozenset(f.name for f in FAULTS if f.stage == "session.store")
+
+
+def fault(name: str) -> Fault:
+    return next(f for f in FAULTS if f.name == name)

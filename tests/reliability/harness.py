@@ -1,0 +1,660 @@
+"""The reliability harness: one fake vendor behind the real SDKs, and every entry point as data.
+
+``Wire`` is an ``httpx2.MockTransport`` handler that answers both vendors' endpoints the way they
+answer (JSON or server-sent events, usage included) and records every request exactly as it went
+on the wire — method, path, headers, body bytes. ``ENTRIES`` lists every public entry point telos
+patches, for both SDKs, sync and async, streaming or not, as a function that makes the call *and
+consumes it the way an application would* (iterates the stream, calls ``.parse()`` on a raw
+response...) and returns what the caller saw (``Outcome``).
+
+Replies echo a ``[req:...]`` tag found in the request, so a test can tell which request a response
+answers (crossed state would show). The API keys are distinctive fakes, so a leak can be grepped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anthropic
+import httpx2
+import openai
+
+ANTHROPIC_KEY = "sk-ant-TESTKEY-reliability-4f1c9e2a7b3d5c6e"
+OPENAI_KEY = "sk-proj-TESTKEY-reliability-8d2e6b1f0a9c7e5d"
+#: Substrings that must never appear in anything the suite writes (cassettes, recordings, logs).
+SECRETS = ("TESTKEY", ANTHROPIC_KEY, OPENAI_KEY)
+
+ANTHROPIC_MODEL = "claude-opus-5"
+OPENAI_MODEL = "gpt-4.1"
+_ECHO = re.compile(r"\[req:[A-Za-z0-9_.-]+\]")
+ANTHROPIC_USAGE = {
+    "input_tokens": 12,
+    "output_tokens": 2,
+    "cache_read_input_tokens": 5,
+    "cache_creation_input_tokens": 3,
+}
+OPENAI_USAGE = {
+    "prompt_tokens": 20,
+    "completion_tokens": 2,
+    "total_tokens": 22,
+    "prompt_tokens_details": {"cached_tokens": 8},
+}
+
+
+@dataclass
+class Sent:
+    """One request as it went on the wire."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    raw: bytes
+
+    @property
+    def body(self) -> Any:
+        return json.loads(self.raw) if self.raw else None
+
+
+Failure = Callable[[httpx2.Request, int], httpx2.Response | None]
+
+
+class Wire:
+    """A fake Anthropic + OpenAI backend for ``httpx2.MockTransport`` (thread-safe recording).
+
+    Args:
+        fail: optional ``(request, attempt) -> Response | None``: a response to return instead of the
+            normal one (an error status), or ``None`` for the normal answer; it may also raise an
+            ``httpx2`` transport exception (timeout, connection error).
+    """
+
+    def __init__(self, fail: Failure | None = None) -> None:
+        self.sent: list[Sent] = []
+        self.requests: list[httpx2.Request] = []
+        self.fail = fail
+        self._lock = threading.Lock()
+
+    # -- recording ------------------------------------------------------------------------------
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        raw = request.read()
+        with self._lock:
+            self.sent.append(Sent(request.method, request.url.path, dict(request.headers), raw))
+            self.requests.append(request)
+            attempt = len(self.sent)
+        if self.fail is not None:
+            failed = self.fail(request, attempt)
+            if failed is not None:
+                return failed
+        body = json.loads(raw) if raw else {}
+        path = request.url.path
+        if path.endswith("/count_tokens"):
+            return httpx2.Response(200, json={"input_tokens": 42})
+        if path.endswith("/v1/messages"):
+            return _anthropic_stream(body) if body.get("stream") else _anthropic_message(body)
+        if path.endswith("/chat/completions"):
+            return _openai_stream(body) if body.get("stream") else _openai_completion(body)
+        return httpx2.Response(404, json={"error": {"message": f"no route {path}"}})
+
+    @property
+    def bodies(self) -> list[Any]:
+        return [sent.body for sent in self.sent]
+
+    def clear(self) -> None:
+        with self._lock:
+            self.sent.clear()
+            self.requests.clear()
+
+
+def _echo(body: Any) -> str:
+    found = _ECHO.findall(json.dumps(body, ensure_ascii=False))
+    return found[-1] if found else "ok"
+
+
+def _anthropic_message(body: dict[str, Any]) -> httpx2.Response:
+    return httpx2.Response(200, json=anthropic_message_json(_echo(body), body.get("model")))
+
+
+def anthropic_message_json(text: str = "ok", model: Any = None) -> dict[str, Any]:
+    return {
+        "id": "msg_reliability",
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "text", "text": text}],
+        "model": model or ANTHROPIC_MODEL,
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": dict(ANTHROPIC_USAGE),
+    }
+
+
+def _sse(events: Iterable[tuple[str | None, Any]]) -> bytes:
+    lines = []
+    for name, data in events:
+        if name is not None:
+            lines.append(f"event: {name}")
+        lines.append("data: " + (data if isinstance(data, str) else json.dumps(data)))
+        lines.append("")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _anthropic_stream(body: dict[str, Any]) -> httpx2.Response:
+    text = _echo(body)
+    message = anthropic_message_json("", body.get("model"))
+    message["content"] = []
+    message["stop_reason"] = None
+    message["usage"] = {**ANTHROPIC_USAGE, "output_tokens": 1}
+    half = max(1, len(text) // 2)
+    events: list[tuple[str | None, Any]] = [
+        ("message_start", {"type": "message_start", "message": message}),
+        (
+            "content_block_start",
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        ),
+        ("ping", {"type": "ping"}),
+    ]
+    for piece in (text[:half], text[half:]):
+        events.append(
+            (
+                "content_block_delta",
+                {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece}},
+            )
+        )
+    events += [
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "usage": {"output_tokens": 2},
+            },
+        ),
+        ("message_stop", {"type": "message_stop"}),
+    ]
+    return httpx2.Response(200, content=_sse(events), headers={"content-type": "text/event-stream"})
+
+
+def _openai_completion(body: dict[str, Any]) -> httpx2.Response:
+    return httpx2.Response(
+        200,
+        json={
+            "id": "chatcmpl-reliability",
+            "object": "chat.completion",
+            "created": 1_700_000_000,
+            "model": body.get("model") or OPENAI_MODEL,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": _echo(body), "refusal": None},
+                    "finish_reason": "stop",
+                    "logprobs": None,
+                }
+            ],
+            "usage": dict(OPENAI_USAGE),
+        },
+    )
+
+
+def _openai_stream(body: dict[str, Any]) -> httpx2.Response:
+    text = _echo(body)
+    half = max(1, len(text) // 2)
+    base = {
+        "id": "chatcmpl-reliability",
+        "object": "chat.completion.chunk",
+        "created": 1_700_000_000,
+        "model": body.get("model") or OPENAI_MODEL,
+    }
+    chunks: list[tuple[str | None, Any]] = [
+        (
+            None,
+            {
+                **base,
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {"role": "assistant", "content": text[:half]},
+                        "finish_reason": None,
+                    }
+                ],
+            },
+        ),
+        (None, {**base, "choices": [{"index": 0, "delta": {"content": text[half:]}, "finish_reason": None}]}),
+        (None, {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+    ]
+    options = body.get("stream_options")
+    if isinstance(options, dict) and options.get("include_usage"):
+        chunks.append((None, {**base, "choices": [], "usage": dict(OPENAI_USAGE)}))
+    chunks.append((None, "[DONE]"))
+    return httpx2.Response(200, content=_sse(chunks), headers={"content-type": "text/event-stream"})
+
+
+# -- clients ------------------------------------------------------------------------------------
+
+
+def anthropic_client(wire: Wire, *, is_async: bool = False, max_retries: int = 0) -> Any:
+    if is_async:
+        return anthropic.AsyncAnthropic(
+            api_key=ANTHROPIC_KEY,
+            max_retries=max_retries,
+            http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(wire)),
+        )
+    return anthropic.Anthropic(
+        api_key=ANTHROPIC_KEY,
+        max_retries=max_retries,
+        http_client=httpx2.Client(transport=httpx2.MockTransport(wire)),
+    )
+
+
+def openai_client(wire: Wire, *, is_async: bool = False, max_retries: int = 0) -> Any:
+    if is_async:
+        return openai.AsyncOpenAI(
+            api_key=OPENAI_KEY,
+            max_retries=max_retries,
+            http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(wire)),
+        )
+    return openai.OpenAI(
+        api_key=OPENAI_KEY,
+        max_retries=max_retries,
+        http_client=httpx2.Client(transport=httpx2.MockTransport(wire)),
+    )
+
+
+def client_for(sdk: str, wire: Wire, *, is_async: bool = False, max_retries: int = 0) -> Any:
+    make = anthropic_client if sdk == "anthropic" else openai_client
+    return make(wire, is_async=is_async, max_retries=max_retries)
+
+
+# -- requests -----------------------------------------------------------------------------------
+
+
+def anthropic_kwargs(tag: str = "r") -> dict[str, Any]:
+    """A request telos visibly rewrites: unsorted tools, a clock line in the system prompt, a reminder."""
+    return {
+        "model": ANTHROPIC_MODEL,
+        "max_tokens": 64,
+        "system": "You are terse.\nCurrent time: 2026-11-21T10:00:00",
+        "tools": [
+            {
+                "name": "b_tool",
+                "description": "B",
+                "input_schema": {
+                    "type": "object",
+                    "required": ["y", "x"],
+                    "properties": {"x": {"type": "string"}, "y": {"type": "string"}},
+                },
+            },
+            {"name": "a_tool", "description": "A", "input_schema": {"type": "object"}},
+        ],
+        "messages": [
+            {"role": "user", "content": "first question"},
+            {"role": "assistant", "content": "first answer"},
+            {
+                "role": "user",
+                "content": f"second question [req:{tag}]\n<system-reminder>be brief</system-reminder>",
+            },
+        ],
+    }
+
+
+def openai_kwargs(tag: str = "r") -> dict[str, Any]:
+    """The OpenAI twin of ``anthropic_kwargs`` (strict tools, so ``parse()`` accepts them)."""
+    b_params = {
+        "type": "object",
+        "required": ["y", "x"],
+        "additionalProperties": False,
+        "properties": {"x": {"type": "string"}, "y": {"type": "string"}},
+    }
+    a_params = {"type": "object", "properties": {}, "required": [], "additionalProperties": False}
+    return {
+        "model": OPENAI_MODEL,
+        "tools": [
+            {"type": "function", "function": {"name": "b_tool", "strict": True, "parameters": b_params}},
+            {"type": "function", "function": {"name": "a_tool", "strict": True, "parameters": a_params}},
+        ],
+        "messages": [
+            {"role": "system", "content": "You are terse.\nCurrent time: 2026-11-21T10:00:00"},
+            {"role": "user", "content": "first question"},
+            {"role": "assistant", "content": "first answer"},
+            {
+                "role": "user",
+                "content": f"second question [req:{tag}]\n<system-reminder>be brief</system-reminder>",
+            },
+        ],
+    }
+
+
+def kwargs_for(sdk: str, tag: str = "r") -> dict[str, Any]:
+    return anthropic_kwargs(tag) if sdk == "anthropic" else openai_kwargs(tag)
+
+
+# -- entry points ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    """What the caller got: the object returned, the object ``usage_of`` reads, the events seen."""
+
+    result: Any
+    holder: Any
+    events: list[Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _dump(item: Any) -> Any:
+    return item.model_dump(mode="json") if hasattr(item, "model_dump") else repr(item)
+
+
+def _count_kwargs(kw: dict[str, Any]) -> dict[str, Any]:
+    """``count_tokens`` takes the request without ``max_tokens``."""
+    return {k: v for k, v in kw.items() if k != "max_tokens"}
+
+
+# Anthropic, sync.
+def a_create(c: Any, kw: dict[str, Any]) -> Outcome:
+    m = c.messages.create(**kw)
+    return Outcome(m, m)
+
+
+def a_create_stream(c: Any, kw: dict[str, Any]) -> Outcome:
+    with c.messages.create(**kw, stream=True) as stream:
+        events = [_dump(e) for e in stream]
+    return Outcome(stream, stream, events)
+
+
+def a_stream_helper(c: Any, kw: dict[str, Any]) -> Outcome:
+    with c.messages.stream(**kw) as stream:
+        events = [_dump(e) for e in stream]
+        final = stream.get_final_message()
+    return Outcome(stream, final, events, {"text": final.content[0].text})
+
+
+def a_parse(c: Any, kw: dict[str, Any]) -> Outcome:
+    m = c.messages.parse(**kw)
+    return Outcome(m, m)
+
+
+def a_raw(c: Any, kw: dict[str, Any]) -> Outcome:
+    raw = c.messages.with_raw_response.create(**kw)
+    return Outcome(raw, raw.parse())
+
+
+def a_raw_stream(c: Any, kw: dict[str, Any]) -> Outcome:
+    raw = c.messages.with_raw_response.create(**kw, stream=True)
+    stream = raw.parse()
+    events = [_dump(e) for e in stream]
+    return Outcome(raw, stream, events)
+
+
+def a_streaming_response(c: Any, kw: dict[str, Any]) -> Outcome:
+    with c.messages.with_streaming_response.create(**kw) as response:
+        m = response.parse()
+    return Outcome(response, m)
+
+
+def a_beta_create(c: Any, kw: dict[str, Any]) -> Outcome:
+    m = c.beta.messages.create(**kw)
+    return Outcome(m, m)
+
+
+def a_beta_stream(c: Any, kw: dict[str, Any]) -> Outcome:
+    with c.beta.messages.stream(**kw) as stream:
+        events = [_dump(e) for e in stream]
+        final = stream.get_final_message()
+    return Outcome(stream, final, events)
+
+
+def a_tool_runner(c: Any, kw: dict[str, Any]) -> Outcome:
+    final = c.beta.messages.tool_runner(**kw).until_done()
+    return Outcome(final, final)
+
+
+def a_count_tokens(c: Any, kw: dict[str, Any]) -> Outcome:
+    counted = c.messages.count_tokens(**_count_kwargs(kw))
+    return Outcome(counted, None)
+
+
+def a_beta_count_tokens(c: Any, kw: dict[str, Any]) -> Outcome:
+    counted = c.beta.messages.count_tokens(**_count_kwargs(kw))
+    return Outcome(counted, None)
+
+
+# Anthropic, async.
+async def aa_create(c: Any, kw: dict[str, Any]) -> Outcome:
+    m = await c.messages.create(**kw)
+    return Outcome(m, m)
+
+
+async def aa_create_stream(c: Any, kw: dict[str, Any]) -> Outcome:
+    stream = await c.messages.create(**kw, stream=True)
+    async with stream:
+        events = [_dump(e) async for e in stream]
+    return Outcome(stream, stream, events)
+
+
+async def aa_stream_helper(c: Any, kw: dict[str, Any]) -> Outcome:
+    async with c.messages.stream(**kw) as stream:
+        events = [_dump(e) async for e in stream]
+        final = await stream.get_final_message()
+    return Outcome(stream, final, events, {"text": final.content[0].text})
+
+
+async def aa_parse(c: Any, kw: dict[str, Any]) -> Outcome:
+    m = await c.messages.parse(**kw)
+    return Outcome(m, m)
+
+
+async def aa_raw(c: Any, kw: dict[str, Any]) -> Outcome:
+    raw = await c.messages.with_raw_response.create(**kw)
+    return Outcome(raw, await raw.parse())
+
+
+async def aa_raw_stream(c: Any, kw: dict[str, Any]) -> Outcome:
+    raw = await c.messages.with_raw_response.create(**kw, stream=True)
+    stream = await raw.parse()
+    events = [_dump(e) async for e in stream]
+    return Outcome(raw, stream, events)
+
+
+async def aa_streaming_response(c: Any, kw: dict[str, Any]) -> Outcome:
+    async with c.messages.with_streaming_response.create(**kw) as response:
+        m = await response.parse()
+    return Outcome(response, m)
+
+
+async def aa_beta_create(c: Any, kw: dict[str, Any]) -> Outcome:
+    m = await c.beta.messages.create(**kw)
+    return Outcome(m, m)
+
+
+async def aa_beta_stream(c: Any, kw: dict[str, Any]) -> Outcome:
+    async with c.beta.messages.stream(**kw) as stream:
+        events = [_dump(e) async for e in stream]
+        final = await stream.get_final_message()
+    return Outcome(stream, final, events)
+
+
+async def aa_tool_runner(c: Any, kw: dict[str, Any]) -> Outcome:
+    final = await c.beta.messages.tool_runner(**kw).until_done()
+    return Outcome(final, final)
+
+
+async def aa_count_tokens(c: Any, kw: dict[str, Any]) -> Outcome:
+    counted = await c.messages.count_tokens(**_count_kwargs(kw))
+    return Outcome(counted, None)
+
+
+async def aa_beta_count_tokens(c: Any, kw: dict[str, Any]) -> Outcome:
+    counted = await c.beta.messages.count_tokens(**_count_kwargs(kw))
+    return Outcome(counted, None)
+
+
+# OpenAI, sync.
+def o_create(c: Any, kw: dict[str, Any]) -> Outcome:
+    m = c.chat.completions.create(**kw)
+    return Outcome(m, m)
+
+
+def o_create_stream(c: Any, kw: dict[str, Any]) -> Outcome:
+    stream = c.chat.completions.create(**kw, stream=True)
+    with stream:
+        events = [_dump(e) for e in stream]
+    return Outcome(stream, stream, events)
+
+
+def o_parse(c: Any, kw: dict[str, Any]) -> Outcome:
+    m = c.chat.completions.parse(**kw)
+    return Outcome(m, m)
+
+
+def o_stream_helper(c: Any, kw: dict[str, Any]) -> Outcome:
+    with c.chat.completions.stream(**kw) as stream:
+        events = [_dump(e) for e in stream]
+        final = stream.get_final_completion()
+    return Outcome(stream, stream, events, {"final": final})
+
+
+def o_raw(c: Any, kw: dict[str, Any]) -> Outcome:
+    raw = c.chat.completions.with_raw_response.create(**kw)
+    return Outcome(raw, raw.parse())
+
+
+def o_raw_stream(c: Any, kw: dict[str, Any]) -> Outcome:
+    raw = c.chat.completions.with_raw_response.create(**kw, stream=True)
+    stream = raw.parse()
+    events = [_dump(e) for e in stream]
+    return Outcome(raw, stream, events)
+
+
+def o_streaming_response(c: Any, kw: dict[str, Any]) -> Outcome:
+    with c.chat.completions.with_streaming_response.create(**kw) as response:
+        m = response.parse()
+    return Outcome(response, m)
+
+
+# OpenAI, async.
+async def ao_create(c: Any, kw: dict[str, Any]) -> Outcome:
+    m = await c.chat.completions.create(**kw)
+    return Outcome(m, m)
+
+
+async def ao_create_stream(c: Any, kw: dict[str, Any]) -> Outcome:
+    stream = await c.chat.completions.create(**kw, stream=True)
+    async with stream:
+        events = [_dump(e) async for e in stream]
+    return Outcome(stream, stream, events)
+
+
+async def ao_parse(c: Any, kw: dict[str, Any]) -> Outcome:
+    m = await c.chat.completions.parse(**kw)
+    return Outcome(m, m)
+
+
+async def ao_stream_helper(c: Any, kw: dict[str, Any]) -> Outcome:
+    async with c.chat.completions.stream(**kw) as stream:
+        events = [_dump(e) async for e in stream]
+        final = await stream.get_final_completion()
+    return Outcome(stream, stream, events, {"final": final})
+
+
+async def ao_raw(c: Any, kw: dict[str, Any]) -> Outcome:
+    raw = await c.chat.completions.with_raw_response.create(**kw)
+    return Outcome(raw, raw.parse())  # LegacyAPIResponse.parse() is synchronous on AsyncOpenAI too
+
+
+async def ao_raw_stream(c: Any, kw: dict[str, Any]) -> Outcome:
+    raw = await c.chat.completions.with_raw_response.create(**kw, stream=True)
+    stream = raw.parse()
+    events = [_dump(e) async for e in stream]
+    return Outcome(raw, stream, events)
+
+
+async def ao_streaming_response(c: Any, kw: dict[str, Any]) -> Outcome:
+    async with c.chat.completions.with_streaming_response.create(**kw) as response:
+        m = await response.parse()
+    return Outcome(response, m)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One public entry point of one SDK, sync or async.
+
+    Attributes:
+        sdk: ``"anthropic"`` or ``"openai"``.
+        name: the entry point (``create``, ``create_stream``, ``stream_helper``...).
+        is_async: uses the async client.
+        streaming: the caller consumes a stream of events.
+        count_only: a token count (no turn, no usage).
+        call: makes the call and consumes it; a coroutine function when ``is_async``.
+    """
+
+    sdk: str
+    name: str
+    is_async: bool
+    streaming: bool
+    count_only: bool
+    call: Callable[..., Any]
+
+    @property
+    def id(self) -> str:
+        return f"{self.sdk}-{'async' if self.is_async else 'sync'}-{self.name}"
+
+    @property
+    def has_usage(self) -> bool:
+        """The response carries a ``usage`` field that telos parses (non-stream, not a count)."""
+        return not self.streaming and not self.count_only
+
+    def run(self, client: Any, kwargs: dict[str, Any]) -> Outcome:
+        """Make the call (on a fresh event loop for async entries)."""
+        if self.is_async:
+            result: Outcome = asyncio.run(self.call(client, kwargs))
+            return result
+        return self.call(client, kwargs)
+
+
+_A = [
+    ("create", a_create, aa_create, False, False),
+    ("create_stream", a_create_stream, aa_create_stream, True, False),
+    ("stream_helper", a_stream_helper, aa_stream_helper, True, False),
+    ("parse", a_parse, aa_parse, False, False),
+    ("with_raw_response", a_raw, aa_raw, False, False),
+    ("with_raw_response_stream", a_raw_stream, aa_raw_stream, True, False),
+    ("with_streaming_response", a_streaming_response, aa_streaming_response, False, False),
+    ("beta_create", a_beta_create, aa_beta_create, False, False),
+    ("beta_stream", a_beta_stream, aa_beta_stream, True, False),
+    ("beta_tool_runner", a_tool_runner, aa_tool_runner, False, False),
+    ("count_tokens", a_count_tokens, aa_count_tokens, False, True),
+    ("beta_count_tokens", a_beta_count_tokens, aa_beta_count_tokens, False, True),
+]
+_O = [
+    ("create", o_create, ao_create, False),
+    ("create_stream", o_create_stream, ao_create_stream, True),
+    ("parse", o_parse, ao_parse, False),
+    ("stream_helper", o_stream_helper, ao_stream_helper, True),
+    ("with_raw_response", o_raw, ao_raw, False),
+    ("with_raw_response_stream", o_raw_stream, ao_raw_stream, True),
+    ("with_streaming_response", o_streaming_response, ao_streaming_response, False),
+]
+
+ENTRIES: tuple[Entry, ...] = (
+    *(
+        Entry("anthropic", name, is_async, streaming, count, a_call if not is_async else aa_call)
+        for name, a_call, aa_call, streaming, count in _A
+        for is_async in (False, True)
+    ),
+    *(
+        Entry("openai", name, is_async, streaming, False, o_call if not is_async else ao_call)
+        for name, o_call, ao_call, streaming in _O
+        for is_async in (False, True)
+    ),
+)
+ENTRY_IDS = [entry.id for entry in ENTRIES]
+
+
+def entry(entry_id: str) -> Entry:
+    return next(e for e in ENTRIES if e.id == entry_id)

@@ -1,0 +1,410 @@
+"""Bad and unusual input: telos fails early where the caller erred, and is invisible everywhere else.
+
+* A wrong ``telos_hint`` (type, key or value) raises ``TelosHintError`` (a ``TypeError``) at call time,
+  on every entry point, before any network I/O, with a message listing every valid key.
+* Malformed SDK arguments give the SDK's own error, or the vendor's, exactly as unpatched — same
+  exception, same request on the wire — and are not counted as telos failures.
+* Generators, iterators and tuples passed as ``messages`` / ``tools`` are consumed once and forwarded.
+* The caller's objects (``messages``, ``tools``, ``system``, ``extra_body``, ``extra_headers``,
+  ``metadata``, the ``telos_hint`` dict) are never mutated, rewritten or failing open.
+* A 10 MB tool result and a 5,000-message conversation go through, in time linear in their size.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import anthropic
+import httpx2
+import openai
+import pytest
+
+import telos_wrap
+from telos_wrap import TelosHintError, TelosHints, pipeline
+from telos_wrap.pipeline import PrepareOptions, prepare
+from telos_wrap.sessions import MemoryStore, Session
+
+from .harness import ENTRIES, ENTRY_IDS, Wire, client_for, entry, kwargs_for
+from .sdk_types import SchemaError, check_anthropic_body, check_openai_body
+
+BAD_HINTS: dict[str, Any] = {
+    "string": "1h",
+    "number": 5,
+    "list": ["ttl"],
+    "unknown-key": {"tll": "1h"},
+    "bad-ttl": {"ttl": "2h"},
+    "bad-engine": {"engine": "gpt"},
+    "bad-regex": {"drop_patterns": ["(unclosed"]},
+    "bad-turns": {"expected_turns": 0},
+    "wrong-type-value": {"disable": "yes please"},
+}
+
+
+@pytest.mark.parametrize("hint", list(BAD_HINTS))
+@pytest.mark.parametrize("entry_id", ENTRY_IDS)
+def test_a_wrong_hint_fails_before_any_io_listing_the_valid_keys(entry_id: str, hint: str) -> None:
+    e = entry(entry_id)
+    wire = Wire()
+    client = client_for(e.sdk, wire, is_async=e.is_async)
+    telos_wrap.patch()
+    with pytest.raises(TelosHintError) as info:
+        e.run(client, {**kwargs_for(e.sdk), "telos_hint": BAD_HINTS[hint]})
+    assert isinstance(info.value, TypeError), "like any wrong keyword argument"
+    assert wire.sent == [], "nothing was sent"
+    message = str(info.value)
+    assert all(key in message for key in TelosHints.model_fields), message
+    assert telos_wrap.failure_counts() == {}, "the caller's mistake is not a telos failure"
+
+
+@pytest.mark.parametrize("entry_id", ["anthropic-sync-create", "openai-async-create_stream"])
+def test_a_hint_given_as_telos_hints_or_none_is_accepted(entry_id: str) -> None:
+    e = entry(entry_id)
+    telos_wrap.patch(strict=True)
+    for hint in (None, TelosHints(ttl="1h" if e.sdk == "anthropic" else "30m"), {}):
+        e.run(client_for(e.sdk, Wire(), is_async=e.is_async), {**kwargs_for(e.sdk), "telos_hint": hint})
+
+
+# -- malformed SDK arguments -------------------------------------------------------------------------
+
+
+def _validating_wire() -> Wire:
+    """A backend that answers 400 (vendor-shaped) to a body its SDK's own types reject."""
+
+    def fail(request: httpx2.Request, attempt: int) -> httpx2.Response | None:
+        body = json.loads(request.content)
+        try:
+            if request.url.path.endswith("/v1/messages"):
+                check_anthropic_body(body)
+            else:
+                check_openai_body(body)
+        except (SchemaError, KeyError, TypeError) as exc:
+            error = {"type": "error", "error": {"type": "invalid_request_error", "message": str(exc)[:200]}}
+            return httpx2.Response(400, json=error)
+        return None
+
+    return Wire(fail)
+
+
+def _anthropic_kwargs(**changes: Any) -> dict[str, Any]:
+    kwargs = {**kwargs_for("anthropic"), "system": "You are terse."}  # nothing to move into a message
+    for key, value in changes.items():
+        if value is _DELETE:
+            kwargs.pop(key)
+        else:
+            kwargs[key] = value
+    return kwargs
+
+
+def _openai_kwargs(**changes: Any) -> dict[str, Any]:
+    kwargs = kwargs_for("openai")
+    kwargs["messages"] = [{"role": "system", "content": "You are terse."}, *kwargs["messages"][1:]]
+    for key, value in changes.items():
+        if value is _DELETE:
+            kwargs.pop(key)
+        else:
+            kwargs[key] = value
+    return kwargs
+
+
+_DELETE = object()
+#: case → (sdk, the malformed top-level field — None when the SDK refuses before sending, kwargs).
+MALFORMED: dict[str, tuple[str, str | None, Callable[[], dict[str, Any]]]] = {
+    "anthropic-missing-max_tokens": ("anthropic", None, lambda: _anthropic_kwargs(max_tokens=_DELETE)),
+    "anthropic-unknown-kwarg": ("anthropic", None, lambda: _anthropic_kwargs(temprature=0.5)),
+    "anthropic-messages-a-string": ("anthropic", "messages", lambda: _anthropic_kwargs(messages="hello")),
+    "anthropic-message-a-string": ("anthropic", "messages", lambda: _anthropic_kwargs(messages=["hello"])),
+    "anthropic-content-a-number": (
+        "anthropic",
+        "messages",
+        lambda: _anthropic_kwargs(messages=[{"role": "user", "content": 5}]),
+    ),
+    "anthropic-system-a-number": ("anthropic", "system", lambda: _anthropic_kwargs(system=123)),
+    "anthropic-tools-a-dict": ("anthropic", "tools", lambda: _anthropic_kwargs(tools={"name": "x"})),
+    "anthropic-block-without-type": (
+        "anthropic",
+        "messages",
+        lambda: _anthropic_kwargs(messages=[{"role": "user", "content": [{"text": "hi"}]}]),
+    ),
+    "anthropic-max_tokens-a-string": ("anthropic", "max_tokens", lambda: _anthropic_kwargs(max_tokens="ten")),
+    "anthropic-role-missing": (
+        "anthropic",
+        "messages",
+        lambda: _anthropic_kwargs(messages=[{"content": "hi"}]),
+    ),
+    "openai-missing-messages": ("openai", None, lambda: _openai_kwargs(messages=_DELETE)),
+    "openai-unknown-kwarg": ("openai", None, lambda: _openai_kwargs(temprature=0.5)),
+    "openai-messages-a-dict": (
+        "openai",
+        "messages",
+        lambda: _openai_kwargs(messages={"role": "user", "content": "hi"}),
+    ),
+    "openai-role-missing": ("openai", "messages", lambda: _openai_kwargs(messages=[{"content": "hi"}])),
+    "openai-content-a-number": (
+        "openai",
+        "messages",
+        lambda: _openai_kwargs(messages=[{"role": "user", "content": 5}]),
+    ),
+    "openai-tools-not-a-list": ("openai", "tools", lambda: _openai_kwargs(tools="calc")),
+    "openai-part-without-type": (
+        "openai",
+        "messages",
+        lambda: _openai_kwargs(messages=[{"role": "user", "content": [{"text": "hi"}]}]),
+    ),
+}
+
+
+def _outcome(sdk: str, kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], list[Any]]:
+    wire = _validating_wire()
+    client = client_for(sdk, wire)
+    try:
+        if sdk == "anthropic":
+            result = client.messages.create(**kwargs)
+        else:
+            result = client.chat.completions.create(**kwargs)
+        got: tuple[Any, ...] = ("ok", type(result).__name__)
+    except Exception as exc:
+        got = (type(exc), str(exc), getattr(exc, "status_code", None), getattr(exc, "body", None))
+    return got, wire.bodies
+
+
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(case) if case.endswith("role-missing") else case for case in MALFORMED],
+)
+def test_malformed_arguments_give_the_sdks_own_error(case: str) -> None:
+    sdk, field, make = MALFORMED[case]
+    unpatched, sent_unpatched = _outcome(sdk, make())
+    telos_wrap.patch()
+    patched, sent_patched = _outcome(sdk, make())
+    assert patched == unpatched, "the same exception, with the same message, status and body"
+    assert patched[0] != "ok", "the case really is malformed"
+    assert isinstance(patched[0], type) and issubclass(
+        patched[0], (TypeError, anthropic.APIError, openai.APIError)
+    )
+    if field is None:
+        assert sent_patched == sent_unpatched == [], "the SDK refused before sending"
+    else:  # telos may still rewrite the well-formed rest; the malformed part goes out as the caller built it
+        assert [body[field] for body in sent_patched] == [body[field] for body in sent_unpatched]
+
+
+# -- generators --------------------------------------------------------------------------------------
+
+
+GENERATOR_ENTRIES = [
+    "anthropic-sync-create",
+    "anthropic-async-stream_helper",
+    "anthropic-sync-count_tokens",
+    "openai-sync-create",
+    "openai-async-create_stream",
+    "openai-sync-stream_helper",
+]
+
+
+#: Iterables the SDKs accept for their ``Iterable[...]`` params (a custom iterable class is not
+#: JSON-serializable by the SDKs themselves, patched or not).
+ITERABLES: dict[str, Callable[[list[Any]], Any]] = {
+    "generator": lambda items: (item for item in items),
+    "map": lambda items: map(dict, items),
+    "tuple": tuple,
+}
+
+
+def _with_iterables(sdk: str, kind: str) -> dict[str, Any]:
+    kwargs = kwargs_for(sdk)
+    kwargs["messages"] = ITERABLES[kind](kwargs["messages"])
+    kwargs["tools"] = ITERABLES[kind](kwargs["tools"])
+    return kwargs
+
+
+def _consumed_once(kwargs: dict[str, Any], kind: str) -> None:
+    if kind in ("generator", "map"):
+        for name in ("messages", "tools"):
+            assert next(kwargs[name], None) is None, "consumed"
+
+
+def _sent(e: Any, kwargs: dict[str, Any], *, patched: bool) -> list[Any]:
+    wire = Wire()
+    if patched:
+        telos_wrap.patch(strict=True)
+    try:
+        with telos_wrap.session(f"generators-{uuid.uuid4().hex}"):
+            e.run(client_for(e.sdk, wire, is_async=e.is_async), kwargs)
+    finally:
+        telos_wrap.unpatch()
+    return wire.bodies
+
+
+@pytest.mark.parametrize("entry_id", GENERATOR_ENTRIES)
+@pytest.mark.parametrize("kind", list(ITERABLES))
+def test_generators_are_consumed_once_and_forwarded(entry_id: str, kind: str) -> None:
+    e = entry(entry_id)
+    unpatched = _sent(e, kwargs_for(e.sdk), patched=False)
+    rewritten = _sent(e, kwargs_for(e.sdk), patched=True)
+    kwargs = _with_iterables(e.sdk, kind)
+    sent = _sent(e, kwargs, patched=True)
+    _consumed_once(kwargs, kind)
+    assert sent in (unpatched, rewritten), "every item went out, once"
+
+
+@pytest.mark.parametrize(
+    "entry_id",
+    [
+        pytest.param("anthropic-sync-create"),
+        pytest.param("anthropic-async-stream_helper"),
+        "openai-sync-create",
+        "openai-async-create_stream",
+    ],
+)
+@pytest.mark.parametrize("kind", list(ITERABLES))
+def test_generators_are_rewritten_like_lists(entry_id: str, kind: str) -> None:
+    e = entry(entry_id)
+    rewritten = _sent(e, kwargs_for(e.sdk), patched=True)
+    kwargs = _with_iterables(e.sdk, kind)
+    assert _sent(e, kwargs, patched=True) == rewritten
+    _consumed_once(kwargs, kind)
+
+
+# -- the caller's objects are never mutated ----------------------------------------------------------------
+
+
+def _rich_kwargs(sdk: str) -> dict[str, Any]:
+    kwargs = kwargs_for(sdk)
+    kwargs["extra_headers"] = {"x-app": "demo"}
+    kwargs["extra_body"] = {"service_tier": "auto"} if sdk == "openai" else {"top_k": 3}
+    kwargs["metadata"] = {"user_id": "u-1"} if sdk == "anthropic" else {"team": "a"}
+    kwargs["telos_hint"] = {"ttl": "1h" if sdk == "anthropic" else "30m", "drop_patterns": ["^Build: .*$"]}
+    if sdk == "anthropic":
+        kwargs["system"] = [
+            {
+                "type": "text",
+                "text": "You are terse.\nCurrent time: 2026-11-21T10:00:00",
+                "cache_control": {"type": "ephemeral", "ttl": "1h"},
+            }
+        ]
+        kwargs["messages"][-1]["content"] = [
+            {
+                "type": "text",
+                "text": "question\n<system-reminder>x</system-reminder>",
+                "cache_control": {"type": "ephemeral"},
+            }
+        ]
+    else:
+        kwargs["store"] = False
+    return kwargs
+
+
+@pytest.mark.parametrize("mode", ["rewrite", "fail-open"])
+@pytest.mark.parametrize("entry_id", [e.id for e in ENTRIES if not e.is_async or e.name == "create"])
+def test_the_callers_objects_are_never_mutated(
+    entry_id: str, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    e = entry(entry_id)
+    kwargs = _rich_kwargs(e.sdk)
+    if e.count_only:
+        kwargs.pop("metadata")
+        kwargs.pop("extra_body")
+    before = copy.deepcopy(kwargs)
+    nested = {key: kwargs[key] for key in kwargs}
+    telos_wrap.patch()
+    if mode == "fail-open":
+        monkeypatch.setattr(pipeline, "_stage_hook", lambda stage: (_ for _ in ()).throw(RuntimeError(stage)))
+    wire = Wire()
+    with telos_wrap.session("mutation"):
+        e.run(client_for(e.sdk, wire, is_async=e.is_async), {**kwargs})
+    assert kwargs == before, "nothing the caller passed was changed"
+    assert all(kwargs[key] is value for key, value in nested.items())
+    assert wire.sent and wire.sent[-1].headers.get("x-app") == "demo"
+    rewritten = mode == "rewrite"
+    assert (wire.bodies[-1]["messages"] != before["messages"]) == rewritten or e.sdk == "openai"
+
+
+# -- scale: linear, not quadratic ------------------------------------------------------------------------
+
+
+def _conversation(n: int) -> dict[str, Any]:
+    salt = uuid.uuid4().hex  # fresh text: nothing memoized from an earlier run
+    messages: list[dict[str, Any]] = []
+    for i in range(n):
+        if i % 2 == 0:
+            messages.append(
+                {
+                    "role": "user",
+                    "content": f"{salt} question {i}\n<system-reminder>turn {i}</system-reminder>",
+                }
+            )
+        else:
+            messages.append({"role": "assistant", "content": f"{salt} answer {i}"})
+    if messages[-1]["role"] != "user":
+        messages.append({"role": "user", "content": f"{salt} last question"})
+    return {"model": "claude-opus-5", "max_tokens": 64, "system": f"{salt} system", "messages": messages}
+
+
+def _tool_result(megabytes: float) -> dict[str, Any]:
+    payload = uuid.uuid4().hex + "r" * int(megabytes * 1_000_000)
+    return {
+        "model": "claude-opus-5",
+        "max_tokens": 64,
+        "tools": [{"name": "read_file", "input_schema": {"type": "object"}}],
+        "messages": [
+            {"role": "user", "content": "read it"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "tu_1", "name": "read_file", "input": {}}],
+            },
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu_1", "content": payload}]},
+        ],
+    }
+
+
+def _seconds(make: Callable[[], dict[str, Any]]) -> float:
+    """Best of two first-turn rewrites (through a session, as a patched call does)."""
+    best = float("inf")
+    for _ in range(2):
+        body = make()
+        session = Session(f"scale-{uuid.uuid4().hex}", store=MemoryStore())
+        started = time.perf_counter()
+        session.prepare_request("anthropic", body, PrepareOptions(engine="anthropic"))
+        prepare("anthropic", body, PrepareOptions(engine="anthropic"))
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+@pytest.mark.parametrize(
+    ("what", "make", "small", "large"),
+    [
+        ("messages", _conversation, 1_250, 5_000),
+        ("tool-result-megabytes", _tool_result, 2.5, 10.0),
+    ],
+)
+def test_size_scales_linearly(
+    what: str, make: Callable[[Any], dict[str, Any]], small: Any, large: Any
+) -> None:
+    t_small = _seconds(lambda: make(small))
+    t_large = _seconds(lambda: make(large))
+    # 4x the size: linear is ~4x, quadratic 16x. Generous for a loaded CI machine.
+    assert t_large < max(10 * t_small, 0.05), (
+        f"{what}: {small} took {t_small:.3f}s, {large} took {t_large:.3f}s"
+    )
+    assert t_large < 3.0
+
+
+@pytest.mark.parametrize("case", ["10MB-tool-result", "5000-messages"])
+def test_huge_requests_go_through_the_patched_sdk_intact(case: str) -> None:
+    body = _tool_result(10.0) if case == "10MB-tool-result" else _conversation(5_000)
+    wire = Wire()
+    telos_wrap.patch(strict=True)
+    started = time.perf_counter()
+    client_for("anthropic", wire).messages.create(**body)
+    elapsed = time.perf_counter() - started
+    sent = wire.bodies[-1]
+    assert len(sent["messages"]) == len(body["messages"])
+    if case == "10MB-tool-result":
+        assert sent["messages"][-1]["content"][0]["content"] == body["messages"][-1]["content"][0]["content"]
+    else:
+        assert sent["messages"][-1]["content"][0]["text"].endswith("last question")
+    assert elapsed < 5.0, f"{case} took {elapsed:.2f}s"
