@@ -16,6 +16,7 @@ from telos_wrap.ir.canon import (
     canonicalize_tool_def,
     tool_sort_key,
 )
+from telos_wrap.traces import shuffle_keys as shuffled_keys
 
 json_scalars = st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.text(max_size=12)
 json_values = st.recursive(
@@ -25,17 +26,6 @@ json_values = st.recursive(
     ),
     max_leaves=25,
 )
-
-
-def shuffled_keys(value: Any, rng: random.Random) -> Any:
-    """The same value with every dict's keys inserted in a random order."""
-    if isinstance(value, dict):
-        items = list(value.items())
-        rng.shuffle(items)
-        return {key: shuffled_keys(item, rng) for key, item in items}
-    if isinstance(value, list):
-        return [shuffled_keys(item, rng) for item in value]
-    return value
 
 
 @given(json_values, st.integers(0, 2**32))

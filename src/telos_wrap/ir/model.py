@@ -95,6 +95,10 @@ class TelosBlock:
         """This block with another payload."""
         return TelosBlock(self.id, self.band, self.kind, payload, self.ref_slug, self.source_tag, self.extra)
 
+    def with_extra(self, extra: Mapping[str, Any]) -> TelosBlock:
+        """This block with other side information (e.g. the caller's cache marker)."""
+        return TelosBlock(self.id, self.band, self.kind, self.payload, self.ref_slug, self.source_tag, extra)
+
 
 @dataclass(frozen=True, slots=True)
 class TelosMessage:

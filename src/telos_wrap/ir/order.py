@@ -19,11 +19,24 @@ __all__ = [
     "enforce_band_order",
     "iter_segments",
     "latest_turn_index",
+    "marker_carrier",
 ]
 
 #: Roles whose message opens or continues a turn from the caller's side: a user question, or a
 #: tool result (OpenAI ``tool``/``function`` messages; Anthropic tool results are ``user`` messages).
 TURN_ROLES = frozenset({"user", "tool", "function"})
+
+
+def marker_carrier(blocks: Sequence[TelosBlock]) -> int:
+    """Which of the pieces split from one block carries the caller's cache marker.
+
+    The last non-DROP piece (the marker keeps caching what it cached), or the last piece when the
+    whole block was an envelope: a caller's marker is never dropped.
+    """
+    for index in range(len(blocks) - 1, -1, -1):
+        if blocks[index].band is not Band.DROP:
+            return index
+    return len(blocks) - 1
 
 
 def latest_turn_index(messages: Sequence[TelosMessage]) -> int | None:

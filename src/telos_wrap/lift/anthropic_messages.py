@@ -27,6 +27,7 @@ from typing import Any, Literal
 from telos_wrap.ir.canon import canonicalize_payload
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Band, BlockKind, ContentForm, TelosBlock, TelosIR, TelosMessage
+from telos_wrap.ir.order import marker_carrier
 from telos_wrap.ir.refpool import make_entry, parse_rendered, parse_stub, stub_text
 from telos_wrap.lift.user_split import DEFAULT_PATTERNS, SplitPatterns, split_text
 
@@ -120,22 +121,8 @@ def _split_text_block(
                 )
             )
     if marker:
-        # The caller's marker stays on the last non-DROP piece, or on the last piece when the whole
-        # text is an envelope: a caller's marker is never dropped.
-        keep = len(blocks) - 1
-        for index in range(len(blocks) - 1, -1, -1):
-            if blocks[index].band is not Band.DROP:
-                keep = index
-                break
-        old = blocks[keep]
-        blocks[keep] = TelosBlock(
-            id=old.id,
-            band=old.band,
-            kind=old.kind,
-            payload=old.payload,
-            source_tag=old.source_tag,
-            extra=marker,
-        )
+        keep = marker_carrier(blocks)
+        blocks[keep] = blocks[keep].with_extra(marker)
     return blocks
 
 
@@ -163,15 +150,7 @@ def _own_output(
     if rendered is not None:
         entry = make_entry(rendered[0], rendered[1], source="lift:system-doc")
         if marker:
-            entry = TelosBlock(
-                id=entry.id,
-                band=Band.FOLD,
-                kind=BlockKind.TEXT,
-                payload=entry.payload,
-                ref_slug=entry.ref_slug,
-                source_tag=entry.source_tag,
-                extra=marker,
-            )
+            entry = entry.with_extra(marker)
         return None, entry
     return None
 

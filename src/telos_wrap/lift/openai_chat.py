@@ -36,6 +36,7 @@ from typing import Any
 from telos_wrap.ir.canon import canonicalize_payload
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Band, BlockKind, ContentForm, TelosBlock, TelosIR, TelosMessage
+from telos_wrap.ir.order import marker_carrier
 from telos_wrap.ir.refpool import make_entry, parse_rendered, parse_stub, stub_text
 from telos_wrap.lift.user_split import DEFAULT_PATTERNS, SplitPatterns, split_text
 
@@ -142,22 +143,8 @@ def _split_part(
                 )
             )
     if part.marker:
-        # On the last non-DROP piece, or the last piece when the whole text is an envelope: a
-        # caller's marker is never dropped.
-        keep = len(pieces) - 1
-        for index in range(len(pieces) - 1, -1, -1):
-            if pieces[index].band is not Band.DROP:
-                keep = index
-                break
-        old = pieces[keep]
-        pieces[keep] = TelosBlock(
-            id=old.id,
-            band=old.band,
-            kind=old.kind,
-            payload=old.payload,
-            source_tag=old.source_tag,
-            extra={**old.extra, **part.marker},
-        )
+        keep = marker_carrier(pieces)
+        pieces[keep] = pieces[keep].with_extra({**pieces[keep].extra, **part.marker})
     return pieces
 
 
@@ -262,15 +249,7 @@ class _SystemLifter:
             return False
         entry = make_entry(rendered[0], rendered[1], source="lift:system-doc")
         if part.marker:
-            entry = TelosBlock(
-                id=entry.id,
-                band=entry.band,
-                kind=entry.kind,
-                payload=entry.payload,
-                ref_slug=entry.ref_slug,
-                source_tag=entry.source_tag,
-                extra=part.marker,
-            )
+            entry = entry.with_extra(part.marker)
         self.pool[rendered[0]] = entry
         return True
 
@@ -287,15 +266,7 @@ class _SystemLifter:
         entry = make_entry(slug, text, source="lift:system-doc")
         marker = {MARKER: piece.extra[MARKER]} if MARKER in piece.extra else {}
         if marker:  # the caller's breakpoint ends the document: it moves with the document
-            entry = TelosBlock(
-                id=entry.id,
-                band=entry.band,
-                kind=entry.kind,
-                payload=entry.payload,
-                ref_slug=entry.ref_slug,
-                source_tag=entry.source_tag,
-                extra=marker,
-            )
+            entry = entry.with_extra(marker)
         self.pool[slug] = entry
         return TelosBlock(
             id=f"{piece.id}.stub",
