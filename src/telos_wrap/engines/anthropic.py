@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from telos_wrap.engines.anthropic_usage import AnthropicStreamUsage, parse_anthropic_usage
 from telos_wrap.engines.base import Breakpoint, EmitPlan, EngineProfile
+from telos_wrap.errors import TelosInvariantError
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Band, BlockKind, TelosBlock, TelosIR, TelosMessage, UsageReport
 
@@ -124,9 +125,35 @@ class AnthropicEngine:
             ours.append(Breakpoint(name=name, segment=segment, message=message, block=block, ttl=ttl))
             taken.add(location)
             slots -= 1
-        return EmitPlan(
-            breakpoints=tuple(caller) + tuple(self._fix_ttl_order(ours, caller)), notes=tuple(notes)
-        )
+        breakpoints = tuple(caller) + tuple(self._fix_ttl_order(ours, caller))
+        self._check(breakpoints, top_level)
+        return EmitPlan(breakpoints=breakpoints, notes=tuple(notes))
+
+    @staticmethod
+    def _check(breakpoints: tuple[Breakpoint, ...], top_level: int) -> None:
+        """Refuse a plan the API would reject (the call then fails open with the caller's request).
+
+        The caller's own markers are never re-timed; if telos moved a block carrying one (a pooled
+        system document, an all-envelope text) so that a 1h marker now follows a 5m one, sending
+        the original request is the right answer.
+        """
+        if len(breakpoints) + top_level > MAX_BREAKPOINTS:
+            raise TelosInvariantError(
+                f"{len(breakpoints) + top_level} breakpoints planned; the API accepts {MAX_BREAKPOINTS}",
+                segment="prompt",
+            )
+        longest_after = "5m"
+        for bp in sorted(breakpoints, key=_order, reverse=True):
+            ttl = bp.ttl or "5m"
+            if _TTL_RANK[ttl] < _TTL_RANK[longest_after]:
+                where = bp.segment if bp.message is None else f"messages[{bp.message}]"
+                raise TelosInvariantError(
+                    f"a {longest_after} cache breakpoint would follow a {ttl} one at {where}[{bp.block}] "
+                    "(longer TTLs must come first); the caller's markers are never re-timed",
+                    segment=bp.segment,
+                    index=bp.block,
+                )
+            longest_after = max(longest_after, ttl, key=_TTL_RANK.__getitem__)
 
     @staticmethod
     def _caller_markers(ir: TelosIR) -> list[Breakpoint]:
@@ -214,13 +241,26 @@ class AnthropicEngine:
 
     @staticmethod
     def _fix_ttl_order(ours: list[Breakpoint], caller: list[Breakpoint]) -> list[Breakpoint]:
-        """Raise our TTLs where a later marker has a longer one (longer TTLs must come first)."""
+        """Fit our TTLs around the caller's markers (longer TTLs must come first in render order).
+
+        Ours may never be longer than a caller's marker before them, and are raised to match a
+        longer one after them; the caller's own TTLs are never changed.
+        """
         tagged = sorted(
             [*((bp, True) for bp in ours), *((bp, False) for bp in caller)], key=lambda p: _order(p[0])
         )
+        cap = "1h"
+        capped: list[tuple[Breakpoint, bool]] = []
+        for bp, is_ours in tagged:
+            ttl = bp.ttl or "5m"
+            if not is_ours:
+                cap = min(cap, ttl, key=_TTL_RANK.__getitem__)
+            elif _TTL_RANK[ttl] > _TTL_RANK[cap]:
+                bp = replace(bp, ttl=cap)
+            capped.append((bp, is_ours))
         longest_after = "5m"
         fixed: dict[tuple[int, int, int], Breakpoint] = {}
-        for bp, is_ours in reversed(tagged):
+        for bp, is_ours in reversed(capped):
             ttl = bp.ttl or "5m"
             if is_ours and _TTL_RANK[longest_after] > _TTL_RANK[ttl]:
                 ttl = longest_after
