@@ -48,6 +48,7 @@ PROPERTY = settings(
     max_examples=EXAMPLES,
     deadline=None,
     database=None,
+    print_blob=True,  # a failure prints @reproduce_failure(...) to replay it exactly
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 ROOT = Path(__file__).resolve().parents[2]
