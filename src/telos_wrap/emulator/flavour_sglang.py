@@ -14,14 +14,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .chat_flavour import ChatFlavour
-from .errors import EmulatorHTTPError, engine_error
 from .prefix_tree import PrefixTree
 from .render import RenderedPrompt, dumps
+from .self_hosted import SelfHostedFlavour
 
 
 @dataclass(frozen=True)
@@ -36,7 +35,7 @@ class SGLangConfig:
     enable_cache_report: bool = True
 
 
-class SGLangFlavour(ChatFlavour):
+class SGLangFlavour(SelfHostedFlavour):
     """An SGLang OpenAI-compatible server."""
 
     name = "sglang"
@@ -46,14 +45,6 @@ class SGLangFlavour(ChatFlavour):
         self.config = config or SGLangConfig()
         if self.config.page_size < 1:
             raise ValueError("page_size must be >= 1")
-        self._trees: dict[Hashable, PrefixTree] = {}
-
-    def reset(self) -> None:
-        with self._lock:
-            self._trees.clear()
-
-    def error(self, message: str, param: str | None = None) -> EmulatorHTTPError:
-        return engine_error(message)
 
     def prompt_usage(
         self, body: Mapping[str, Any], prompt: RenderedPrompt, reply: str, now: float

@@ -16,14 +16,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .chat_flavour import ChatFlavour
-from .errors import EmulatorHTTPError, engine_error
 from .prefix_tree import PrefixTree
 from .render import RenderedPrompt
+from .self_hosted import SelfHostedFlavour
 
 MAX_SALT_CHARS = 128
 _FORBIDDEN_SALT_CHARS = ("@", "/", "\\", "\x00")
@@ -41,7 +40,7 @@ class VLLMConfig:
     enable_prompt_tokens_details: bool = True
 
 
-class VLLMFlavour(ChatFlavour):
+class VLLMFlavour(SelfHostedFlavour):
     """A vLLM OpenAI-compatible server."""
 
     name = "vllm"
@@ -51,14 +50,6 @@ class VLLMFlavour(ChatFlavour):
         self.config = config or VLLMConfig()
         if self.config.block_size < 1:
             raise ValueError("block_size must be >= 1")
-        self._trees: dict[Hashable, PrefixTree] = {}
-
-    def reset(self) -> None:
-        with self._lock:
-            self._trees.clear()
-
-    def error(self, message: str, param: str | None = None) -> EmulatorHTTPError:
-        return engine_error(message)
 
     def validate(self, body: Mapping[str, Any], prompt: RenderedPrompt) -> None:
         if "cache_salt" not in body or body["cache_salt"] is None:
