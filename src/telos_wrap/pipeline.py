@@ -128,13 +128,15 @@ def prepare(
     for name, bridge_pass in passes(options.bridge):
         with stage(name):
             ir = bridge_pass(ir)
+    tables = memo.tables if memo is not None else None
     with stage("plan"):
-        plan = engine.plan(ir, options.hints)
+        plan = engine.plan(ir, options.hints, reuse=tables)
         if options.count_only:
             plan = replace(plan, extras={})
     with stage("emit"):
-        wire = engine.emit(ir, plan, reuse=memo.wire if memo is not None else None)
+        wire = engine.emit(ir, plan, reuse=tables)
     if memo is not None and isinstance(raw, list):
         with stage("history"):
-            memo.settle(memo_key, raw, ir, latest)
+            sent = wire.get("messages")
+            memo.settle(memo_key, raw, ir, latest, sent if isinstance(sent, list) else None)
     return Prepared(body=wire, ir=ir, plan=plan, engine=engine)

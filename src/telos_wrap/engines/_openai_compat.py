@@ -16,11 +16,11 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from telos_wrap.engines.base import Breakpoint, EmitPlan, EngineProfile
+from telos_wrap.engines.base import Breakpoint, EmitPlan, EngineProfile, PrefixTables
 from telos_wrap.engines.openai_usage import OpenAIChatStreamUsage, parse_openai_chat_usage
 from telos_wrap.ir.canon import canonical_bytes, canonical_json, canonicalize_payload, canonicalize_tool_def
 from telos_wrap.ir.hints import TelosHints
@@ -289,14 +289,12 @@ class OpenAICompatEngine:
     #: wandb/weave PR #4563, litellm PR #35290 in peers-patching.md §5).
     stream_options_accepted: ClassVar[bool] = False
 
-    def plan(self, ir: TelosIR, hints: TelosHints) -> EmitPlan:
+    def plan(self, ir: TelosIR, hints: TelosHints, *, reuse: PrefixTables | None = None) -> EmitPlan:
         """The caller's own markers (kept) and, where accepted, the stream-usage request."""
         extras = stream_usage_extras(ir.params) if self.stream_options_accepted else {}
         return EmitPlan(breakpoints=caller_breakpoints(ir), extras=extras)
 
-    def emit(
-        self, ir: TelosIR, plan: EmitPlan, *, reuse: MutableMapping[int, Any] | None = None
-    ) -> dict[str, Any]:
+    def emit(self, ir: TelosIR, plan: EmitPlan, *, reuse: PrefixTables | None = None) -> dict[str, Any]:
         """The chat body (``emit_chat``)."""
         return emit_chat(ir, plan)
 

@@ -20,12 +20,13 @@ BP-T < BP-S < BP-mid(2nd) < BP-R < BP-mid < BP-X.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableMapping
+from bisect import bisect_right
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from telos_wrap.engines.anthropic_usage import AnthropicStreamUsage, parse_anthropic_usage
-from telos_wrap.engines.base import Breakpoint, EmitPlan, EngineProfile
+from telos_wrap.engines.base import Breakpoint, EmitPlan, EngineProfile, PrefixTables
 from telos_wrap.errors import TelosInvariantError
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Band, BlockKind, TelosBlock, TelosIR, TelosMessage, UsageReport
@@ -58,6 +59,8 @@ _CACHEABLE_TYPES = frozenset(
     }
 )
 _TTL_RANK = {"5m": 0, "1h": 1}
+# Consecutive blocks of these kinds in one message are one lookback position (vendor-cache-rules §1).
+_RUN_KINDS = frozenset({BlockKind.TOOL_USE, BlockKind.TOOL_RESULT})
 Segment = Literal["tools", "system", "messages"]
 Location = tuple[Segment, int | None, int]
 _SEGMENT_RANK = {"tools": 0, "system": 1, "messages": 2}
@@ -99,10 +102,15 @@ class AnthropicEngine:
 
     # -- planning -------------------------------------------------------------------------------
 
-    def plan(self, ir: TelosIR, hints: TelosHints) -> EmitPlan:
-        """Decide the breakpoints for ``ir`` (see module docstring)."""
+    def plan(self, ir: TelosIR, hints: TelosHints, *, reuse: PrefixTables | None = None) -> EmitPlan:
+        """Decide the breakpoints for ``ir`` (see module docstring).
+
+        With ``reuse`` (a session's ``PrefixTables``) the settled history's summaries come from
+        earlier turns, so planning costs what is new in the request, not the conversation's length.
+        """
         notes: list[str] = []
-        caller = self._caller_markers(ir)
+        summaries = _summaries(ir, reuse)
+        caller = self._caller_markers(ir, summaries)
         top_level = 1 if ir.params.get("cache_control") else 0
         allowed = MAX_BREAKPOINTS - top_level
         if len(caller) > allowed:
@@ -116,7 +124,7 @@ class AnthropicEngine:
         slots = allowed - len(caller)
         stable_ttl = "1h" if hints.ttl == "1h" else "5m"
         ours: list[Breakpoint] = []
-        for name, location, ttl in self._candidates(ir, stable_ttl):
+        for name, location, ttl in self._candidates(ir, summaries, stable_ttl):
             if slots <= 0:
                 break
             if location is None or location in taken:
@@ -156,36 +164,35 @@ class AnthropicEngine:
             longest_after = max(longest_after, ttl, key=_TTL_RANK.__getitem__)
 
     @staticmethod
-    def _caller_markers(ir: TelosIR) -> list[Breakpoint]:
-        found: list[Breakpoint] = []
-        for index, block in enumerate(ir.tools):
-            if "cache_control" in block.extra:
-                found.append(
-                    Breakpoint("caller", "tools", None, index, _marker_ttl(block.extra["cache_control"]))
-                )
-        for index, block in enumerate(ir.system):
-            if "cache_control" in block.extra:
-                found.append(
-                    Breakpoint("caller", "system", None, index, _marker_ttl(block.extra["cache_control"]))
-                )
-        for m_index, message in enumerate(ir.messages):
-            for index, block in enumerate(message.blocks):
-                if "cache_control" in block.extra:
-                    found.append(
-                        Breakpoint(
-                            "caller", "messages", m_index, index, _marker_ttl(block.extra["cache_control"])
-                        )
-                    )
-        return found
-
-    def _candidates(self, ir: TelosIR, stable_ttl: str) -> list[tuple[str, Location | None, str]]:
-        flat = [
-            (m, b, block) for m, message in enumerate(ir.messages) for b, block in enumerate(message.blocks)
+    def _caller_markers(ir: TelosIR, summaries: list[_Summary]) -> list[Breakpoint]:
+        """The caller's own ``cache_control`` markers, in render order."""
+        found = [
+            Breakpoint("caller", "tools", None, index, _marker_ttl(block.extra["cache_control"]))
+            for index, block in enumerate(ir.tools)
+            if "cache_control" in block.extra
         ]
-        first_drop = next((i for i, (_, _, block) in enumerate(flat) if block.band is Band.DROP), len(flat))
-        x_index = next((i for i in range(first_drop - 1, -1, -1) if _cacheable(flat[i][2], "messages")), None)
-        bp_x: Location | None = None if x_index is None else ("messages", flat[x_index][0], flat[x_index][1])
-        mids = self._mid_anchors(flat, x_index)
+        found.extend(
+            Breakpoint("caller", "system", None, index, _marker_ttl(block.extra["cache_control"]))
+            for index, block in enumerate(ir.system)
+            if "cache_control" in block.extra
+        )
+        in_messages: list[Breakpoint] = []
+        m_index = summaries[-1].marked if summaries else -1
+        while m_index >= 0:  # the chain of marked messages, newest first
+            blocks = ir.messages[m_index].blocks
+            for index in range(len(blocks) - 1, -1, -1):
+                if "cache_control" in blocks[index].extra:
+                    ttl = _marker_ttl(blocks[index].extra["cache_control"])
+                    in_messages.append(Breakpoint("caller", "messages", m_index, index, ttl))
+            m_index = summaries[m_index - 1].marked if m_index > 0 else -1
+        return found + in_messages[::-1]
+
+    def _candidates(
+        self, ir: TelosIR, summaries: list[_Summary], stable_ttl: str
+    ) -> list[tuple[str, Location | None, str]]:
+        x_location = _last_cacheable_before_drop(ir, summaries)
+        bp_x: Location | None = None if x_location is None else ("messages", *x_location)
+        mids = _mid_anchors(ir, summaries, x_location)
         system_pin = [
             i for i, block in enumerate(ir.system) if block.band is Band.PIN and _cacheable(block, "system")
         ]
@@ -203,41 +210,6 @@ class AnthropicEngine:
             ("BP-mid", mids[1] if len(mids) > 1 else None, "5m"),
             ("BP-T", bp_t, stable_ttl),
         ]
-
-    @staticmethod
-    def _mid_anchors(flat: list[tuple[int, int, TelosBlock]], x_index: int | None) -> list[Location]:
-        """The two latest fixed anchors before BP-X, at lookback positions STRIDE-1, 2*STRIDE-1, ...
-
-        Positions count like the API's lookback (a tool_use run or a tool_result run is one), and
-        only depend on the content before them, so an anchor never moves as the conversation grows.
-        """
-        if x_index is None:
-            return []
-        last_of_position: list[int] = []  # flat index of the last block of each lookback position
-        previous_kind: BlockKind | None = None
-        previous_message = -1
-        for i in range(x_index):
-            message, _, block = flat[i]
-            same_run = (
-                message == previous_message
-                and block.kind is previous_kind
-                and block.kind in (BlockKind.TOOL_USE, BlockKind.TOOL_RESULT)
-            )
-            if same_run:
-                last_of_position[-1] = i
-            else:
-                last_of_position.append(i)
-            previous_kind, previous_message = block.kind, message
-        anchors: list[Location] = []
-        position = (len(last_of_position) // MID_ANCHOR_STRIDE) * MID_ANCHOR_STRIDE - 1
-        while position >= 0 and len(anchors) < 2:
-            i = last_of_position[position]
-            while i >= 0 and not _cacheable(flat[i][2], "messages"):
-                i -= 1
-            if i >= 0:
-                anchors.append(("messages", flat[i][0], flat[i][1]))
-            position -= MID_ANCHOR_STRIDE
-        return anchors
 
     @staticmethod
     def _fix_ttl_order(ours: list[Breakpoint], caller: list[Breakpoint]) -> list[Breakpoint]:
@@ -272,13 +244,12 @@ class AnthropicEngine:
 
     # -- emitting -------------------------------------------------------------------------------
 
-    def emit(
-        self, ir: TelosIR, plan: EmitPlan, *, reuse: MutableMapping[int, Any] | None = None
-    ) -> dict[str, Any]:
+    def emit(self, ir: TelosIR, plan: EmitPlan, *, reuse: PrefixTables | None = None) -> dict[str, Any]:
         """Write the Anthropic body for ``ir`` with ``plan``'s markers; keys in canonical order.
 
-        ``reuse`` (index → wire message) lets a session hand back the wire form of settled history
-        messages instead of rebuilding it every turn; entries are read-only and shared across turns.
+        With ``reuse`` (a session's ``PrefixTables``) the wire form of each settled history message
+        is built once and shared by later turns (read-only); only messages carrying a marker this
+        turn, and the new ones, are written afresh.
         """
         markers: dict[Location, Any] = {}
         for bp in plan.breakpoints:
@@ -302,17 +273,28 @@ class AnthropicEngine:
                 body["system"] = system[0]["text"]
             else:
                 body["system"] = system
-        marked = {bp.message for bp in plan.breakpoints if bp.segment == "messages"}
-        messages = []
-        for m_index, message in enumerate(ir.messages):
-            if reuse is not None and m_index < ir.settled and m_index not in marked:
-                # Settled history without a marker: its wire form is the one sent on earlier turns.
-                wire = reuse.get(m_index)
-                if wire is None:
-                    wire = reuse[m_index] = self._emit_message(message, m_index, markers)
+        marked = {bp.message for bp in plan.breakpoints if bp.message is not None}
+        if reuse is None:
+            messages = [
+                self._emit_message(message, m_index, markers) for m_index, message in enumerate(ir.messages)
+            ]
+        else:
+            # The table holds every message's wire form without markers; entries below
+            # ``ir.settled`` were written on earlier turns and are shared, read-only.
+            table = reuse.setdefault(_WIRE_TABLE, [])
+            del table[ir.settled :]
+            for m_index in range(len(table), ir.settled):
+                table.append(self._emit_message(ir.messages[m_index], m_index, {}))
+            messages = table[: ir.settled]
+            for m_index in range(ir.settled, len(ir.messages)):
+                wire = self._emit_message(ir.messages[m_index], m_index, markers)
                 messages.append(wire)
-            else:
-                messages.append(self._emit_message(message, m_index, markers))
+                table.append(
+                    self._emit_message(ir.messages[m_index], m_index, {}) if m_index in marked else wire
+                )
+            for m_index in marked:
+                if m_index < ir.settled:
+                    messages[m_index] = self._emit_message(ir.messages[m_index], m_index, markers)
         body["messages"] = messages
         if plan.extras:
             body.update(plan.extras)
@@ -353,6 +335,116 @@ class AnthropicEngine:
 
     def stream_usage(self) -> AnthropicStreamUsage:
         return AnthropicStreamUsage()
+
+
+_PLAN_TABLE = "anthropic.plan"
+_WIRE_TABLE = "anthropic.wire"
+
+
+class _Summary(NamedTuple):
+    """What planning needs of messages ``0..i`` (a prefix property, so settled entries stay valid).
+
+    Attributes:
+        positions: lookback positions in messages ``0..i`` (a run of tool_use or of tool_result
+            blocks in one message counts as one, like the API's lookback).
+        first_drop: the first message with a DROP block among ``0..i``, or -1.
+        marked: the last message carrying a caller's ``cache_control`` among ``0..i``, or -1.
+    """
+
+    positions: int
+    first_drop: int
+    marked: int
+
+
+def _run_ends(blocks: Sequence[TelosBlock], limit: int) -> list[int]:
+    """Index of the last block of each lookback position among ``blocks[:limit]``."""
+    ends: list[int] = []
+    previous: BlockKind | None = None
+    for index in range(limit):
+        kind = blocks[index].kind
+        if kind is previous and kind in _RUN_KINDS:
+            ends[-1] = index
+        else:
+            ends.append(index)
+        previous = kind
+    return ends
+
+
+def _summaries(ir: TelosIR, reuse: PrefixTables | None) -> list[_Summary]:
+    """One ``_Summary`` per message; settled entries come from ``reuse`` when it has them."""
+    table: list[_Summary] = reuse.setdefault(_PLAN_TABLE, []) if reuse is not None else []
+    del table[ir.settled :]
+    previous = table[-1] if table else _Summary(0, -1, -1)
+    for m_index in range(len(table), len(ir.messages)):
+        blocks = ir.messages[m_index].blocks
+        previous = _Summary(
+            positions=previous.positions + len(_run_ends(blocks, len(blocks))),
+            first_drop=(
+                m_index
+                if previous.first_drop < 0 and any(block.band is Band.DROP for block in blocks)
+                else previous.first_drop
+            ),
+            marked=m_index if any("cache_control" in block.extra for block in blocks) else previous.marked,
+        )
+        table.append(previous)
+    return table
+
+
+def _cacheable_at_or_before(ir: TelosIR, m_index: int, b_index: int) -> tuple[int, int] | None:
+    """The last message block that can carry a marker at or before ``(m_index, b_index)``."""
+    while m_index >= 0:
+        blocks = ir.messages[m_index].blocks
+        for index in range(min(b_index, len(blocks) - 1), -1, -1):
+            if _cacheable(blocks[index], "messages"):
+                return m_index, index
+        m_index -= 1
+        b_index = len(ir.messages[m_index].blocks) - 1 if m_index >= 0 else -1
+    return None
+
+
+def _last_cacheable_before_drop(ir: TelosIR, summaries: list[_Summary]) -> tuple[int, int] | None:
+    """Where BP-X goes: the last cacheable message block before the first DROP block."""
+    if not summaries:
+        return None
+    first_drop = summaries[-1].first_drop
+    if first_drop < 0:
+        return _cacheable_at_or_before(ir, len(ir.messages) - 1, len(ir.messages[-1].blocks) - 1)
+    blocks = ir.messages[first_drop].blocks
+    drop_block = next(index for index, block in enumerate(blocks) if block.band is Band.DROP)
+    return _cacheable_at_or_before(ir, first_drop, drop_block - 1)
+
+
+def _mid_anchors(
+    ir: TelosIR, summaries: list[_Summary], x_location: tuple[int, int] | None
+) -> list[Location]:
+    """The two latest fixed anchors before BP-X, at lookback positions STRIDE-1, 2*STRIDE-1, ...
+
+    Positions count like the API's lookback and only depend on the content before them, so an
+    anchor never moves as the conversation grows.
+    """
+    if x_location is None:
+        return []
+    x_message, x_block = x_location
+
+    def before(m_index: int) -> int:  # positions in the messages before ``m_index``
+        return summaries[m_index - 1].positions if m_index > 0 else 0
+
+    x_run_ends = _run_ends(ir.messages[x_message].blocks, x_block)
+    positions = before(x_message) + len(x_run_ends)  # positions strictly before BP-X's block
+    anchors: list[Location] = []
+    position = (positions // MID_ANCHOR_STRIDE) * MID_ANCHOR_STRIDE - 1
+    while position >= 0 and len(anchors) < 2:
+        if position >= before(x_message):
+            m_index, ends = x_message, x_run_ends
+        else:
+            m_index = bisect_right(summaries, position, hi=x_message, key=lambda entry: entry.positions)
+            blocks = ir.messages[m_index].blocks
+            ends = _run_ends(blocks, len(blocks))
+        found = _cacheable_at_or_before(ir, m_index, ends[position - before(m_index)])
+        if found is not None:
+            anchors.append(("messages", *found))
+        position -= MID_ANCHOR_STRIDE
+    return anchors
 
 
 def _with_marker(payload: Any, marker: Any) -> Any:

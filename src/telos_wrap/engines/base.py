@@ -20,9 +20,18 @@ __all__ = [
     "EmitPlan",
     "EngineAdapter",
     "EngineProfile",
+    "PrefixTables",
     "ProbeResult",
     "StreamUsage",
 ]
+
+
+#: Per-message tables an engine keeps across the turns of one session (a cache, never state):
+#: ``tables[name][i]`` is what the engine derived from message ``i`` (and the messages before it).
+#: Their owner, the session's history memo, keeps entry ``i`` only while message ``i`` is settled
+#: history, so an engine trusts entries below ``ir.settled``, recomputes the rest, and may append
+#: entries for every message of the request (the owner trims them when the turn settles).
+PrefixTables = MutableMapping[str, list[Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,12 +111,12 @@ class EngineAdapter(Protocol):
 
     profile: EngineProfile
 
-    def plan(self, ir: TelosIR, hints: TelosHints) -> EmitPlan: ...
+    def plan(self, ir: TelosIR, hints: TelosHints, *, reuse: PrefixTables | None = None) -> EmitPlan:
+        """Decide cache anchors and vendor fields. ``reuse``: the session's ``PrefixTables``."""
+        ...
 
-    def emit(
-        self, ir: TelosIR, plan: EmitPlan, *, reuse: MutableMapping[int, Any] | None = None
-    ) -> dict[str, Any]:
-        """The wire body. ``reuse`` may cache wire messages of settled history (index → message)."""
+    def emit(self, ir: TelosIR, plan: EmitPlan, *, reuse: PrefixTables | None = None) -> dict[str, Any]:
+        """The wire body. ``reuse``: the session's ``PrefixTables`` (e.g. wire forms of settled messages)."""
         ...
 
     def parse_usage(

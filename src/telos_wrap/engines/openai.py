@@ -42,7 +42,7 @@ from telos_wrap.engines._openai_compat import (
     markable,
     stream_usage_extras,
 )
-from telos_wrap.engines.base import Breakpoint, EmitPlan, EngineProfile
+from telos_wrap.engines.base import Breakpoint, EmitPlan, EngineProfile, PrefixTables
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Band, TelosIR
 
@@ -103,7 +103,7 @@ class OpenAIEngine(OpenAICompatEngine):
     )
     stream_options_accepted = True
 
-    def plan(self, ir: TelosIR, hints: TelosHints) -> EmitPlan:
+    def plan(self, ir: TelosIR, hints: TelosHints, *, reuse: PrefixTables | None = None) -> EmitPlan:
         """Key, options and breakpoints for ``ir`` (see module docstring)."""
         params = ir.params
         extras = stream_usage_extras(params)

@@ -42,7 +42,7 @@ from telos_wrap.engines._openai_compat import (
     stable_prefix_end,
     stream_usage_extras,
 )
-from telos_wrap.engines.base import EmitPlan, EngineProfile, ProbeResult
+from telos_wrap.engines.base import EmitPlan, EngineProfile, PrefixTables, ProbeResult
 from telos_wrap.engines.bidirectional import entry_digest, probe_body, read_probe_usage
 from telos_wrap.engines.vllm import derive_isolation_key
 from telos_wrap.ir.hints import TelosHints
@@ -66,7 +66,7 @@ class SGLangEngine(OpenAICompatEngine):
     stream_options_accepted = True
     server_flag = "--enable-cache-report"
 
-    def plan(self, ir: TelosIR, hints: TelosHints) -> EmitPlan:
+    def plan(self, ir: TelosIR, hints: TelosHints, *, reuse: PrefixTables | None = None) -> EmitPlan:
         """``stream_options``, isolation keys, ``cache_control`` and ``tier_hint`` for ``ir``."""
         params = ir.params
         extras = stream_usage_extras(params)

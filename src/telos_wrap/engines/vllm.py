@@ -40,7 +40,7 @@ from telos_wrap.engines._openai_compat import (
     stream_usage_extras,
     wire_pointer,
 )
-from telos_wrap.engines.base import EmitPlan, EngineProfile, ProbeResult
+from telos_wrap.engines.base import EmitPlan, EngineProfile, PrefixTables, ProbeResult
 from telos_wrap.engines.bidirectional import entry_digest, probe_body, read_probe_usage
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Band, TelosIR
@@ -87,7 +87,7 @@ class VLLMEngine(OpenAICompatEngine):
     #: The server flag without which usage has no cache counts.
     server_flag = "--enable-prompt-tokens-details"
 
-    def plan(self, ir: TelosIR, hints: TelosHints) -> EmitPlan:
+    def plan(self, ir: TelosIR, hints: TelosHints, *, reuse: PrefixTables | None = None) -> EmitPlan:
         """``stream_options``, ``cache_salt`` (isolation) and ``cache_policy`` for ``ir``."""
         params = ir.params
         extras = stream_usage_extras(params)
