@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from telos_wrap.errors import StoreConflictError
+from telos_wrap.ir.canon import canonical_json
 from telos_wrap.pipeline import PrepareOptions
 from telos_wrap.sessions import MemoryStore, Session, SessionState
+from telos_wrap.sessions.state import ints, pack_ints, unpack_ints
 from telos_wrap.sessions.turn import run_turn
 
 
@@ -48,6 +51,43 @@ def test_state_of_a_1000_turn_session_is_small_json_without_the_conversation() -
     assert "please look at file" not in text and "y" * 50 not in text  # hashes, not copies
     assert SessionState.loads(text) == state
     assert json.loads(text)["requests"] == 2
+    assert text == canonical_json(state.to_json()), "the fast writer emits the canonical text"
+
+
+def test_states_of_every_shape_are_written_canonically_and_read_back() -> None:
+    body = _long_conversation(3)
+    options = PrepareOptions(engine="anthropic", session_id="shapes")
+    empty = SessionState(session_id="shapes")
+    turned = run_turn(empty, "anthropic", body, options, pins={}, now=1.0).state
+    for state in (empty, turned, replace(turned, last=None), replace(turned, app=None, pins={"a": "b"})):
+        text = state.dumps()
+        assert text == canonical_json(state.to_json())
+        assert SessionState.loads(text) == state
+        assert SessionState.loads(text).dumps() == text
+
+
+def test_integer_arrays_are_packed_and_schema_1_lists_still_read() -> None:
+    values = ints((0, 1, 7, 2**16, 2**32 - 1))
+    assert unpack_ints(pack_ints(values)) == values
+    body = _long_conversation(2)
+    state = run_turn(
+        SessionState(session_id="old"),
+        "anthropic",
+        body,
+        PrepareOptions(engine="anthropic"),
+        pins={},
+        now=1.0,
+    ).state
+    assert state.last is not None
+    data = state.to_json()
+    assert isinstance(data["last"]["sizes"], str)
+    data["schema"] = 1
+    data["last"]["sizes"] = list(state.last.sizes)
+    data["last"]["msg_blocks"] = list(state.last.msg_blocks)
+    assert SessionState.from_json(data) == state
+    data["schema"] = 99
+    with pytest.raises(ValueError, match="upgrade telos_wrap, or start a new session id"):
+        SessionState.from_json(data)
 
 
 def test_memory_store_compare_and_set_and_lru() -> None:

@@ -7,15 +7,16 @@ renders (``tools → system → messages``), and whose payloads never carry cach
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from array import array
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 from telos_wrap.engines.base import Breakpoint
 from telos_wrap.history import HistoryMemo
 from telos_wrap.ir.canon import canonical_bytes
 from telos_wrap.ir.model import Band, BlockKind, TelosIR, TelosMessage
 from telos_wrap.pipeline import Prepared
-from telos_wrap.sessions.state import PromptPrint, short_hash
+from telos_wrap.sessions.state import PromptPrint, ints, short_hash
 
 __all__ = ["CACHE_PARAMS", "TTL_SECONDS", "message_hash", "message_kind", "prompt_print"]
 
@@ -54,41 +55,84 @@ def _position(header: Any, payload: Any) -> tuple[str, int]:
     return short_hash(data), len(data)
 
 
-def _message_positions(message: TelosMessage) -> tuple[tuple[str, int, Band], ...]:
-    header = [message.role, dict(message.extra), message.content_form in ("absent", "null")]
-    if not message.blocks:
-        return ((*_position(header, None), Band.FOLD),)
-    return tuple((*_position(header, block.payload), block.band) for block in message.blocks)
+class _Positions(NamedTuple):
+    """Messages ``0..count-1`` as the cache sees them, folded (a memo aggregate, see ``prompt_print``).
+
+    Attributes:
+        hashes: every position's hash, concatenated.
+        sizes: every position's canonical byte size.
+        msg_blocks: positions per message.
+        first_drop: ``(message, block)`` of the first DROP block, or ``None``.
+    """
+
+    hashes: str
+    sizes: array[int]
+    msg_blocks: array[int]
+    first_drop: tuple[int, int] | None
+
+
+_NO_POSITIONS = _Positions("", ints(), ints(), None)
+
+
+class _NewMessages:
+    """The positions of messages ``start, start+1, ...`` appended to ``done``; folded on demand."""
+
+    def __init__(self, done: _Positions, messages: Sequence[TelosMessage], start: int) -> None:
+        self.done = done
+        self.hashes: list[str] = []
+        self.sizes: list[int] = []
+        self.msg_blocks: list[int] = []
+        self.first_drop: list[tuple[int, int] | None] = []
+        first_drop = done.first_drop
+        for offset, message in enumerate(messages):
+            header = [message.role, dict(message.extra), message.content_form in ("absent", "null")]
+            for b_index, block in enumerate(message.blocks):
+                digest, size = _position(header, block.payload)
+                self.hashes.append(digest)
+                self.sizes.append(size)
+                if first_drop is None and block.band is Band.DROP:
+                    first_drop = (start + offset, b_index)
+            if not message.blocks:
+                digest, size = _position(header, None)
+                self.hashes.append(digest)
+                self.sizes.append(size)
+            self.msg_blocks.append(max(len(message.blocks), 1))
+            self.first_drop.append(first_drop)
+
+    def fold(self, messages: int) -> _Positions:
+        """``done`` extended by the first ``messages`` new messages."""
+        if messages == 0:
+            return self.done
+        positions = sum(self.msg_blocks[:messages])
+        return _Positions(
+            self.done.hashes + "".join(self.hashes[:positions]),
+            self.done.sizes + ints(self.sizes[:positions]),
+            self.done.msg_blocks + ints(self.msg_blocks[:messages]),
+            self.first_drop[messages - 1],
+        )
 
 
 def prompt_print(prepared: Prepared, engine: str, now: float, memo: HistoryMemo | None = None) -> PromptPrint:
-    """The ``PromptPrint`` of a prepared request (settled history's positions come from ``memo``)."""
+    """The ``PromptPrint`` of a prepared request.
+
+    With the session's ``memo``, the settled history's part comes from an aggregate the previous
+    turn stored (a joined string and two integer tuples), so a turn hashes only its new messages and
+    never walks the settled ones.
+    """
     ir: TelosIR = prepared.ir
-    hashes: list[str] = []
-    sizes: list[int] = []
-    bands: list[Band] = []
-
-    def add(header: Any, payload: Any, band: Band) -> None:
-        digest, size = _position(header, payload)
-        hashes.append(digest)
-        sizes.append(size)
-        bands.append(band)
-
-    for tool in ir.tools:
-        add("tool", tool.payload, tool.band)
-    for block in ir.system:
-        add("system", block.payload, block.band)
-    known = memo.recall("positions", ir.settled) if memo is not None else []
-    per_message = known + [_message_positions(message) for message in ir.messages[len(known) :]]
+    head = [_position("tool", tool.payload) for tool in ir.tools]
+    head += [_position("system", block.payload) for block in ir.system]
+    head_bands = [tool.band for tool in ir.tools] + [block.band for block in ir.system]
+    cached = memo.aggregate("positions", ir.settled) if memo is not None else None
+    start, done = cached if cached is not None else (0, _NO_POSITIONS)
+    new = _NewMessages(done, ir.messages[start:], start)
+    whole = new.fold(len(ir.messages) - start)
     if memo is not None:
-        memo.remember("positions", per_message)
-    msg_blocks: list[int] = []
-    for positions in per_message:
-        for digest, size, band in positions:
-            hashes.append(digest)
-            sizes.append(size)
-            bands.append(band)
-        msg_blocks.append(len(positions))
+        count = memo.shared_prefix(ir.messages, ir.settled)
+        if count > start:
+            memo.keep_aggregate("positions", count, new.fold(count - start))
+    msg_blocks = whole.msg_blocks
+    n_head = len(head)
 
     def flat(bp: Breakpoint) -> int:
         if bp.segment == "tools":
@@ -96,16 +140,20 @@ def prompt_print(prepared: Prepared, engine: str, now: float, memo: HistoryMemo 
         if bp.segment == "system":
             return len(ir.tools) + bp.block
         assert bp.message is not None
-        return len(ir.tools) + len(ir.system) + sum(msg_blocks[: bp.message]) + bp.block
+        return n_head + sum(msg_blocks[: bp.message]) + bp.block
 
     breakpoints = tuple(
         sorted((flat(bp), TTL_SECONDS.get(bp.ttl or "5m", 300)) for bp in prepared.plan.breakpoints)
     )
     if breakpoints:
         cached_upto = breakpoints[-1][0]
+    elif Band.DROP in head_bands:
+        cached_upto = head_bands.index(Band.DROP) - 1
+    elif whole.first_drop is not None:
+        m_index, block = whole.first_drop
+        cached_upto = n_head + sum(msg_blocks[:m_index]) + block - 1
     else:
-        first_drop = next((i for i, band in enumerate(bands) if band is Band.DROP), len(bands))
-        cached_upto = first_drop - 1
+        cached_upto = n_head + sum(msg_blocks) - 1
     params = {key: ir.params.get(key) for key in CACHE_PARAMS}
     return PromptPrint(
         engine=engine,
@@ -113,9 +161,9 @@ def prompt_print(prepared: Prepared, engine: str, now: float, memo: HistoryMemo 
         params=short_hash(canonical_bytes(params)),
         n_tools=len(ir.tools),
         n_system=len(ir.system),
-        msg_blocks=tuple(msg_blocks),
-        hashes="".join(hashes),
-        sizes=tuple(sizes),
+        msg_blocks=msg_blocks,
+        hashes="".join(digest for digest, _ in head) + whole.hashes,
+        sizes=ints(size for _, size in head) + whole.sizes,
         cached_upto=cached_upto,
         breakpoints=breakpoints,
         at=now,

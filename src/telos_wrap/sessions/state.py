@@ -8,20 +8,29 @@ usage counters. A 1,000-turn session stays well under 1 MB (see ``docs/sessions.
 
 Shape (JSON)::
 
-    {"schema": 1, "id": "chat-42", "requests": 12, "refreshes": 0, "refreshes_since_request": 0,
+    {"schema": 2, "id": "chat-42", "requests": 12, "refreshes": 0, "refreshes_since_request": 0,
      "unreported": 0, "breaks": 1, "by_engine": {"anthropic": 12},
      "usage": {"anthropic": {"responses": 12, "raw": .., "read": .., "write": .., "write_1h": ..,
                              "output": ..}},
      "last": {PromptPrint}, "app": {AppPrint}, "last_response": ["msg_…", 11],
      "pins": {"slug": "blob key"}, "slug_folds": [..], "range_folds": [..], "volatile": [..],
      "recent_breaks": [..]}
+
+Integer arrays of a print (``sizes``, ``msg_blocks``) are stored packed: base64 of little-endian
+uint32 values. At 1,000 turns they are thousands of numbers, and the C JSON encoder spends ~85 ns
+on each (measured), while packing costs a few microseconds in all; schema 1 (plain lists) is still
+read. A print's JSON text is encoded once and reused, so the second write of a request (its usage)
+does not encode the conversation's positions again.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
-from collections.abc import Mapping
+import sys
+from array import array
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -35,10 +44,13 @@ __all__ = [
     "EngineUsage",
     "PromptPrint",
     "SessionState",
+    "hash_list",
     "short_hash",
 ]
 
-SCHEMA = 1
+SCHEMA = 2
+#: Schemas ``SessionState.loads`` reads (1 stored integer arrays as plain JSON lists).
+READABLE_SCHEMAS = (1, 2)
 #: Hex characters per position hash (48 bits: collisions are irrelevant at a session's scale).
 HASH_LEN = 12
 #: How many cache breaks the state keeps verbatim (all of them are counted).
@@ -52,7 +64,33 @@ def short_hash(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=HASH_LEN // 2).hexdigest()
 
 
-def _hash_list(joined: str) -> list[str]:
+def ints(values: Iterable[int] = ()) -> array[int]:
+    """A print's integer array: contiguous uint32 (``array("I")``), so a 1,000-turn print is copied
+    with one memcpy instead of touching a thousand int objects."""
+    return array("I", values)
+
+
+def pack_ints(values: array[int]) -> str:
+    """A uint32 array as base64 of little-endian uint32 (see module docstring)."""
+    if sys.byteorder == "big":  # pragma: no cover - no big-endian CI
+        values = array("I", values)
+        values.byteswap()
+    return base64.b64encode(values.tobytes()).decode("ascii")
+
+
+def unpack_ints(data: Any) -> array[int]:
+    """The uint32 array of ``pack_ints`` text, or of a plain JSON list (schema 1)."""
+    if isinstance(data, list):
+        return ints(int(n) for n in data)
+    values = ints()
+    values.frombytes(base64.b64decode(str(data), validate=True))
+    if sys.byteorder == "big":  # pragma: no cover - no big-endian CI
+        values.byteswap()
+    return values
+
+
+def hash_list(joined: str) -> list[str]:
+    """The ``HASH_LEN``-character hashes of a concatenation."""
     return [joined[i : i + HASH_LEN] for i in range(0, len(joined), HASH_LEN)]
 
 
@@ -68,9 +106,9 @@ class PromptPrint:
         params: hash of the request parameters that invalidate the messages cache
             (``tool_choice``, ``thinking``, ``speed``).
         n_tools / n_system: positions in the tools and system segments.
-        msg_blocks: positions per message.
+        msg_blocks: positions per message (a uint32 array, never changed in place).
         hashes: the positions' hashes, concatenated (``HASH_LEN`` characters each).
-        sizes: the positions' sizes in canonical bytes.
+        sizes: the positions' sizes in canonical bytes (a uint32 array, never changed in place).
         cached_upto: the last position covered by what this request cached (its last breakpoint, or
             for automatic-caching engines the last position before the DROP tail); -1 when none.
         breakpoints: ``(position, ttl seconds)`` of each cache anchor.
@@ -82,12 +120,13 @@ class PromptPrint:
     params: str
     n_tools: int
     n_system: int
-    msg_blocks: tuple[int, ...]
+    msg_blocks: array[int]
     hashes: str
-    sizes: tuple[int, ...]
+    sizes: array[int]
     cached_upto: int
     breakpoints: tuple[tuple[int, int], ...]
     at: float
+    _text: str | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def positions(self) -> int:
@@ -131,9 +170,9 @@ class PromptPrint:
             "params": self.params,
             "n_tools": self.n_tools,
             "n_system": self.n_system,
-            "msg_blocks": list(self.msg_blocks),
+            "msg_blocks": pack_ints(self.msg_blocks),
             "hashes": self.hashes,
-            "sizes": list(self.sizes),
+            "sizes": pack_ints(self.sizes),
             "cached_upto": self.cached_upto,
             "breakpoints": [list(bp) for bp in self.breakpoints],
             "at": self.at,
@@ -147,13 +186,17 @@ class PromptPrint:
             params=str(data["params"]),
             n_tools=int(data["n_tools"]),
             n_system=int(data["n_system"]),
-            msg_blocks=tuple(int(n) for n in data["msg_blocks"]),
+            msg_blocks=unpack_ints(data["msg_blocks"]),
             hashes=str(data["hashes"]),
-            sizes=tuple(int(n) for n in data["sizes"]),
+            sizes=unpack_ints(data["sizes"]),
             cached_upto=int(data["cached_upto"]),
             breakpoints=tuple((int(p), int(t)) for p, t in data["breakpoints"]),
             at=float(data["at"]),
         )
+
+    def json_text(self) -> str:
+        """``canonical_json(self.to_json())``, encoded once per print."""
+        return _cached_text(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,9 +216,10 @@ class AppPrint:
     kinds: str
     system_lines: tuple[str, ...]
     slugs: tuple[str, ...] = ()
+    _text: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def message_hashes(self) -> list[str]:
-        return _hash_list(self.messages)
+        return hash_list(self.messages)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -193,6 +237,18 @@ class AppPrint:
             system_lines=tuple(str(s) for s in data["system_lines"]),
             slugs=tuple(str(s) for s in data.get("slugs", ())),
         )
+
+    def json_text(self) -> str:
+        """``canonical_json(self.to_json())``, encoded once per print."""
+        return _cached_text(self)
+
+
+def _cached_text(print_: PromptPrint | AppPrint) -> str:
+    text = print_._text
+    if text is None:
+        text = canonical_json(print_.to_json())
+        object.__setattr__(print_, "_text", text)  # a cache on a frozen value, same for every reader
+    return text
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,6 +327,12 @@ class SessionState:
         )
 
     def to_json(self) -> dict[str, Any]:
+        data = self._json_without_prints()
+        data["last"] = None if self.last is None else self.last.to_json()
+        data["app"] = None if self.app is None else self.app.to_json()
+        return data
+
+    def _json_without_prints(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA,
             "id": self.session_id,
@@ -281,8 +343,6 @@ class SessionState:
             "breaks": self.breaks,
             "by_engine": dict(self.by_engine),
             "usage": {engine: usage.to_json() for engine, usage in self.usage.items()},
-            "last": None if self.last is None else self.last.to_json(),
-            "app": None if self.app is None else self.app.to_json(),
             "last_response": [self.last_response_id, self.last_response_index],
             "pins": dict(self.pins),
             "slug_folds": [fold.to_json() for fold in self.slug_folds],
@@ -292,13 +352,32 @@ class SessionState:
         }
 
     def dumps(self) -> str:
-        """The canonical JSON text stored for this state."""
-        return canonical_json(self.to_json())
+        """The canonical JSON text stored for this state (``canonical_json(self.to_json())``).
+
+        Written as three encoded parts and the two prints' cached texts, in sorted key order:
+        ``{"app": .., <breaks .. id>, "last": .., <last_response .. volatile>}``.
+        """
+        data = self._json_without_prints()
+        before = {key: data.pop(key) for key in ("breaks", "by_engine", "id")}
+        return (
+            '{"app":'
+            + ("null" if self.app is None else self.app.json_text())
+            + ","
+            + canonical_json(before)[1:-1]
+            + ',"last":'
+            + ("null" if self.last is None else self.last.json_text())
+            + ","
+            + canonical_json(data)[1:-1]
+            + "}"
+        )
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> SessionState:
-        if data.get("schema") != SCHEMA:
-            raise ValueError(f"unsupported session state schema {data.get('schema')!r} (expected {SCHEMA})")
+        if data.get("schema") not in READABLE_SCHEMAS:
+            raise ValueError(
+                f"unsupported session state schema {data.get('schema')!r} (this telos_wrap reads "
+                f"{', '.join(map(str, READABLE_SCHEMAS))}): upgrade telos_wrap, or start a new session id"
+            )
         last_response = data.get("last_response") or [None, -1]
         return cls(
             session_id=str(data["id"]),

@@ -22,7 +22,7 @@ from telos_wrap.sessions.breaks import detect_break
 from telos_wrap.sessions.folds import apply_pins_and_slug_folds, apply_range_folds
 from telos_wrap.sessions.prints import message_hash, message_kind, prompt_print
 from telos_wrap.sessions.records import CacheBreak, VolatileSpan
-from telos_wrap.sessions.state import AppPrint, SessionState
+from telos_wrap.sessions.state import HASH_LEN, AppPrint, SessionState, hash_list
 from telos_wrap.sessions.volatility import (
     MAX_LEARNED,
     learn_volatile_span,
@@ -54,13 +54,21 @@ class StateHooks(SessionHooks):
         self.volatile = volatile
         self.learned_now = learned_now
         self.system_matches = system_matches
-        self.message_hashes: list[str] = []
+        #: One hash per message as the application sent it (``AppPrint.messages``), and its kinds.
+        self.app_hashes = ""
         self.kinds = ""
         self.slugs: tuple[str, ...] = ()
 
     def history_memo(self) -> HistoryMemo | None:
         # Range folds rewrite message positions after the lift: no reuse by position then.
         return None if self.state.range_folds else self.memo
+
+    def after_settle(self, ir: TelosIR) -> None:
+        """Keep the application's hashes of the messages the memo settled, for the next turn."""
+        memo = self.history_memo()
+        if memo is not None:
+            count = memo.shared_prefix(ir.messages, ir.settled)
+            memo.keep_aggregate("app", count, (self.app_hashes[: count * HASH_LEN], self.kinds[:count]))
 
     def patterns(self, base: SplitPatterns) -> SplitPatterns:
         if not self.volatile:
@@ -69,18 +77,13 @@ class StateHooks(SessionHooks):
 
     def before_bridge(self, ir: TelosIR) -> TelosIR:
         memo = self.history_memo()
-        known = memo.recall("message_hash", ir.settled) if memo is not None else []
-        kinds = memo.recall("message_kind", len(known)) if memo is not None and known else []
-        if len(kinds) != len(known):
-            known, kinds = [], []
-        new_messages = ir.messages[len(known) :]
-        self.message_hashes = known + [message_hash(message) for message in new_messages]
-        kind_list = kinds + [message_kind(message) for message in new_messages]
-        self.kinds = "".join(kind_list)
-        if memo is not None:
-            memo.remember("message_hash", list(self.message_hashes))
-            memo.remember("message_kind", kind_list)
-        ir, range_records = apply_range_folds(ir, self.state.range_folds, self.message_hashes)
+        cached = memo.aggregate("app", ir.settled) if memo is not None else None
+        start, (hashes, kinds) = cached if cached is not None else (0, ("", ""))
+        new_messages = ir.messages[start:]
+        self.app_hashes = hashes + "".join(message_hash(message) for message in new_messages)
+        self.kinds = kinds + "".join(message_kind(message) for message in new_messages)
+        folds = self.state.range_folds
+        ir, range_records = apply_range_folds(ir, folds, hash_list(self.app_hashes) if folds else [])
         ir, pool_records = apply_pins_and_slug_folds(ir, self.pins, self.state.slug_folds)
         self.slugs = tuple(ir.ref_pool)
         records = [*range_records, *pool_records]
@@ -163,6 +166,7 @@ def run_turn(
     prepared = prepare(api, body, options, hooks)
     if not commit:
         return TurnResult(index, prepared, state, None, None)
+    hooks.after_settle(prepared.ir)
     current = prompt_print(prepared, options.engine, now, memo=hooks.history_memo())
     cache_break = detect_break(state.last, current, index)
     if cache_break is not None and learned is not None and cache_break.reason == "system_changed":
@@ -173,7 +177,7 @@ def run_turn(
             "volatile, so later requests keep the system cache",
         )
     app = AppPrint(
-        messages="".join(hooks.message_hashes),
+        messages=hooks.app_hashes,
         kinds=hooks.kinds,
         system_lines=system_line_prints(api, body, _all_drop(options, volatile)),
         slugs=hooks.slugs,
