@@ -35,11 +35,10 @@ def relocate_drop(ir: TelosIR, *, keep_past_drop: bool = False) -> TelosIR:
     """Apply the DROP policy described in the module docstring."""
     latest = latest_turn_index(ir.messages)
     records = list(ir.records)
-    messages: list[TelosMessage] = []
-    for index, message in enumerate(ir.messages):
-        if index < ir.settled:  # settled history from an earlier turn: final as it is
-            messages.append(message)
-            continue
+    # Settled history from an earlier turn is final as it is.
+    messages: list[TelosMessage] = list(ir.messages[: ir.settled])
+    for index in range(ir.settled, len(ir.messages)):
+        message = ir.messages[index]
         blocks = enforce_band_order(message.blocks)
         changed = blocks is not message.blocks and blocks != message.blocks
         if changed:

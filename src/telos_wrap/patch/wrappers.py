@@ -15,6 +15,7 @@ could swallow or alter its errors.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from itertools import repeat
 from typing import Any
 
 from telos_wrap.bridge import BridgeOptions
@@ -74,11 +75,21 @@ def _plain_body(options: Any) -> dict[str, Any] | None:
             else:
                 body[key] = value
     messages = body.get("messages")
-    if not isinstance(messages, list) or not all(
-        isinstance(m, Mapping) and isinstance(m.get("role"), str) for m in messages
-    ):
+    if not isinstance(messages, list) or not _all_messages(messages):
         return None  # malformed: let the SDK / API produce its own error
     return body
+
+
+_ROLE_KEYS = repeat("role")  # an endless "role", "role", ... for map(dict.get, ...)
+
+
+def _all_messages(messages: list[Any]) -> bool:
+    """Whether every item is a mapping with a string ``role``."""
+    # The common case (plain dicts, str roles) in C-level passes: this runs on every call over the
+    # whole conversation, and a Python-level loop costs ~0.1 ms at 1,000 messages.
+    if set(map(type, messages)) <= {dict} and set(map(type, map(dict.get, messages, _ROLE_KEYS))) <= {str}:
+        return True
+    return all(isinstance(m, Mapping) and isinstance(m.get("role"), str) for m in messages)
 
 
 def _materialize(options: Any) -> Any:
