@@ -198,25 +198,31 @@ def ab(call: Call, rounds: int, batch: int = 4) -> tuple[float, float]:
 
 
 def per_turn_growth(base: dict[str, Any], turns: int, rounds: int) -> dict[int, float]:
-    """Added ms per turn of a ``turns``-turn session replayed turn by turn (median over rounds)."""
+    """Added ms per turn of a ``turns``-turn session replayed turn by turn.
+
+    Each turn is sent twice back to back, unpatched and patched (alternating which goes first), so
+    both calls see the same process state; the figure at turn ``t`` is the median of the paired
+    differences over turns ``t-4 .. t+4`` and ``rounds`` fresh sessions.
+    """
     requests = [conversation(base, 2 * t + 1, "anthropic") for t in range(turns)]
     client = anthropic.Anthropic(
         api_key="bench", http_client=httpx2.Client(transport=httpx2.MockTransport(answer))
     )
-    samples: dict[bool, list[list[float]]] = {False: [], True: []}
+    checkpoints = (20, 100, turns)
+    pairs: dict[int, list[float]] = {turn: [] for turn in checkpoints}
     for round_number in range(rounds):
-        for side in (False, True):
-            telos_wrap.patch() if side else telos_wrap.unpatch()
-            with telos_wrap.session(f"growth-{round_number}-{side}"):
-                samples[side].append([timed(lambda kw=kw: client.messages.create(**kw)) for kw in requests])
+        with telos_wrap.session(f"growth-{time.monotonic_ns()}-{round_number}"):
+            for index, kwargs in enumerate(requests):
+                seconds = {}
+                for side in (False, True) if index % 2 else (True, False):
+                    telos_wrap.patch() if side else telos_wrap.unpatch()
+                    seconds[side] = timed(lambda kw=kwargs: client.messages.create(**kw))
+                turn = index + 1
+                for checkpoint in checkpoints:
+                    if abs(turn - checkpoint) <= 4:
+                        pairs[checkpoint].append(seconds[True] - seconds[False])
     telos_wrap.unpatch()
-    added: dict[int, float] = {}
-    for turn in (20, 100, turns):
-        window = range(max(0, turn - 3), min(turns, turn + 2))
-        plain = statistics.median(s[i] for s in samples[False] for i in window)
-        patched = statistics.median(s[i] for s in samples[True] for i in window)
-        added[turn] = (patched - plain) * 1000
-    return added
+    return {turn: statistics.median(diffs) * 1000 for turn, diffs in pairs.items()}
 
 
 def state_size(base: dict[str, Any], turns: int) -> tuple[int, float]:
@@ -261,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
     turns = 200 if args.quick else 500
-    growth = per_turn_growth(anthropic_base, turns, max(2, rounds // 5))
+    growth = per_turn_growth(anthropic_base, turns, max(3, rounds // 3))
     print("\nadded time per turn, one session replayed turn by turn (anthropic sync):")
     for turn, added in growth.items():
         print(f"  turn {turn:4}: {added:+.2f} ms")
