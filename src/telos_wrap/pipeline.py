@@ -21,7 +21,7 @@ from telos_wrap.history import HistoryMemo, raw_latest_turn
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Api, TelosIR, TelosMessage
 from telos_wrap.ir.order import TURN_ROLES
-from telos_wrap.lift import lift_request
+from telos_wrap.lift import conversation, lift_request
 from telos_wrap.lift.user_split import DEFAULT_PATTERNS, SplitPatterns
 
 __all__ = ["PrepareOptions", "Prepared", "SessionHooks", "prepare", "stage"]
@@ -105,12 +105,13 @@ def prepare(
         engine = get_engine(options.engine)
     with stage("lift"):
         patterns = hooks.patterns(DEFAULT_PATTERNS)
-        memo = hooks.history_memo() if api == "anthropic" else None
-        raw = body.get("messages")
+        memo = hooks.history_memo()
+        lifted = conversation(api, body) if memo is not None else None
         settled: tuple[TelosMessage, ...] = ()
-        if memo is not None and isinstance(raw, list):
+        if memo is not None and lifted is not None:
+            offset, raw = lifted
             latest = raw_latest_turn(raw, TURN_ROLES)
-            memo_key = (api, options.engine, patterns, options.hints.drop_patterns, options.bridge)
+            memo_key = (api, offset, options.engine, patterns, options.hints.drop_patterns, options.bridge)
             settled = memo.reusable(memo_key, raw, latest)
         else:
             memo = None
@@ -135,8 +136,10 @@ def prepare(
             plan = replace(plan, extras={})
     with stage("emit"):
         wire = engine.emit(ir, plan, reuse=tables)
-    if memo is not None and isinstance(raw, list):
+    if memo is not None and lifted is not None:
         with stage("history"):
+            # The conversation's wire messages come last (OpenAI puts system groups first).
             sent = wire.get("messages")
-            memo.settle(memo_key, raw, ir, latest, sent if isinstance(sent, list) else None)
+            tail = sent[len(sent) - len(raw) :] if isinstance(sent, list) and len(sent) >= len(raw) else None
+            memo.settle(memo_key, raw, ir, latest, tail)
     return Prepared(body=wire, ir=ir, plan=plan, engine=engine)

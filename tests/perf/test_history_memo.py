@@ -9,6 +9,9 @@ from typing import Any
 import pytest
 
 from telos_wrap.history import HistoryMemo
+from telos_wrap.ir.canon import canonical_json
+from telos_wrap.ir.model import Api
+from telos_wrap.lift import conversation as lifted_conversation
 from telos_wrap.pipeline import PrepareOptions, SessionHooks, prepare
 from telos_wrap.traces import group_sessions, jitter, load_trace
 
@@ -35,26 +38,42 @@ def session_requests(name: str, min_turns: int) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize(
-    "source", ["mini-swe-agent.as-anthropic.jsonl.xz", "tau-bench.as-anthropic.jsonl.xz"]
+    ("source", "api", "engine"),
+    [
+        ("mini-swe-agent.as-anthropic.jsonl.xz", "anthropic", "anthropic"),
+        ("tau-bench.as-anthropic.jsonl.xz", "anthropic", "anthropic"),
+        ("mini-swe-agent.jsonl.xz", "openai_chat", "openai"),
+        ("tau-bench.jsonl.xz", "openai_chat", "openai"),
+        ("swe-agent.jsonl.xz", "openai_chat", "vllm"),
+    ],
 )
-def test_memo_sends_the_same_bytes_as_a_stateless_call(source: str) -> None:
+def test_memo_sends_the_same_bytes_as_a_stateless_call(source: str, api: Api, engine: str) -> None:
     hooks = MemoHooks()
+    options = PrepareOptions(engine=engine)
     requests = session_requests(source, 20)
     previous_latest = 0
     for turn, kwargs in enumerate(requests):
-        body = jitter("anthropic", kwargs, turn, seed=3) if turn % 2 else kwargs
-        with_memo = prepare("anthropic", body, OPTIONS, hooks)
-        stateless = prepare("anthropic", body, OPTIONS)
+        body = jitter(api, kwargs, turn, seed=3) if turn % 2 else kwargs
+        with_memo = prepare(api, body, options, hooks)
+        stateless = prepare(api, body, options)
         assert with_memo.body == stateless.body
+        assert canonical_json(with_memo.body) == canonical_json(stateless.body)
         # Append-only history: everything before the previous request's latest turn is reused.
         assert with_memo.ir.settled == previous_latest
-        previous_latest = len(body["messages"]) - 1 - trailing_assistant(body)
+        _, wire_messages = conversation_of(api, body)
+        previous_latest = len(wire_messages) - 1 - trailing_assistant(wire_messages)
     assert len(hooks.memo) > 10
 
 
-def trailing_assistant(body: dict[str, Any]) -> int:
+def conversation_of(api: Api, body: dict[str, Any]) -> tuple[int, list[Any]]:
+    lifted = lifted_conversation(api, body)
+    assert lifted is not None
+    return lifted
+
+
+def trailing_assistant(messages: list[dict[str, Any]]) -> int:
     """Messages after the latest user/tool message (an assistant prefill)."""
-    roles = [message["role"] for message in body["messages"]]
+    roles = [message["role"] for message in messages]
     return len(roles) - 1 - max(i for i, role in enumerate(roles) if role in ("user", "tool"))
 
 
@@ -117,3 +136,25 @@ def test_other_drop_patterns_empty_the_memo() -> None:
     result = prepare("anthropic", body(messages), other, hooks)
     assert result.ir.settled == 0
     assert result.body == prepare("anthropic", body(messages), other).body
+
+
+def test_an_openai_message_mutated_in_place_is_sent_as_it_now_is() -> None:
+    hooks = MemoHooks()
+    options = PrepareOptions(engine="openai")
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are terse."}]
+    for turn in range(5):
+        messages.append({"role": "user", "content": [{"type": "text", "text": f"question {turn}"}]})
+        messages.append({"role": "assistant", "content": f"answer {turn}"})
+    messages.append({"role": "user", "content": "last"})
+    chat = {"model": "gpt-5.6", "messages": messages}
+    prepare("openai_chat", chat, options, hooks)
+    assert prepare("openai_chat", chat, options, hooks).ir.settled == 10
+    messages[3]["content"][0]["text"] = "question 1, edited in place"
+    sent = prepare("openai_chat", chat, options, hooks)
+    assert sent.ir.settled == 2, "reused up to the edited message, redone from there"
+    assert sent.body["messages"][3]["content"][0]["text"] == "question 1, edited in place"
+    assert sent.body == prepare("openai_chat", copy.deepcopy(chat), options).body
+    messages.insert(1, {"role": "developer", "content": "Be kind."})  # the system prefix changes
+    again = prepare("openai_chat", chat, options, hooks)
+    assert again.ir.settled == 0
+    assert again.body == prepare("openai_chat", copy.deepcopy(chat), options).body

@@ -35,7 +35,7 @@ PIPELINE_STAGES = (
     "bridge.invariants",
     "plan",
     "emit",
-    "history",  # Anthropic turns: the session's history memo is settled after emit
+    "history",  # turns (not token counts): the session's history memo is settled after emit
 )
 
 
@@ -119,7 +119,7 @@ class Fault:
     def fires(self, entry: Entry) -> bool:
         """Whether this fault is reached by a call through ``entry``."""
         if self.name == "history":
-            return entry.sdk == "anthropic" and not entry.count_only
+            return not entry.count_only
         if self.name == "usage":
             return entry.has_usage
         if self.name == "stream-usage":

@@ -24,7 +24,7 @@ from telos_wrap.engines.base import Breakpoint, EmitPlan, EngineProfile, PrefixT
 from telos_wrap.engines.openai_usage import OpenAIChatStreamUsage, parse_openai_chat_usage
 from telos_wrap.ir.canon import canonical_bytes, canonical_json, canonicalize_payload, canonicalize_tool_def
 from telos_wrap.ir.hints import TelosHints
-from telos_wrap.ir.model import Band, TelosBlock, TelosIR, UsageReport
+from telos_wrap.ir.model import Band, TelosBlock, TelosIR, TelosMessage, UsageReport
 
 __all__ = [
     "MARKER",
@@ -189,8 +189,27 @@ def _content(form: str, parts: list[Any]) -> str | list[Any]:
     return parts
 
 
-def emit_chat(ir: TelosIR, plan: EmitPlan) -> dict[str, Any]:
-    """The Chat Completions body for ``ir`` with ``plan``'s breakpoints and extras (see module docstring)."""
+_WIRE_TABLE = "chat.wire"
+
+
+def _emit_message(message: TelosMessage, m_index: int, ours: Mapping[Location, Breakpoint]) -> dict[str, Any]:
+    wire = dict(message.extra)
+    wire["role"] = message.role
+    if message.content_form not in ("absent", "null"):
+        parts = [
+            _with_marker(block.payload, block, ours.get(("messages", m_index, b_index)))
+            for b_index, block in enumerate(message.blocks)
+        ]
+        wire["content"] = _content(message.content_form, parts)
+    return dict(sorted(wire.items()))
+
+
+def emit_chat(ir: TelosIR, plan: EmitPlan, reuse: PrefixTables | None = None) -> dict[str, Any]:
+    """The Chat Completions body for ``ir`` with ``plan``'s breakpoints and extras (see module docstring).
+
+    With ``reuse`` (a session's ``PrefixTables``) each settled message's wire form (with the
+    caller's own markers, without ours) is built once and shared, read-only, by later turns.
+    """
     ours: dict[Location, Breakpoint] = {
         (bp.segment, bp.message, bp.block): bp
         for bp in plan.breakpoints
@@ -206,16 +225,23 @@ def emit_chat(ir: TelosIR, plan: EmitPlan) -> dict[str, Any]:
         wire["role"] = group.role
         wire["content"] = _content(group.form, parts)
         messages.append(dict(sorted(wire.items())))
-    for m_index, message in enumerate(ir.messages):
-        wire = dict(message.extra)
-        wire["role"] = message.role
-        if message.content_form not in ("absent", "null"):
-            parts = [
-                _with_marker(block.payload, block, ours.get(("messages", m_index, b_index)))
-                for b_index, block in enumerate(message.blocks)
-            ]
-            wire["content"] = _content(message.content_form, parts)
-        messages.append(dict(sorted(wire.items())))
+    marked = {message for segment, message, _ in ours if segment == "messages" and message is not None}
+    if reuse is None:
+        messages.extend(_emit_message(message, m_index, ours) for m_index, message in enumerate(ir.messages))
+    else:
+        table = reuse.setdefault(_WIRE_TABLE, [])
+        del table[ir.settled :]
+        for m_index in range(len(table), ir.settled):
+            table.append(_emit_message(ir.messages[m_index], m_index, {}))
+        start = len(messages)
+        messages.extend(table[: ir.settled])
+        for m_index in marked:
+            if m_index < ir.settled:
+                messages[start + m_index] = _emit_message(ir.messages[m_index], m_index, ours)
+        for m_index in range(ir.settled, len(ir.messages)):
+            wire = _emit_message(ir.messages[m_index], m_index, ours)
+            messages.append(wire)
+            table.append(_emit_message(ir.messages[m_index], m_index, {}) if m_index in marked else wire)
     body: dict[str, Any] = dict(ir.params)
     if ir.tools_form == "list":
         body["tools"] = [tool.payload for tool in ir.tools]
@@ -296,7 +322,7 @@ class OpenAICompatEngine:
 
     def emit(self, ir: TelosIR, plan: EmitPlan, *, reuse: PrefixTables | None = None) -> dict[str, Any]:
         """The chat body (``emit_chat``)."""
-        return emit_chat(ir, plan)
+        return emit_chat(ir, plan, reuse)
 
     def parse_usage(
         self, usage: Mapping[str, Any] | None, *, diagnostics: Mapping[str, Any] | None = None

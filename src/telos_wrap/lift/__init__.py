@@ -21,6 +21,23 @@ __all__ = [
 ]
 
 
+def conversation(api: Api, body: Mapping[str, Any]) -> tuple[int, list[Any]] | None:
+    """``(offset, messages)``: the wire messages that lift one-to-one onto ``ir.messages``.
+
+    They are ``body["messages"][offset:]``: the OpenAI lift takes the leading system/developer
+    messages into ``ir.system``. ``None`` when the body has no message list.
+    """
+    raw = body.get("messages")
+    if not isinstance(raw, list):
+        return None
+    if api == "openai_chat":
+        from telos_wrap.lift.openai_chat import leading_system_count
+
+        offset = leading_system_count(raw)
+        return offset, raw[offset:]
+    return 0, raw
+
+
 def lift_request(
     api: Api,
     body: Mapping[str, Any],
@@ -31,7 +48,11 @@ def lift_request(
     refpool_threshold: int | None = REFPOOL_THRESHOLD,
     settled: Sequence[TelosMessage] = (),
 ) -> TelosIR:
-    """Lift ``body`` of wire API ``api`` into a ``TelosIR`` (``settled``: reused history, Anthropic only)."""
+    """Lift ``body`` of wire API ``api`` into a ``TelosIR``.
+
+    ``settled``: history reused from an earlier turn of the session; it stands for the first
+    ``len(settled)`` messages of ``conversation(api, body)``, which are not lifted again.
+    """
     if api == "anthropic":
         return lift_anthropic_messages(
             body,
@@ -41,13 +62,16 @@ def lift_request(
             refpool_threshold=refpool_threshold,
             settled=settled,
         )
-    if settled:
-        raise ValueError(f"the {api} lift does not reuse settled history")
     if api == "openai_chat":
         from telos_wrap.lift.openai_chat import lift_openai_chat
 
         lifted: TelosIR = lift_openai_chat(
-            body, session_id=session_id, hints=hints, patterns=patterns, refpool_threshold=refpool_threshold
+            body,
+            session_id=session_id,
+            hints=hints,
+            patterns=patterns,
+            refpool_threshold=refpool_threshold,
+            settled=settled,
         )
         return lifted
     raise ValueError(f"no lift for api {api!r}")

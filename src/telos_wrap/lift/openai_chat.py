@@ -156,7 +156,7 @@ def _all_envelope(part: _Part, patterns: SplitPatterns) -> bool:
     return bool(split.drop) and not split.pin and not split.fold
 
 
-def _leading_system_count(messages: Sequence[Any]) -> int:
+def leading_system_count(messages: Sequence[Any]) -> int:
     """How many messages at the start are system/developer messages with str or list content."""
     count = 0
     for message in messages:
@@ -182,7 +182,7 @@ class _SystemLifter:
 
     def lift(self, index: int, message: Mapping[str, Any]) -> None:
         parsed = _content_parts(message.get("content"))
-        assert parsed is not None  # _leading_system_count only admits str / list content
+        assert parsed is not None  # leading_system_count only admits str / list content
         form, raw_parts = parsed
         origin = {
             ORIGIN: {
@@ -338,10 +338,13 @@ def lift_openai_chat(
     hints: TelosHints | None = None,
     patterns: SplitPatterns = DEFAULT_PATTERNS,
     refpool_threshold: int | None = _REFPOOL_THRESHOLD,
+    settled: Sequence[TelosMessage] = (),
 ) -> TelosIR:
     """Lift a plain-JSON Chat Completions body (no SDK sentinels) into a ``TelosIR`` (api ``openai_chat``).
 
-    ``body`` is never modified; payloads are shared with it, never mutated.
+    ``body`` is never modified; payloads are shared with it, never mutated. ``settled`` are the
+    session's settled IR messages standing for the first conversation messages (after the leading
+    system messages); they are reused as they are.
     """
     if hints is not None and hints.drop_patterns:
         patterns = patterns.extended(drop=hints.drop_patterns)
@@ -354,14 +357,17 @@ def lift_openai_chat(
     )
     messages_raw = body.get("messages")
     wire: Sequence[Any] = messages_raw if isinstance(messages_raw, list) else []
-    leading = _leading_system_count(wire)
+    leading = leading_system_count(wire)
     system = _SystemLifter(patterns, refpool_threshold)
     for index in range(leading):
         system.lift(index, wire[index])
-    for index, message in enumerate(wire):
-        if not isinstance(message, Mapping):
-            raise TypeError(f"messages[{index}] is a {type(message).__name__}, not a message object")
-    messages = tuple(_lift_message(index, wire[index], patterns) for index in range(leading, len(wire)))
+    first = leading + len(settled)  # settled messages were checked on the turn they were fresh
+    for index in range(first, len(wire)):
+        if not isinstance(wire[index], Mapping):
+            raise TypeError(f"messages[{index}] is a {type(wire[index]).__name__}, not a message object")
+    messages = tuple(settled) + tuple(
+        _lift_message(index, wire[index], patterns) for index in range(first, len(wire))
+    )
     lifted_keys = ("messages", "tools") if isinstance(tools_raw, list) else ("messages",)
     params = {key: value for key, value in body.items() if key not in lifted_keys}
     return TelosIR(
@@ -374,4 +380,5 @@ def lift_openai_chat(
         params=MappingProxyType(params),
         system_form="list" if leading else "absent",
         tools_form="list" if isinstance(tools_raw, list) else "absent",
+        settled=len(settled),
     )
