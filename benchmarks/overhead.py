@@ -4,8 +4,9 @@ Same calls with and without ``telos_wrap.patch()``, through the real SDKs and a 
 answers instantly with a canned response (network time is zero, only client-side work counts),
 alternating A/B in small batches in one run. Conversations of 10, 100 and 1,000 messages are built
 from a real session in ../shared/traces. Prints, per case: median client-side time unpatched,
-patched, their ratio and the added milliseconds; then the added time per turn of a 500-turn
-session replayed turn by turn; then the size of a 1,000-turn session's state.
+patched, their ratio and the added milliseconds; then the added time per turn of a session replayed
+turn by turn (Anthropic 500 turns, OpenAI 200: its SDK alone takes ~0.2 s per call at 400
+messages); then the size of a 1,000-turn session's state.
 
     python benchmarks/overhead.py [--traces ../shared/traces] [--rounds 15] [--quick]
 """
@@ -197,17 +198,23 @@ def ab(call: Call, rounds: int, batch: int = 4) -> tuple[float, float]:
     return statistics.median(plain), statistics.median(patched)
 
 
-def per_turn_growth(base: dict[str, Any], turns: int, rounds: int) -> dict[int, float]:
+def per_turn_growth(
+    base: dict[str, Any], turns: int, rounds: int, api: str = "anthropic"
+) -> dict[int, float]:
     """Added ms per turn of a ``turns``-turn session replayed turn by turn.
 
     Each turn is sent twice back to back, unpatched and patched (alternating which goes first), so
     both calls see the same process state; the figure at turn ``t`` is the median of the paired
     differences over turns ``t-4 .. t+4`` and ``rounds`` fresh sessions.
     """
-    requests = [conversation(base, 2 * t + 1, "anthropic") for t in range(turns)]
-    client = anthropic.Anthropic(
-        api_key="bench", http_client=httpx2.Client(transport=httpx2.MockTransport(answer))
-    )
+    requests = [conversation(base, 2 * t + 1, api) for t in range(turns)]
+    transport = httpx2.MockTransport(answer)
+    if api == "anthropic":
+        client: Any = anthropic.Anthropic(api_key="bench", http_client=httpx2.Client(transport=transport))
+        create = client.messages.create
+    else:
+        client = openai.OpenAI(api_key="bench", http_client=httpx2.Client(transport=transport))
+        create = client.chat.completions.create
     checkpoints = (20, 100, turns)
     pairs: dict[int, list[float]] = {turn: [] for turn in checkpoints}
     for round_number in range(rounds):
@@ -216,7 +223,7 @@ def per_turn_growth(base: dict[str, Any], turns: int, rounds: int) -> dict[int, 
                 seconds = {}
                 for side in (False, True) if index % 2 else (True, False):
                     telos_wrap.patch() if side else telos_wrap.unpatch()
-                    seconds[side] = timed(lambda kw=kwargs: client.messages.create(**kw))
+                    seconds[side] = timed(lambda kw=kwargs: create(**kw))
                 turn = index + 1
                 for checkpoint in checkpoints:
                     if abs(turn - checkpoint) <= 4:
@@ -266,12 +273,16 @@ def main(argv: list[str] | None = None) -> int:
                     f"{patched / plain:6.2f} {(patched - plain) * 1e3:+8.2f}ms",
                     flush=True,
                 )
-    turns = 200 if args.quick else 500
-    growth = per_turn_growth(anthropic_base, turns, max(3, rounds // 3))
-    print("\nadded time per turn, one session replayed turn by turn (anthropic sync):")
-    for turn, added in growth.items():
-        print(f"  turn {turn:4}: {added:+.2f} ms")
-    print(f"  turn {turns} / turn 20: {growth[turns] / growth[20]:.2f}x" if growth[20] > 0 else "")
+    for api, base, turns in (
+        ("anthropic", anthropic_base, 200 if args.quick else 500),
+        ("openai", openai_base, 100 if args.quick else 200),
+    ):
+        growth = per_turn_growth(base, turns, max(3, rounds // 3), api)
+        print(f"\nadded time per turn, one session replayed turn by turn ({api} sync):")
+        for turn, added in growth.items():
+            print(f"  turn {turn:4}: {added:+.2f} ms")
+        if growth[20] > 0:
+            print(f"  turn {turns} / turn 20: {growth[turns] / growth[20]:.2f}x")
     size, peak = state_size(anthropic_base, 200 if args.quick else 1000)
     print(
         f"\nsession state after {200 if args.quick else 1000} turns: {size / 1024:.1f} KiB serialized; "
