@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from telos_wrap.engines.base import Breakpoint, EmitPlan, EngineProfile, PrefixTables
+from telos_wrap.engines.base import Breakpoint, EmitPlan, EngineProfile, PrefixTables, emit_messages
 from telos_wrap.engines.openai_usage import OpenAIChatStreamUsage, parse_openai_chat_usage
 from telos_wrap.ir.canon import canonical_bytes, canonical_json, canonicalize_payload, canonicalize_tool_def
 from telos_wrap.ir.hints import TelosHints
@@ -226,22 +226,15 @@ def emit_chat(ir: TelosIR, plan: EmitPlan, reuse: PrefixTables | None = None) ->
         wire["content"] = _content(group.form, parts)
         messages.append(dict(sorted(wire.items())))
     marked = {message for segment, message, _ in ours if segment == "messages" and message is not None}
-    if reuse is None:
-        messages.extend(_emit_message(message, m_index, ours) for m_index, message in enumerate(ir.messages))
-    else:
-        table = reuse.setdefault(_WIRE_TABLE, [])
-        del table[ir.settled :]
-        for m_index in range(len(table), ir.settled):
-            table.append(_emit_message(ir.messages[m_index], m_index, {}))
-        start = len(messages)
-        messages.extend(table[: ir.settled])
-        for m_index in marked:
-            if m_index < ir.settled:
-                messages[start + m_index] = _emit_message(ir.messages[m_index], m_index, ours)
-        for m_index in range(ir.settled, len(ir.messages)):
-            wire = _emit_message(ir.messages[m_index], m_index, ours)
-            messages.append(wire)
-            table.append(_emit_message(ir.messages[m_index], m_index, {}) if m_index in marked else wire)
+    messages.extend(
+        emit_messages(
+            ir,
+            lambda message, index, marks: _emit_message(message, index, ours if marks else {}),
+            marked,
+            reuse,
+            _WIRE_TABLE,
+        )
+    )
     body: dict[str, Any] = dict(ir.params)
     if ir.tools_form == "list":
         body["tools"] = [tool.payload for tool in ir.tools]

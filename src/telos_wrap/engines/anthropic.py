@@ -26,7 +26,7 @@ from dataclasses import replace
 from typing import Any, Literal, NamedTuple
 
 from telos_wrap.engines.anthropic_usage import AnthropicStreamUsage, parse_anthropic_usage
-from telos_wrap.engines.base import Breakpoint, EmitPlan, EngineProfile, PrefixTables
+from telos_wrap.engines.base import Breakpoint, EmitPlan, EngineProfile, PrefixTables, emit_messages
 from telos_wrap.errors import TelosInvariantError
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Band, BlockKind, TelosBlock, TelosIR, TelosMessage, UsageReport
@@ -274,28 +274,13 @@ class AnthropicEngine:
             else:
                 body["system"] = system
         marked = {bp.message for bp in plan.breakpoints if bp.message is not None}
-        if reuse is None:
-            messages = [
-                self._emit_message(message, m_index, markers) for m_index, message in enumerate(ir.messages)
-            ]
-        else:
-            # The table holds every message's wire form without markers; entries below
-            # ``ir.settled`` were written on earlier turns and are shared, read-only.
-            table = reuse.setdefault(_WIRE_TABLE, [])
-            del table[ir.settled :]
-            for m_index in range(len(table), ir.settled):
-                table.append(self._emit_message(ir.messages[m_index], m_index, {}))
-            messages = table[: ir.settled]
-            for m_index in range(ir.settled, len(ir.messages)):
-                wire = self._emit_message(ir.messages[m_index], m_index, markers)
-                messages.append(wire)
-                table.append(
-                    self._emit_message(ir.messages[m_index], m_index, {}) if m_index in marked else wire
-                )
-            for m_index in marked:
-                if m_index < ir.settled:
-                    messages[m_index] = self._emit_message(ir.messages[m_index], m_index, markers)
-        body["messages"] = messages
+        body["messages"] = emit_messages(
+            ir,
+            lambda message, index, marks: self._emit_message(message, index, markers if marks else {}),
+            marked,
+            reuse,
+            _WIRE_TABLE,
+        )
         if plan.extras:
             body.update(plan.extras)
         return dict(sorted(body.items()))

@@ -7,13 +7,13 @@ cache anchors, ``emit`` writes the body) and turns the vendor's usage fields bac
 
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Callable, Collection, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from telos_wrap.ir.hints import TelosHints
-from telos_wrap.ir.model import TelosIR, UsageReport
+from telos_wrap.ir.model import TelosIR, TelosMessage, UsageReport
 
 __all__ = [
     "Breakpoint",
@@ -23,6 +23,7 @@ __all__ = [
     "PrefixTables",
     "ProbeResult",
     "StreamUsage",
+    "emit_messages",
 ]
 
 
@@ -32,6 +33,35 @@ __all__ = [
 #: history, so an engine trusts entries below ``ir.settled``, recomputes the rest, and may append
 #: entries for every message of the request (the owner trims them when the turn settles).
 PrefixTables = MutableMapping[str, list[Any]]
+
+
+def emit_messages(
+    ir: TelosIR,
+    emit: Callable[[TelosMessage, int, bool], Any],
+    marked: Collection[int],
+    reuse: PrefixTables | None,
+    table_name: str,
+) -> list[Any]:
+    """The wire form of every message of ``ir``: ``emit(message, index, with_markers)``.
+
+    With ``reuse``, table ``table_name`` keeps each message's form without this turn's markers;
+    settled messages not in ``marked`` are taken from it (shared, read-only), the rest are written.
+    """
+    if reuse is None:
+        return [emit(message, index, True) for index, message in enumerate(ir.messages)]
+    table = reuse.setdefault(table_name, [])
+    del table[ir.settled :]
+    for index in range(len(table), ir.settled):
+        table.append(emit(ir.messages[index], index, False))
+    messages = table[: ir.settled]
+    for index in marked:
+        if index < ir.settled:
+            messages[index] = emit(ir.messages[index], index, True)
+    for index in range(ir.settled, len(ir.messages)):
+        wire = emit(ir.messages[index], index, True)
+        messages.append(wire)
+        table.append(emit(ir.messages[index], index, False) if index in marked else wire)
+    return messages
 
 
 @dataclass(frozen=True, slots=True)
