@@ -121,7 +121,8 @@ class HistoryMemo:
         snapshot needs: ``==`` ignores the canonical key order the wire form has.
         """
         with self._lock:
-            if key != self._key or len(ir.messages) != len(messages):
+            # ``ir`` may end with messages telos appended (a trailing envelope message): never settled.
+            if key != self._key or len(ir.messages) < len(messages):
                 return
             if sent is not None and len(sent) != len(messages):
                 sent = None

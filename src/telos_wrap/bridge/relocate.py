@@ -84,10 +84,13 @@ def relocate_drop(ir: TelosIR, *, keep_past_drop: bool = False) -> TelosIR:
     if moved and latest is not None:
         system = tuple(block for block in system if block.band is not Band.DROP)
         trailing = latest < len(messages) - 1
-        if ir.api == "openai_chat" and trailing:
-            # Assistant messages follow the latest turn (an agent appending its own steps): the
-            # envelope goes after them, in a system message of its own (OpenAI takes system
-            # messages anywhere), so it never sits in front of bytes the next request repeats.
+        as_string = messages[latest].content_form == "string"
+        if ir.api == "openai_chat" and (trailing or as_string):
+            # Assistant messages follow the latest turn (an agent appending its own steps), or the
+            # latest turn's content is a string: the envelope goes last, in a system message of its
+            # own (OpenAI takes system messages anywhere), so it never sits in front of bytes the
+            # next request repeats and never turns the caller's string into parts for one turn
+            # only (the next turn sends that message as a string again: docs/engines.md).
             where = f"messages[{len(messages)}]"
             relocated = tuple(_moved(block, where) for block in moved)
             form: ContentForm = "string" if len(relocated) == 1 else "list"
@@ -95,6 +98,8 @@ def relocate_drop(ir: TelosIR, *, keep_past_drop: bool = False) -> TelosIR:
             how = (
                 "appended as a trailing system message after the assistant messages "
                 "that follow the latest turn"
+                if trailing
+                else "appended as a trailing system message after the latest turn (its content is a string)"
             )
         else:
             where = f"messages[{latest}]"

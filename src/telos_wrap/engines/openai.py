@@ -33,11 +33,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Any
 
 from telos_wrap.engines._openai_compat import (
     Location,
     OpenAICompatEngine,
     caller_breakpoints,
+    emit_chat,
     family_digest,
     markable,
     stream_usage_extras,
@@ -140,6 +142,11 @@ class OpenAIEngine(OpenAICompatEngine):
         breakpoints = sorted((*caller, *ours), key=_render_order)
         return EmitPlan(breakpoints=tuple(breakpoints), extras=extras, notes=tuple(notes))
 
+    def emit(self, ir: TelosIR, plan: EmitPlan, *, reuse: PrefixTables | None = None) -> dict[str, Any]:
+        """The chat body; on gpt-5.6+ markable roles always carry parts (see ``PARTS_ROLES``)."""
+        roles = PARTS_ROLES if supports_breakpoints(ir.params.get("model")) else frozenset()
+        return emit_chat(ir, plan, reuse, parts_roles=roles)
+
     @staticmethod
     def _breakpoints(
         ir: TelosIR, hints: TelosHints, slots: int, caller: tuple[Breakpoint, ...]
@@ -161,6 +168,12 @@ class OpenAIEngine(OpenAICompatEngine):
             chosen.append(Breakpoint(name=name, segment=segment, message=message, block=block, ttl=ttl))
             taken.add(location)
         return chosen
+
+
+#: Roles a breakpoint can sit on (never assistant output): with breakpoints on, their string content
+#: is always sent as one text part, so the turn that marks a message and the turns after it send
+#: the same shape (docs/engines.md).
+PARTS_ROLES = frozenset({"user", "tool", "system", "developer"})
 
 
 def _render_order(bp: Breakpoint) -> tuple[int, int, int]:

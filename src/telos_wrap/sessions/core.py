@@ -30,7 +30,13 @@ from typing import Any, TypeVar
 from telos_wrap.bridge import BridgeOptions
 from telos_wrap.config import current_config
 from telos_wrap.engines.base import EmitPlan
-from telos_wrap.errors import RefPoolError, StoreConflictError, TelosError, TelosStageError
+from telos_wrap.errors import (
+    RefPoolError,
+    StoreConflictError,
+    TelosError,
+    TelosInvariantError,
+    TelosStageError,
+)
 from telos_wrap.failopen import report_failure
 from telos_wrap.history import HistoryMemo
 from telos_wrap.ir.canon import canonical_bytes, canonical_json
@@ -44,6 +50,7 @@ from telos_wrap.sessions.state import EngineUsage, SessionState
 from telos_wrap.sessions.stats import PriceMultipliers, SessionStats
 from telos_wrap.sessions.store import SessionStore, default_store
 from telos_wrap.sessions.turn import StateHooks, TurnResult, run_turn
+from telos_wrap.sessions.wire_i2 import WireLedger, note_telos_rewrote
 
 __all__ = [
     "RequestRecord",
@@ -134,6 +141,7 @@ class Session:
         self._last_request: tuple[Api, dict[str, Any], PrepareOptions] | None = None
         self._last_sent: dict[str, Any] | None = None
         self._memo = HistoryMemo()
+        self._ledger = WireLedger()
         self._parsed: tuple[int, str, SessionState] | None = None
         _live[self.id] = self
 
@@ -257,6 +265,7 @@ class Session:
                 learn_volatility=self.learn_volatility,
                 diagnostics=self.diagnostics,
                 memo=self._memo,
+                ledger=self._ledger,
             )
             return result.state, result
 
@@ -269,6 +278,7 @@ class Session:
                 raise TelosStageError("session", exc) from exc
             self._last_request = (api, dict(body), options)
             self._last_sent = result.prepared.body
+            self._ledger.remember(result.wire)
             self._remember(
                 RequestRecord(
                     result.index,
@@ -290,10 +300,18 @@ class Session:
             )
         if result.cache_break is not None:
             self._report_break(result.cache_break)
+            if result.cache_break.reason == "telos_rewrote":
+                note_telos_rewrote(result.cache_break)
+                strict = self.strict if self.strict is not None else current_config().strict
+                if strict:
+                    raise TelosStageError(
+                        "wire.i2", TelosInvariantError(result.cache_break.detail, segment="messages")
+                    )
         return result.index, result.prepared
 
     def _report_break(self, brk: CacheBreak) -> None:
-        logger.warning(
+        logger.log(
+            logging.ERROR if brk.reason == "telos_rewrote" else logging.WARNING,
             "telos_wrap: cache break in session %s at request %d: %s at %s (~%d tokens at risk): %s",
             self.id,
             brk.request,

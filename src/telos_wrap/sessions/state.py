@@ -308,6 +308,7 @@ class SessionState:
     refreshes_since_request: int = 0
     unreported: int = 0
     breaks: int = 0
+    telos_rewrites: int = 0
     by_engine: Mapping[str, int] = field(default_factory=_empty_str_int)
     usage: Mapping[str, EngineUsage] = field(default_factory=dict)
     last: PromptPrint | None = None
@@ -349,6 +350,7 @@ class SessionState:
             "range_folds": [fold.to_json() for fold in self.range_folds],
             "volatile": [span.to_json() for span in self.volatile],
             "recent_breaks": [brk.to_json() for brk in self.recent_breaks],
+            "telos_rewrites": self.telos_rewrites,
         }
 
     def dumps(self) -> str:
@@ -397,6 +399,7 @@ class SessionState:
             range_folds=tuple(RangeFold.from_json(f) for f in data["range_folds"]),
             volatile=tuple(VolatileSpan.from_json(v) for v in data["volatile"]),
             recent_breaks=tuple(CacheBreak.from_json(b) for b in data["recent_breaks"]),
+            telos_rewrites=int(data.get("telos_rewrites", 0)),
         )
 
     @classmethod

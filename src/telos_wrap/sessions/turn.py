@@ -18,17 +18,18 @@ from telos_wrap.history import HistoryMemo
 from telos_wrap.ir.model import Api, TelosIR, Transformation
 from telos_wrap.lift.user_split import DEFAULT_PATTERNS, SplitPatterns
 from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks, prepare
-from telos_wrap.sessions.breaks import detect_break
+from telos_wrap.sessions.breaks import BYTES_PER_TOKEN, detect_break
 from telos_wrap.sessions.folds import apply_pins_and_slug_folds, apply_range_folds
 from telos_wrap.sessions.prints import message_hash, message_kind, prompt_print
 from telos_wrap.sessions.records import CacheBreak, VolatileSpan
-from telos_wrap.sessions.state import HASH_LEN, AppPrint, SessionState, hash_list
+from telos_wrap.sessions.state import HASH_LEN, AppPrint, PromptPrint, SessionState, hash_list
 from telos_wrap.sessions.volatility import (
     MAX_LEARNED,
     learn_volatile_span,
     system_line_prints,
     system_texts,
 )
+from telos_wrap.sessions.wire_i2 import WireEntry, WireLedger, WireMismatch, conversation_entry
 
 __all__ = ["StateHooks", "TurnResult", "run_turn"]
 
@@ -57,6 +58,8 @@ class StateHooks(SessionHooks):
         #: One hash per message as the application sent it (``AppPrint.messages``), and its kinds.
         self.app_hashes = ""
         self.kinds = ""
+        #: One character per application message: the content form it was sent in (``s``/``l``/...).
+        self.forms = ""
         self.slugs: tuple[str, ...] = ()
 
     def history_memo(self) -> HistoryMemo | None:
@@ -68,7 +71,9 @@ class StateHooks(SessionHooks):
         memo = self.history_memo()
         if memo is not None:
             count = memo.shared_prefix(ir.messages, ir.settled)
-            memo.keep_aggregate("app", count, (self.app_hashes[: count * HASH_LEN], self.kinds[:count]))
+            memo.keep_aggregate(
+                "app", count, (self.app_hashes[: count * HASH_LEN], self.kinds[:count], self.forms[:count])
+            )
 
     def patterns(self, base: SplitPatterns) -> SplitPatterns:
         if not self.volatile:
@@ -78,10 +83,11 @@ class StateHooks(SessionHooks):
     def before_bridge(self, ir: TelosIR) -> TelosIR:
         memo = self.history_memo()
         cached = memo.aggregate("app", ir.settled) if memo is not None else None
-        start, (hashes, kinds) = cached if cached is not None else (0, ("", ""))
+        start, (hashes, kinds, forms) = cached if cached is not None else (0, ("", "", ""))
         new_messages = ir.messages[start:]
         self.app_hashes = hashes + "".join(message_hash(message) for message in new_messages)
         self.kinds = kinds + "".join(message_kind(message) for message in new_messages)
+        self.forms = forms + "".join(message.content_form[0] for message in new_messages)
         folds = self.state.range_folds
         ir, range_records = apply_range_folds(ir, folds, hash_list(self.app_hashes) if folds else [])
         ir, pool_records = apply_pins_and_slug_folds(ir, self.pins, self.state.slug_folds)
@@ -116,6 +122,8 @@ class TurnResult:
         state: the session state after this request.
         cache_break: the break this request causes, if any.
         learned: the volatile span this request taught, if any.
+        wire: this request's conversation as sent, for the session's ``WireLedger`` (kept once the
+            state is written).
     """
 
     index: int
@@ -123,6 +131,7 @@ class TurnResult:
     state: SessionState
     cache_break: CacheBreak | None
     learned: VolatileSpan | None
+    wire: WireEntry | None = None
 
 
 def _all_drop(options: PrepareOptions, volatile: tuple[VolatileSpan, ...]) -> list[re.Pattern[str]]:
@@ -142,11 +151,15 @@ def run_turn(
     diagnostics: bool = False,
     commit: bool = True,
     memo: HistoryMemo | None = None,
+    ledger: WireLedger | None = None,
 ) -> TurnResult:
     """Prepare request ``state.requests`` of the session (see module docstring).
 
     ``commit=False`` is a dry run (``session.mark()``): nothing is learned and the state is unchanged.
     ``memo`` is the session's in-memory history memo (a cache: it never changes what is sent).
+    ``ledger`` holds what this process sent for the previous request: a settled message not re-sent
+    byte for byte is recorded as a ``telos_rewrote`` break (``sessions/wire_i2.py``); it is read,
+    never updated here (the caller keeps ``TurnResult.wire`` once the state is written).
     Raises ``TelosStageError`` when a pipeline stage fails (the bridge re-checks every invariant).
     """
     index = state.requests
@@ -169,6 +182,15 @@ def run_turn(
     hooks.after_settle(prepared.ir)
     current = prompt_print(prepared, options.engine, now, memo=hooks.history_memo())
     cache_break = detect_break(state.last, current, index)
+    route = (api, options.engine, str(prepared.ir.params.get("model", "")))
+    wire = conversation_entry(
+        index, prepared.ir.messages, prepared.body, hooks.app_hashes, hooks.forms, HASH_LEN, route
+    )
+    # Range folds renumber the messages after the lift: wire index and application index differ.
+    if ledger is not None and wire is not None and state.last is not None and not state.range_folds:
+        mismatch = ledger.check(wire)
+        if mismatch is not None:
+            cache_break = _telos_rewrote(state.last, mismatch, index)
     if cache_break is not None and learned is not None and cache_break.reason == "system_changed":
         cache_break = replace(
             cache_break,
@@ -195,4 +217,26 @@ def run_turn(
     )
     if cache_break is not None:
         new_state = new_state.with_break(cache_break)
-    return TurnResult(index, prepared, new_state, cache_break, learned)
+    if cache_break is not None and cache_break.reason == "telos_rewrote":
+        new_state = replace(new_state, telos_rewrites=new_state.telos_rewrites + 1)
+    return TurnResult(index, prepared, new_state, cache_break, learned, wire)
+
+
+def _telos_rewrote(previous: PromptPrint, mismatch: WireMismatch, index: int) -> CacheBreak:
+    """The break of a request that did not re-send settled message ``mismatch.message`` byte for byte."""
+    start = previous.n_tools + previous.n_system + sum(previous.msg_blocks[: mismatch.message])
+    cached = previous.bytes_through(previous.cached_upto) if previous.cached_upto >= 0 else 0
+    at_risk = max(0, cached - previous.bytes_through(start - 1)) // BYTES_PER_TOKEN
+    return CacheBreak(
+        request=index,
+        reason="telos_rewrote",
+        segment="messages",
+        message=mismatch.message,
+        block=0,
+        tokens_at_risk=at_risk,
+        detail=(
+            f"telos did not re-send message {mismatch.message} as it sent it on the previous request "
+            f"(first different byte at {mismatch.offset} of its wire form): a telos bug, please report "
+            "it; the cached prefix from that message on must be written again"
+        ),
+    )
