@@ -686,6 +686,10 @@ def implicit_session(api: Api, body: Mapping[str, Any]) -> Session:
     """
     messages = body.get("messages")
     first = messages[0] if isinstance(messages, list) and messages else None
+    if api == "openai_responses":
+        from telos_wrap.lift.openai_responses import first_input_item
+
+        first = first_input_item(body)  # instructions are not part of it, like a system prompt
     tools = body.get("tools")
     try:
         key_material = {
