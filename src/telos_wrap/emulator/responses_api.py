@@ -1,4 +1,4 @@
-"""``POST /v1/responses`` (+ ``/input_tokens``, ``/compact``) for the flavours serving it: openai, vllm, sglang.
+"""``POST /v1/responses`` (+ ``/input_tokens``, ``/compact``) on the openai, vllm and sglang flavours.
 
 Shapes follow the installed ``openai`` SDK (``types/responses/response.py``, ``response_usage.py``,
 ``response_stream_event.py``, ``compacted_response.py``, ``input_token_count_response.py``).
