@@ -186,7 +186,7 @@ def _split(
     with_fold: bool,
     tag: str,
 ) -> list[TelosBlock]:
-    """PIN / FOLD / DROP pieces of a plain ``input_text`` part (a caller marker stays on the last non-DROP)."""
+    """PIN / FOLD / DROP pieces of a plain input_text part (a caller marker stays on the last non-DROP)."""
     text = _plain_input_text(payload)
     split = split_text(text, patterns, with_fold=with_fold) if text is not None else None
     if split is None or split.is_plain:
