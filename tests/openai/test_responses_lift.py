@@ -15,7 +15,7 @@ from openai.types.responses import Response
 import telos_wrap
 from telos_wrap.engines.openai_usage import OpenAIChatStreamUsage, parse_openai_responses_usage
 from telos_wrap.ir.canon import canonicalize_payload
-from telos_wrap.lift.openai_responses import first_input_item, lift_openai_responses
+from telos_wrap.lift.openai_responses import lift_openai_responses
 from telos_wrap.pipeline import PrepareOptions, prepare
 from telos_wrap.traces import shuffle_keys
 
@@ -157,14 +157,6 @@ def test_engine_fields_per_engine() -> None:
         "openai_responses", base, PrepareOptions(engine="vllm", hints=telos_wrap.TelosHints(ttl="12h"))
     ).body
     assert vllm == canonicalize_payload(base)  # no key, no options (vLLM rejects ttl 12h), no stream_options
-
-
-def test_first_input_item_ignores_instructions() -> None:
-    one = {"model": "m", "instructions": "Current time: 1", "input": copy.deepcopy(ITEMS)}
-    two = {**one, "instructions": "Current time: 2", "input": [*ITEMS, {"role": "user", "content": "more"}]}
-    assert first_input_item(one) == first_input_item(two) == ITEMS[0]
-    assert first_input_item({"input": "hi"}) == {"role": "user", "content": "hi"}
-    assert first_input_item({"model": "m"}) is None
 
 
 def test_lift_rejects_non_item_input() -> None:

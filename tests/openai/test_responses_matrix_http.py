@@ -1,4 +1,4 @@
-"""OpenAI Responses: engine × entry point × sync/async through the real ``openai`` SDK over real HTTP, in cassettes.
+"""OpenAI Responses: engine x entry point x sync/async through the real ``openai`` SDK over real HTTP.
 
 The same arrangement as ``test_matrix_http.py`` (chat): each client points at its engine's real base URL
 and sends over a real ``httpx2`` transport redirected to the engine emulator served on 127.0.0.1
@@ -142,9 +142,8 @@ def _recorded_usage(response: Mapping[str, Any]) -> dict[str, Any] | None:
     if text.startswith("event:"):
         events = [json.loads(line[5:]) for line in text.splitlines() if line.startswith("data:")]
         completed = [event for event in events if event["type"] == "response.completed"]
-        assert len(completed) == 1 and all(
-            (event.get("response") or {}).get("usage") is None for event in events if event is not completed[0]
-        )
+        earlier = [event for event in events if event is not completed[0]]
+        assert len(completed) == 1 and all((e.get("response") or {}).get("usage") is None for e in earlier)
         usage: dict[str, Any] | None = completed[0]["response"]["usage"]
         return usage
     return json.loads(text).get("usage")

@@ -61,7 +61,6 @@ __all__ = [
     "INPUT_FORM",
     "KNOWN_ITEM_TYPES",
     "MARKER",
-    "first_input_item",
     "item_role",
     "lift_openai_responses",
 ]
@@ -136,20 +135,6 @@ def item_role(item: Mapping[str, Any]) -> str:
 
 def _is_message(item: Mapping[str, Any]) -> bool:
     return item.get("type", "message") == "message" and isinstance(item.get("role"), str)
-
-
-def first_input_item(body: Mapping[str, Any]) -> Any:
-    """What identifies a Responses conversation for the implicit session: its first input item.
-
-    ``instructions`` is not part of it (careless harnesses rebuild it with a clock every turn); a
-    string ``input`` is its own first item. ``None`` when the request has no input.
-    """
-    raw = body.get("input")
-    if isinstance(raw, str):
-        return {"role": "user", "content": raw}
-    if isinstance(raw, list) and raw:
-        return raw[0]
-    return None
 
 
 def _split_marker(raw: Any) -> tuple[Any, Mapping[str, Any]]:
