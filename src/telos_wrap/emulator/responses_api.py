@@ -38,7 +38,7 @@ from openai.types.responses import response_create_params
 from .chat_flavour import ChatFlavour
 from .errors import EmulatorHTTPError, openai_error
 from .flavour_openai import BREAKPOINT_TTL_SECONDS, RETENTION_SECONDS, supports_breakpoints
-from .render import RenderedPrompt, render_chat
+from .render import RenderedPrompt, RenderMode, render_chat
 from .tokens import estimate_tokens
 from .wire import Handled, json_response, reply_text, split_words, sse_event, sse_response
 
@@ -82,10 +82,13 @@ def _as_chat(items: Sequence[Any], instructions: Any) -> list[dict[str, Any]]:
 
 
 def render_responses(
-    items: Sequence[Any], instructions: Any, tools: Any, extra: Sequence[Mapping[str, Any]] = ()
+    items: Sequence[Any], instructions: Any, tools: Any, *, mode: RenderMode = "rendered"
 ) -> RenderedPrompt:
-    """Positions of a Responses request: tools, instructions, then the input items (see module docstring)."""
-    return render_chat({"tools": tools, "messages": _as_chat([*items, *extra], instructions)})
+    """Positions of a Responses request: tools, instructions, then the input items (see module docstring).
+
+    ``mode`` is the emulator's render mode (docs/emulator.md, "Render modes"), as for chat.
+    """
+    return render_chat({"tools": tools, "messages": _as_chat(items, instructions)}, mode=mode)
 
 
 def _items(value: Any) -> list[Any]:
@@ -262,7 +265,7 @@ class ResponsesAPI:
     def create(self, flavour: ChatFlavour, body: Mapping[str, Any], now: float) -> Handled:
         """``POST /v1/responses``."""
         items, conversation = self._context(flavour, body)
-        prompt = render_responses(items, body.get("instructions"), body.get("tools"))
+        prompt = render_responses(items, body.get("instructions"), body.get("tools"), mode=flavour.mode)
         self._validate(flavour, body, prompt)
         number = self._next_id()
         response_id = f"resp_emu_{number}"
@@ -304,7 +307,7 @@ class ResponsesAPI:
     def input_tokens(self, flavour: ChatFlavour, body: Mapping[str, Any]) -> Handled:
         """``POST /v1/responses/input_tokens``: a count; the cache is neither read nor written."""
         items, _ = self._context(flavour, body)
-        prompt = render_responses(items, body.get("instructions"), body.get("tools"))
+        prompt = render_responses(items, body.get("instructions"), body.get("tools"), mode=flavour.mode)
         return Handled(
             json_response(200, {"object": "response.input_tokens", "input_tokens": prompt.total_tokens})
         )
@@ -312,7 +315,7 @@ class ResponsesAPI:
     def compact(self, flavour: ChatFlavour, body: Mapping[str, Any], now: float) -> Handled:
         """``POST /v1/responses/compact``: reads the prompt like a turn, answers one compaction item."""
         items, _ = self._context(flavour, body)
-        prompt = render_responses(items, body.get("instructions"), body.get("tools"))
+        prompt = render_responses(items, body.get("instructions"), body.get("tools"), mode=flavour.mode)
         self._validate(flavour, body, prompt)
         number = self._next_id()
         summary = f"compacted {len(items)} items"
