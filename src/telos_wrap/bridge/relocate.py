@@ -84,23 +84,27 @@ def relocate_drop(ir: TelosIR, *, keep_past_drop: bool = False) -> TelosIR:
     if moved and latest is not None:
         system = tuple(block for block in system if block.band is not Band.DROP)
         trailing = latest < len(messages) - 1
-        as_string = messages[latest].content_form == "string"
-        if ir.api == "openai_chat" and (trailing or as_string):
-            # Assistant messages follow the latest turn (an agent appending its own steps), or the
-            # latest turn's content is a string: the envelope goes last, in a system message of its
-            # own (OpenAI takes system messages anywhere), so it never sits in front of bytes the
-            # next request repeats and never turns the caller's string into parts for one turn
-            # only (the next turn sends that message as a string again: docs/engines.md).
+        # OpenAI Responses: a latest turn that is a tool output item (``function_call_output``) has no
+        # content parts to extend; the envelope gets a message item of its own after it.
+        item_turn = ir.api == "openai_responses" and messages[latest].role != "user"
+        # Chat Completions: a latest turn whose content is a string keeps it (docs/engines.md, *Wire
+        # shapes*): turned into parts for this turn only, the next turn would send it as a string again.
+        string_turn = ir.api == "openai_chat" and messages[latest].content_form == "string"
+        if ir.api in ("openai_chat", "openai_responses") and (trailing or item_turn or string_turn):
+            # The envelope goes last, in a system message of its own (OpenAI takes system messages
+            # anywhere), so it never sits in front of bytes the next request repeats.
             where = f"messages[{len(messages)}]"
             relocated = tuple(_moved(block, where) for block in moved)
             form: ContentForm = "string" if len(relocated) == 1 else "list"
             messages.append(TelosMessage(role="system", blocks=relocated, content_form=form))
-            how = (
-                "appended as a trailing system message after the assistant messages "
-                "that follow the latest turn"
+            after = (
+                "the assistant messages that follow the latest turn"
                 if trailing
-                else "appended as a trailing system message after the latest turn (its content is a string)"
+                else "the tool output item of the latest turn"
+                if item_turn
+                else "the latest turn (its content is a string)"
             )
+            how = f"appended as a trailing system message after {after}"
         else:
             where = f"messages[{latest}]"
             relocated = tuple(_moved(block, where) for block in moved)
