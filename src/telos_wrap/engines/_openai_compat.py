@@ -348,7 +348,11 @@ class OpenAICompatEngine:
             from telos_wrap.engines.responses_wire import emit_responses
 
             return emit_responses(ir, plan, reuse)
-        return emit_chat(ir, plan, reuse)
+        return emit_chat(ir, plan, reuse, parts_roles=self.parts_roles(ir))
+
+    def parts_roles(self, ir: TelosIR) -> frozenset[str]:
+        """Roles whose string content this engine always sends as one text part (see ``emit_chat``)."""
+        return frozenset()
 
     def parse_usage(
         self, usage: Mapping[str, Any] | None, *, diagnostics: Mapping[str, Any] | None = None

@@ -38,13 +38,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
 
 from telos_wrap.engines._openai_compat import (
     Location,
     OpenAICompatEngine,
     caller_breakpoints,
-    emit_chat,
     family_digest,
     is_chat,
     markable,
@@ -149,10 +147,9 @@ class OpenAIEngine(OpenAICompatEngine):
         breakpoints = sorted((*caller, *ours), key=_render_order)
         return EmitPlan(breakpoints=tuple(breakpoints), extras=extras, notes=tuple(notes))
 
-    def emit(self, ir: TelosIR, plan: EmitPlan, *, reuse: PrefixTables | None = None) -> dict[str, Any]:
-        """The chat body; on gpt-5.6+ markable roles always carry parts (see ``PARTS_ROLES``)."""
-        roles = PARTS_ROLES if supports_breakpoints(ir.params.get("model")) else frozenset()
-        return emit_chat(ir, plan, reuse, parts_roles=roles)
+    def parts_roles(self, ir: TelosIR) -> frozenset[str]:
+        """On gpt-5.6+ the roles a breakpoint can sit on always carry parts (see ``PARTS_ROLES``)."""
+        return PARTS_ROLES if supports_breakpoints(ir.params.get("model")) else frozenset()
 
     @staticmethod
     def _breakpoints(
