@@ -418,10 +418,10 @@ class CacheReport:
         """Raise ``CacheBudgetError`` (the violations, then ``explain()``) unless ``budget`` is met."""
         problems = self.violations(budget)
         if self.requests == 0 and not budget.empty:
-            problems.append(
+            problems = [
                 "no request reached telos: the budget has nothing to measure (is the SDK call made "
                 "inside the test, with the anthropic/openai SDK?)"
-            )
+            ]
         if problems:
             raise CacheBudgetError(
                 "telos cache budget not met: " + "; ".join(problems) + "\n" + self.explain()

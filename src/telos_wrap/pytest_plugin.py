@@ -199,4 +199,7 @@ def check_marker(cache: TelosCache | None, marker: pytest.Mark) -> None:
     try:
         report.check(budget)
     except CacheBudgetError as exc:
-        pytest.fail(str(exc), pytrace=False)
+        message = str(exc)
+    else:
+        return
+    pytest.fail(message, pytrace=False)

@@ -21,8 +21,8 @@ import pytest_recording.plugin  # noqa: F401
 import vcr  # noqa: F401
 import yaml  # noqa: F401
 
-import telos_wrap.emulator  # noqa: F401
-import telos_wrap.pytest_plugin  # noqa: F401
+import telos_wrap.emulator
+import telos_wrap.pytest_plugin
 import telos_wrap.vcr_matcher  # noqa: F401
 
 HERE = Path(__file__).resolve().parent
@@ -35,7 +35,7 @@ addopts = --strict-markers --strict-config -p no:cacheprovider
 filterwarnings = error
 """
 
-CONFTEST = '''\
+CONFTEST = """\
 import pytest
 
 from telos_wrap.emulator import Emulator, serve
@@ -57,7 +57,7 @@ def base_url(request):
         return
     with serve(Emulator()) as url:
         yield url
-'''
+"""
 
 
 def make_project(

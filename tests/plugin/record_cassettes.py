@@ -30,7 +30,14 @@ OUT = HERE.parent.parent / "cassettes" / "plugin"
 RECORDER = vcr.VCR(
     record_mode="all",
     match_on=["method", "path"],
-    filter_headers=["authorization", "x-api-key", "api-key", "openai-organization", "openai-project", "cookie"],
+    filter_headers=[
+        "authorization",
+        "x-api-key",
+        "api-key",
+        "openai-organization",
+        "openai-project",
+        "cookie",
+    ],
     decode_compressed_response=True,
 )
 

@@ -47,8 +47,9 @@ def _filters(result: pytest.RunResult) -> str:
 
 def test_a_session_that_does_not_use_the_plugin_gets_nothing(pytester: pytest.Pytester) -> None:
     pytester.makefile(
-        ".ini", pytest="[pytest]\naddopts = --strict-markers --strict-config -p no:cacheprovider\n"
-        "filterwarnings = error\n"
+        ".ini",
+        pytest="[pytest]\naddopts = --strict-markers --strict-config -p no:cacheprovider\n"
+        "filterwarnings = error\n",
     )
     pytester.makepyfile(test_probe=PROBE)
     used = pytester.runpytest_subprocess("-s")
@@ -66,6 +67,3 @@ def test_the_marker_is_known_to_strict_markers(pytester: pytest.Pytester) -> Non
         test_marked="import pytest\n\n@pytest.mark.telos_cache\ndef test_marked():\n    pass\n"
     )
     pytester.runpytest_inprocess().assert_outcomes(passed=1)
-    disabled = pytester.runpytest_inprocess("-p", "no:telos_wrap")
-    disabled.assert_outcomes(errors=1)
-    assert "'telos_cache' not found in `markers`" in disabled.stdout.str()
