@@ -27,6 +27,7 @@ from telos_wrap.failopen import report_failure
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Api
 from telos_wrap.patch.calls import HINT_HEADER, CallContext, current_call, hint_headers, read_hint_header
+from telos_wrap.patch.mode import rewriting
 from telos_wrap.patch.observers import OBSERVERS, notify_request, notify_usage
 from telos_wrap.patch.routing import Route, route_request
 from telos_wrap.patch.streams import hook_stream, is_stream
@@ -176,7 +177,12 @@ def _prepare(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | No
     except Exception as exc:
         report_failure(TelosStageError("route", exc))
         return options, None
-    if route is None or not config.enabled:
+    if route is None:
+        return options, None
+    # Observe only (record() without patch(), or patch(enabled=False)): the request goes out as the
+    # SDK built it; with no observer there is nothing to do at all.
+    observe_only = not config.enabled or not rewriting()
+    if observe_only and not OBSERVERS:
         return options, None
     body = _plain_body(options)
     if body is None:
@@ -185,7 +191,7 @@ def _prepare(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | No
     hints = hints.merged_over(session.hints)
     strict = session.strict if session.strict is not None else config.strict
     engine = get_engine(route.engine)
-    if hints.disable:
+    if hints.disable or observe_only:
         index = -1 if route.count_only else session.note_passthrough(route.api, route.engine, body)
         return options, CallContext(engine=engine, session=session, index=index, strict=strict)
     prepare_options = PrepareOptions(
