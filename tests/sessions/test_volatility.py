@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import re
-
 import anthropic
 
 import telos_wrap
 from telos_wrap.emulator import ManualClock
-from telos_wrap.lift.user_split import DEFAULT_PATTERNS
-from telos_wrap.sessions.volatility import learn_volatile_span, system_line_prints
 
 from .convo import MODEL, RecordingTransport, messages_for, system_prompt
 
@@ -44,7 +40,7 @@ def test_untagged_clock_line_loses_the_cache_at_most_on_the_first_change(
     last = transport.bodies[-1]
     assert b"Server clock: 2026-05-01 10:09:07" in last
     explained = sess.explain(9)
-    assert "learned-volatile: system[0] line 1" in explained
+    assert "learned-volatile: system[0].drop (system block 0, line 1)" in explained
     assert "drop-moved" in explained
 
 
@@ -63,26 +59,3 @@ def test_forget_volatility(claude: anthropic.Anthropic, clock: ManualClock) -> N
         assert len(sess.volatile_spans) == 1
         sess.forget_volatility()
         assert len(sess.volatile_spans) == 0
-
-
-def _learn(previous: str, current: str) -> str | None:
-    drops = list(DEFAULT_PATTERNS.drop)
-    prints = system_line_prints("anthropic", {"system": previous}, drops)
-    span = learn_volatile_span(prints, "anthropic", {"system": current}, drops, 1)
-    return None if span is None else span.pattern
-
-
-def test_learns_only_a_single_small_span() -> None:
-    base = "line a\nline b\ncwd: {x}\nline c\nline d"
-    pattern = _learn(base.format(x="/tmp/1"), base.format(x="/tmp/2"))
-    assert pattern is not None
-    assert [m.group() for m in re.finditer(pattern, base.format(x="/srv/9"), re.MULTILINE)] == ["cwd: /srv/9"]
-    # Two separate changes, or lines added, are real edits: nothing is learned.
-    assert _learn("a\nb\n1\nc\n2\nd", "a\nb\n3\nc\n4\nd") is None
-    assert _learn("a\nb\nc", "a\nb\nx\nc") is None
-    # A first line is anchored on the line after it.
-    first = _learn("t=1\nstable one\nstable two", "t=2\nstable one\nstable two")
-    assert first is not None
-    assert re.match(first, "t=3\nstable one\nstable two", re.MULTILINE)
-    # Tagged envelopes are the default patterns' job, not learned again.
-    assert _learn("a\nb\nCurrent time: 1\nc", "a\nb\nCurrent time: 2\nc") is None
