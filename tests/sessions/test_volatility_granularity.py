@@ -54,34 +54,41 @@ def test_a_system_block_of_its_own() -> None:
         return anthropic_body([{"type": "text", "text": live}, {"type": "text", "text": RULES}], turn)
 
     driver = run(body)
-    assert learned(driver) == [(1, "value", 0, 0)]
-    assert driver.breaks == [(1, "system_changed")]  # the jobs count changes at turn 4: no break
-    stable_from(driver, 1)
+    assert learned(driver) == [(0, "value", 0, 0)]  # a clock is learned on sight
+    assert driver.breaks == []  # the jobs count in the same sentence changes at turn 4: no break
+    stable_from(driver, 0)
     reaches_the_model(driver, f"clock {clock(TURNS - 1)[11:]}")
     # The whole block became DROP: nothing of it is left in the system segment.
     assert "jobs running" not in repr(driver.results[-1].prepared.body["system"])
 
 
+def live(kind: str, turn: int) -> str:
+    """A clock (learned on sight) or another live value (learned at its first change)."""
+    return f"Server clock: {clock(turn)}" if kind == "clock" else f"Build queue id q{4711 + 13 * turn}"
+
+
+@pytest.mark.parametrize("kind", ["clock", "queue"])
 @pytest.mark.parametrize("where", ["first", "last", "only", "mid"])
-def test_a_line_anywhere(where: str) -> None:
+def test_a_line_anywhere(where: str, kind: str) -> None:
     def body(turn: int) -> dict[str, Any]:
-        line = f"Server clock: {clock(turn)}"
+        line = live(kind, turn)
         text = {
             "first": f"{line}\nYou are the support assistant.\n{RULES}",
             "last": f"You are the support assistant.\n{RULES}{line}",
             "only": line,
             "mid": f"You are the support assistant.\n{line}\n{RULES}",
         }[where]
-        system = [{"type": "text", "text": text}] + (
-            [{"type": "text", "text": RULES}] if where == "only" else []
-        )
+        system = [{"type": "text", "text": text}]
+        if where == "only":
+            system.append({"type": "text", "text": RULES})
         return anthropic_body(system, turn)
 
     driver = run(body)
-    assert [(at, kind) for at, kind, _, _ in learned(driver)] == [(1, "value")]
-    assert driver.breaks == [(1, "system_changed")]
-    stable_from(driver, 1)
-    reaches_the_model(driver, f"Server clock: {clock(TURNS - 1)}")
+    at = 0 if kind == "clock" else 1
+    assert [(a, k) for a, k, _, _ in learned(driver)] == [(at, "value")]
+    assert driver.breaks == ([] if kind == "clock" else [(1, "system_changed")])
+    stable_from(driver, at)
+    reaches_the_model(driver, live(kind, TURNS - 1))
 
 
 def test_a_span_inside_a_stable_line_and_several_spans() -> None:
@@ -94,7 +101,8 @@ def test_a_span_inside_a_stable_line_and_several_spans() -> None:
 
     driver = run(body)
     spans = driver.state.volatile
-    assert [(s.learned_at, s.kind) for s in spans] == [(1, "value"), (1, "value")]
+    # The clock on sight; the run id at its first change (the request that breaks once).
+    assert [(s.learned_at, s.kind, s.line) for s in spans] == [(0, "value", 0), (1, "value", 61)]
     assert driver.breaks == [(1, "system_changed")]
     stable_from(driver, 1)
     system = driver.results[-1].prepared.body["system"]
@@ -129,9 +137,9 @@ def test_a_leading_volatile_system_message_openai() -> None:
         )
 
     driver = run(body, api="openai_chat")
-    assert learned(driver) == [(1, "value", 0, 0)]
-    assert [reason for _, reason in driver.breaks] == ["system_changed"]
-    stable_from(driver, 1)
+    assert learned(driver) == [(0, "value", 0, 0)]
+    assert driver.breaks == []
+    stable_from(driver, 0)
     reaches_the_model(driver, f"Current date and time: {clock(TURNS - 1)}")
 
 

@@ -25,6 +25,7 @@ from telos_wrap.sessions.records import CacheBreak, VolatileSpan
 from telos_wrap.sessions.state import HASH_LEN, AppPrint, SessionState, hash_list
 from telos_wrap.sessions.volatility import (
     MAX_LEARNED,
+    clock_spans,
     expected_view,
     fingerprint,
     learn,
@@ -176,17 +177,22 @@ def run_turn(
     suspects = state.suspects
     learned: tuple[VolatileSpan, ...] = ()
     previous = state.app.system if state.app is not None else None
-    if learn_volatility and previous is not None and len(volatile) < MAX_LEARNED:
-        found = learn(previous, hooks.system_view, index, suspects, room=MAX_LEARNED - len(volatile))
-        suspects = found.suspects
-        if found.learned:
-            again = StateHooks(state, pins, (*volatile, *found.learned), found.learned, memo=memo)
+    if learn_volatility and len(volatile) < MAX_LEARNED:
+        known = {span.pattern for span in volatile}
+        fresh = [span for span in clock_spans(hooks.system_view, index) if span.pattern not in known]
+        if previous is not None:
+            found = learn(previous, hooks.system_view, index, suspects)
+            suspects = found.suspects
+            fresh += [span for span in found.learned if span.pattern not in known]
+        fresh = list({span.pattern: span for span in fresh}.values())[: MAX_LEARNED - len(volatile)]
+        if fresh:
+            again = StateHooks(state, pins, (*volatile, *fresh), tuple(fresh), memo=memo)
             retried = prepare(api, body, options, again)
             # The lift applies the patterns to the request's own text: use them only if they cut
             # there exactly what they cut from the lifted text they were learned on.
-            wanted = tuple(t for t in expected_view(hooks.system_view, found.learned) if t != "")
+            wanted = tuple(t for t in expected_view(hooks.system_view, fresh) if t != "")
             if again.system_view == wanted:
-                hooks, prepared, learned = again, retried, found.learned
+                hooks, prepared, learned = again, retried, tuple(fresh)
                 volatile = (*volatile, *learned)
     hooks.after_settle(prepared.ir)
     current = prompt_print(prepared, options.engine, now, memo=hooks.history_memo())

@@ -38,7 +38,7 @@ import functools
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from telos_wrap.ir.canon import canonical_bytes
 from telos_wrap.ir.model import Band, BlockKind, TelosIR
@@ -50,6 +50,7 @@ __all__ = [
     "MAX_LEARNED",
     "MAX_SPAN_LINES",
     "Learning",
+    "clock_spans",
     "expected_view",
     "fingerprint",
     "learn",
@@ -70,8 +71,11 @@ _ANCHOR_SIZES = (16, 32, 64)
 _MIN_LITERAL = 10
 _MIN_ANCHOR = 4
 
-#: A digit-bearing token: whitespace-delimited, leading ``(["'<`` and trailing punctuation left out.
-VALUE = re.compile(r"[^\s(\[\"'<>]*\d[^\s<>]*?(?=[.,;:!?)\]\"'>]*(?:\s|$))")
+#: A digit-bearing token: whitespace-delimited, leading ``(["'<`` and trailing punctuation left out,
+#: ``KEY=`` left out (``UPTIME=42s``: the value is ``42s``).
+VALUE = re.compile(r"[^\s(\[\"'<>=]*\d[^\s<>=]*?(?=[.,;:!?)\]\"'>]*(?:[\s=]|$))")
+#: A time of day (``10:02``, ``10:02:07``, ``10:02:07.123456``): a clock, learned on sight.
+CLOCK = re.compile(r"(?<![\d:])\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?![\d:])")
 #: Where a sentence ends inside a line: after ``.``, ``!`` or ``?`` and before whitespace.
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _VALUE_RE = r"\S+"
@@ -207,6 +211,8 @@ def _changed_again(
             continue
         if suspect.pattern == span.pattern:
             return suspect, span
+        if suspect.kind != "region" or span.kind != "region":
+            continue  # edits of neighbouring lines are not a list that grows and shrinks
         match = re.search(suspect.pattern, text, re.MULTILINE)
         if match is None:
             continue
@@ -266,9 +272,16 @@ def _sentences(line: str) -> list[tuple[int, int]]:
 def _value_spans(
     block: int, lines: Sequence[str], number: int, old: _Line, new: _Line, index: int
 ) -> list[VolatileSpan]:
+    values = [m.span() for m in VALUE.finditer(lines[number])]
+    changed = [values[k] for k, (a, b) in enumerate(zip(old.values, new.values, strict=False)) if a != b]
+    return _sentence_spans(block, lines, number, changed, index)
+
+
+def _sentence_spans(
+    block: int, lines: Sequence[str], number: int, changed: Sequence[tuple[int, int]], index: int
+) -> list[VolatileSpan]:
+    """A ``value`` span for the sentence(s) of line ``number`` holding the ``changed`` value spans."""
     line = lines[number]
-    values = [m.span() for m in VALUE.finditer(line)]
-    changed = [values[k] for k, (a, b) in enumerate(zip(old.values, new.values, strict=True)) if a != b]
     ranges: list[tuple[int, int]] = []
     for start, end in changed:
         sentence = next(((s, e) for s, e in _sentences(line) if s <= start and end <= e), (start, end))
@@ -286,6 +299,34 @@ def _value_spans(
         if found is not None:
             spans.append(VolatileSpan(found[0], block, number, 1, index, kind="value", body=found[1]))
     return spans
+
+
+def clock_spans(view: Sequence[str | None], index: int) -> tuple[VolatileSpan, ...]:
+    """``value`` spans for every sentence of the system segment that holds a time of day.
+
+    A clock changes on every request, so it is learned on sight (from the first request on) instead
+    of costing the cache break of its first change.
+    """
+    spans: list[VolatileSpan] = []
+    for block, text in enumerate(view):
+        if text is not None and not text.startswith("\x00"):
+            spans.extend(replace(span, learned_at=index) for span in _clock_spans_of(block, text))
+    return tuple(spans)
+
+
+@functools.lru_cache(maxsize=256)
+def _clock_spans_of(block: int, text: str) -> tuple[VolatileSpan, ...]:
+    if CLOCK.search(text) is None:
+        return ()
+    lines = text.split("\n")
+    spans: list[VolatileSpan] = []
+    for number, line in enumerate(lines):
+        clocks = [
+            m.span() for m in VALUE.finditer(line) if CLOCK.search(line, m.start(), m.end()) is not None
+        ]
+        if clocks:
+            spans.extend(_sentence_spans(block, lines, number, clocks, 0))
+    return tuple(spans)
 
 
 def _skeleton_regex(fragment: str) -> tuple[str, int]:
