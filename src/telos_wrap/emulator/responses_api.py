@@ -20,7 +20,7 @@ Shapes follow the installed ``openai`` SDK (``types/responses/response.py``, ``r
   5.6-only cache fields by model and allows ``ttl`` ``"30m"``/``"12h"``; vLLM accepts
   ``prompt_cache_options`` but rejects ``ttl: "12h"`` (§4.2); SGLang accepts everything.
 * **Reply**: with a function tool offered (``tool_choice`` not ``"none"``) and a user message as the
-  newest input item, a ``function_call`` of the first function tool by name, with arguments built from
+  newest input item (system/developer items after it do not count), a ``function_call`` of the first function tool by name, with arguments built from
   its required properties; otherwise the deterministic text reply. Streams send the SDK's event
   sequence, ``response.created`` … ``response.completed`` (usage only on the last, §2.5).
 """
@@ -129,9 +129,15 @@ def _arguments(tool: Mapping[str, Any]) -> str:
 
 def _tool_to_call(body: Mapping[str, Any], items: Sequence[Any]) -> Mapping[str, Any] | None:
     """The function tool the reply calls, or ``None`` for a text reply (see module docstring)."""
-    if body.get("tool_choice") == "none" or not items:
+    # The newest item that is not a system/developer message (an envelope item after the turn is context).
+    turn = [
+        item
+        for item in items
+        if not (isinstance(item, Mapping) and item.get("role") in ("system", "developer"))
+    ]
+    if body.get("tool_choice") == "none" or not turn:
         return None
-    newest = items[-1]
+    newest = turn[-1]
     if not (
         isinstance(newest, Mapping)
         and newest.get("role") == "user"
