@@ -1,4 +1,4 @@
-"""The OpenAI Agents SDK (``openai-agents``), unchanged, on the Responses API over real HTTP — with and without telos.
+"""The OpenAI Agents SDK, unchanged, on the Responses API over real HTTP — with and without telos.
 
 A small multi-turn, tool-using agent runs with the SDK's own Responses model (``OpenAIProvider`` with
 ``use_responses=True``, the SDK's default API) against the engine emulator served on 127.0.0.1 (OpenAI
