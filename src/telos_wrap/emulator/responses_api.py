@@ -21,8 +21,9 @@ Shapes follow the installed ``openai`` SDK (``types/responses/response.py``, ``r
   ``prompt_cache_options`` but rejects ``ttl: "12h"`` (§4.2); SGLang accepts everything.
 * **Reply**: with a function tool offered (``tool_choice`` not ``"none"``) and a user message as the
   newest input item (system/developer items after it do not count), a ``function_call`` of the first
-  function tool by name, with arguments built from its required properties; otherwise the deterministic text reply. Streams send the SDK's event
-  sequence, ``response.created`` … ``response.completed`` (usage only on the last, §2.5).
+  function tool by name, with arguments built from its required properties; otherwise the
+  deterministic text reply. Streams send the SDK's event sequence, ``response.created`` …
+  ``response.completed`` (usage only on the last, §2.5).
 """
 
 from __future__ import annotations
