@@ -50,6 +50,7 @@ RESPONSES_FLAVOURS = frozenset({"openai", "vllm", "sglang"})
 _REQUEST_TTLS = frozenset({"30m", "12h"})  # SDK Responses PromptCacheOptions.ttl
 _VLLM_TTLS = frozenset({"30m"})  # vLLM's ResponsesRequest: ttl Literal["30m"] (§4.2)
 _CALLER_OUTPUTS = ("_output", "mcp_approval_response")
+_TEXT_PARTS = frozenset({"input_text", "output_text"})
 
 
 def _typed_dict_keys(cls: type) -> frozenset[str]:
@@ -67,8 +68,19 @@ def _item_role(item: Mapping[str, Any]) -> str:
     return "tool" if kind.endswith(_CALLER_OUTPUTS) else "assistant"
 
 
-def _as_chat(items: Sequence[Any], instructions: Any) -> list[dict[str, Any]]:
-    """Input items as chat-shaped messages for the renderer (one position per non-message item)."""
+def _rendered_part(part: Any) -> Any:
+    """An ``input_text`` / ``output_text`` part as the text the model sees (a plain ``text`` part)."""
+    if isinstance(part, Mapping) and part.get("type") in _TEXT_PARTS and isinstance(part.get("text"), str):
+        return {**part, "type": "text"}
+    return part
+
+
+def _as_chat(items: Sequence[Any], instructions: Any, mode: RenderMode) -> list[dict[str, Any]]:
+    """Input items as chat-shaped messages for the renderer (one position per non-message item).
+
+    In ``rendered`` mode a text part is a ``text`` part whatever its Responses type, so a string
+    ``content`` equals a one-part list, as for chat; ``byte-exact`` keeps the parts as sent.
+    """
     messages: list[dict[str, Any]] = []
     if isinstance(instructions, str) and instructions:
         messages.append({"role": "system", "content": instructions})
@@ -76,7 +88,11 @@ def _as_chat(items: Sequence[Any], instructions: Any) -> list[dict[str, Any]]:
         if not isinstance(item, Mapping):
             continue
         if item.get("type", "message") == "message" and isinstance(item.get("role"), str):
-            messages.append(dict(item))
+            message = dict(item)
+            content = message.get("content")
+            if mode == "rendered" and isinstance(content, list):
+                message["content"] = [_rendered_part(part) for part in content]
+            messages.append(message)
         else:
             messages.append({"role": _item_role(item), "content": [dict(item)]})
     return messages
@@ -89,7 +105,7 @@ def render_responses(
 
     ``mode`` is the emulator's render mode (docs/emulator.md, "Render modes"), as for chat.
     """
-    return render_chat({"tools": tools, "messages": _as_chat(items, instructions)}, mode=mode)
+    return render_chat({"tools": tools, "messages": _as_chat(items, instructions, mode)}, mode=mode)
 
 
 def _items(value: Any) -> list[Any]:
