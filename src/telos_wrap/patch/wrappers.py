@@ -76,10 +76,23 @@ def _plain_body(options: Any) -> dict[str, Any] | None:
                 body.pop(key, None)
             else:
                 body[key] = value
+    if _is_responses_url(options.url):
+        items = body.get("input")
+        if isinstance(items, list) and not all(isinstance(item, Mapping) for item in items):
+            return None  # malformed: let the SDK / API produce its own error
+        return body
     messages = body.get("messages")
     if not isinstance(messages, list) or not _all_messages(messages):
         return None  # malformed: let the SDK / API produce its own error
     return body
+
+
+_RESPONSES_PATHS = ("/responses", "/responses/input_tokens", "/responses/compact")
+
+
+def _is_responses_url(url: Any) -> bool:
+    """Whether the request goes to an OpenAI Responses endpoint (``input`` items, no ``messages``)."""
+    return isinstance(url, str) and url.split("?", 1)[0].rstrip("/").endswith(_RESPONSES_PATHS)
 
 
 _ROLE_KEYS = repeat("role")  # an endless "role", "role", ... for map(dict.get, ...)
@@ -105,7 +118,7 @@ def _materialize(options: Any) -> Any:
         return options
     changed = {
         key: list(value)
-        for key in ("messages", "tools")
+        for key in ("messages", "tools", "input")
         if (value := data.get(key)) is not None
         and not isinstance(value, (list, str, bytes, Mapping))
         and not _is_sentinel(value)
@@ -191,8 +204,9 @@ def _prepare(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | No
     hints = hints.merged_over(session.hints)
     strict = session.strict if session.strict is not None else config.strict
     engine = get_engine(route.engine)
+    turn = route.turn and not route.count_only
     if hints.disable or observe_only:
-        index = -1 if route.count_only else session.note_passthrough(route.api, route.engine, body)
+        index = session.note_passthrough(route.api, route.engine, body) if turn else -1
         return options, CallContext(engine=engine, session=session, index=index, strict=strict)
     prepare_options = PrepareOptions(
         engine=route.engine,
@@ -203,7 +217,7 @@ def _prepare(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | No
         refpool_threshold=config.refpool_threshold,
     )
     try:
-        if route.count_only:
+        if not turn:  # a token count or a compaction: the same rewrite, never a turn of the session
             prepared = prepare(route.api, body, prepare_options, session.hooks())
             index = -1
         else:
@@ -211,7 +225,7 @@ def _prepare(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | No
     except TelosStageError as error:
         report_failure(error, strict=strict)
         # When the store itself failed, recording the pass-through would wait on it a second time.
-        skip = route.count_only or error.stage == "session.store"
+        skip = not turn or error.stage == "session.store"
         index = -1 if skip else session.note_passthrough(route.api, route.engine, body)
         return options, CallContext(engine=engine, session=session, index=index, strict=strict)
     new_options = options.model_copy(update={"json_data": prepared.body, "extra_json": None})
