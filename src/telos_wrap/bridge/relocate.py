@@ -81,15 +81,19 @@ def relocate_drop(ir: TelosIR, *, keep_past_drop: bool = False) -> TelosIR:
 
     system = ir.system
     moved = tuple(block for block in system if block.band is Band.DROP)
-    if moved and latest is not None:
+    # OpenAI Responses: the envelope always gets a message item of its own at the end of ``input``
+    # (a tool output item has no content parts to extend, and a user message left as the caller
+    # sent it keeps its wire form — string or parts — when it becomes history next turn: I2). That
+    # also holds when ``input`` has no turn at all (only the model's items, or nothing).
+    item_turn = ir.api == "openai_responses"
+    if moved and (latest is not None or item_turn):
         system = tuple(block for block in system if block.band is not Band.DROP)
-        trailing = latest < len(messages) - 1
-        # OpenAI Responses: a latest turn that is a tool output item (``function_call_output``) has no
-        # content parts to extend; the envelope gets a message item of its own after it.
-        item_turn = ir.api == "openai_responses" and messages[latest].role != "user"
+        trailing = latest is not None and latest < len(messages) - 1
         # Chat Completions: a latest turn whose content is a string keeps it (docs/engines.md, *Wire
         # shapes*): turned into parts for this turn only, the next turn would send it as a string again.
-        string_turn = ir.api == "openai_chat" and messages[latest].content_form == "string"
+        string_turn = (
+            ir.api == "openai_chat" and latest is not None and messages[latest].content_form == "string"
+        )
         if ir.api in ("openai_chat", "openai_responses") and (trailing or item_turn or string_turn):
             # The envelope goes last, in a system message of its own (OpenAI takes system messages
             # anywhere), so it never sits in front of bytes the next request repeats.
@@ -100,12 +104,13 @@ def relocate_drop(ir: TelosIR, *, keep_past_drop: bool = False) -> TelosIR:
             after = (
                 "the assistant messages that follow the latest turn"
                 if trailing
-                else "the tool output item of the latest turn"
+                else "the latest turn"
                 if item_turn
                 else "the latest turn (its content is a string)"
             )
             how = f"appended as a trailing system message after {after}"
         else:
+            assert latest is not None  # only Responses relocates without a turn, and always trailing
             where = f"messages[{latest}]"
             relocated = tuple(_moved(block, where) for block in moved)
             target = messages[latest]
