@@ -17,6 +17,7 @@ import telos_wrap
 from telos_wrap.emulator import Emulator
 from telos_wrap.sessions import SessionState
 from telos_wrap.sessions.redis_store import RedisStore
+from telos_wrap.sessions.store import Swapped, Versioned
 
 from .convo import RecordingTransport, run_shared_turn
 
@@ -27,12 +28,16 @@ TURNS = 12
 def test_compare_and_set_is_atomic_and_json(redis_url: str, redis_prefix: str) -> None:
     store = RedisStore(redis_url, prefix=redis_prefix, ttl=120)
     assert store.load("s") is None
-    assert store.compare_and_set("s", 0, '{"a":1}') == 1
+    first = store.compare_and_set("s", 0, '{"a":1}')
+    assert first is not None and first > 0
     assert store.compare_and_set("s", 0, '{"a":2}') is None  # someone else created it first
-    assert store.compare_and_set("s", 1, '{"a":3}') == 2
-    assert store.compare_and_set("s", 1, '{"a":4}') is None  # stale revision
+    assert store.compare_and_set("s", first, '{"a":3}') == first + 1
+    assert store.compare_and_set("s", first, '{"a":4}') is None  # stale revision
     loaded = store.load("s")
-    assert loaded is not None and (loaded.revision, loaded.text) == (2, '{"a":3}')
+    assert loaded is not None and (loaded.revision, loaded.text) == (first + 1, '{"a":3}')
+    # A lost swap returns the current state in the same round trip.
+    assert store.swap("s", first, '{"a":5}') == Swapped(None, Versioned(first + 1, '{"a":3}'))
+    assert store.swap("s-absent", 7, "{}") == Swapped(None, None)
     store.put_blob("s", "k", "blob text")
     assert store.get_blob("s", "k") == "blob text"
     raw = store.redis
@@ -41,6 +46,9 @@ def test_compare_and_set_is_atomic_and_json(redis_url: str, redis_prefix: str) -
     assert 0 < raw.ttl(f"{redis_prefix}blobs:s") <= 120
     store.delete("s")
     assert store.load("s") is None and store.get_blob("s", "k") is None
+    # Created again (as after a Redis restart without persistence): a fresh revision, never ``first``.
+    again = store.compare_and_set("s", 0, '{"a":6}')
+    assert again is not None and again not in (first, first + 1)
 
 
 def test_concurrent_increments_never_lose_an_update(redis_url: str, redis_prefix: str) -> None:

@@ -15,6 +15,7 @@ could swallow or alter its errors.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
 
@@ -29,7 +30,7 @@ from telos_wrap.patch.calls import HINT_HEADER, CallContext, current_call, hint_
 from telos_wrap.patch.observers import OBSERVERS, notify_request, notify_usage
 from telos_wrap.patch.routing import Route, route_request
 from telos_wrap.patch.streams import hook_stream, is_stream
-from telos_wrap.pipeline import PrepareOptions, prepare
+from telos_wrap.pipeline import Prepared, PrepareOptions, prepare
 from telos_wrap.sessions import Session, current_session, implicit_session, named_session
 from telos_wrap.usage import attach_usage
 
@@ -134,60 +135,123 @@ def _resolve_session(
     return implicit_session(api, body)
 
 
-def _prepare(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None]:
-    """Rewrite ``options`` for sending; returns the options to send and the call's context."""
+@dataclass(frozen=True, slots=True)
+class _Turn:
+    """A call that needs its session: what ``_route`` decided, for the sync or async finish."""
+
+    options: Any
+    api: Api
+    engine_name: str
+    body: dict[str, Any]
+    session: Session
+    strict: bool
+    count_only: bool
+    prepare_options: PrepareOptions | None  # None: telos is disabled for this call (pass-through)
+
+    def context(self, index: int) -> CallContext:
+        return CallContext(
+            engine=get_engine(self.engine_name), session=self.session, index=index, strict=self.strict
+        )
+
+    def rewritten(self, index: int, prepared: Prepared) -> tuple[Any, CallContext]:
+        new_options = self.options.model_copy(update={"json_data": prepared.body, "extra_json": None})
+        # The engine asked for stream usage the caller did not: the usage-only chunk is ours to swallow.
+        hide = _includes_usage(prepared.body) and not _includes_usage(self.body)
+        return new_options, CallContext(
+            engine=prepared.engine,
+            session=self.session,
+            index=index,
+            strict=self.strict,
+            hide_usage_chunk=hide,
+        )
+
+    def failed(self, error: TelosStageError) -> bool:
+        """Report a failure (raises if strict); whether the pass-through should be recorded."""
+        report_failure(error, strict=self.strict)
+        return not self.count_only
+
+
+def _route(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None, _Turn | None]:
+    """Everything before the session's I/O: hints, route, body, session. No store access."""
     config = current_config()
     try:
         options, header = _strip_hint_header(_materialize(options))
         hints, carried = read_hint_header(header)
     except Exception as exc:  # a telos bug must never break the call
         report_failure(TelosStageError("hint", exc))
-        return options, None
+        return options, None, None
     try:
         route: Route | None = route_request(
             sdk, options.method, options.url, str(client.base_url), hints, config
         )
     except Exception as exc:
         report_failure(TelosStageError("route", exc))
-        return options, None
+        return options, None, None
     if route is None or not config.enabled:
-        return options, None
+        return options, None, None
     body = _plain_body(options)
     if body is None:
-        return options, None
+        return options, None, None
     session = _resolve_session(route.api, body, hints, carried)
     hints = hints.merged_over(session.hints)
     strict = session.strict if session.strict is not None else config.strict
-    engine = get_engine(route.engine)
-    if hints.disable:
-        index = -1 if route.count_only else session.note_passthrough(route.api, route.engine, body)
-        return options, CallContext(engine=engine, session=session, index=index, strict=strict)
-    prepare_options = PrepareOptions(
-        engine=route.engine,
-        hints=hints,
-        session_id=session.id,
-        count_only=route.count_only,
-        bridge=BridgeOptions(keep_past_drop=config.keep_past_drop),
-        refpool_threshold=config.refpool_threshold,
-    )
+    prepare_options = None
+    if not hints.disable:
+        prepare_options = PrepareOptions(
+            engine=route.engine,
+            hints=hints,
+            session_id=session.id,
+            count_only=route.count_only,
+            bridge=BridgeOptions(keep_past_drop=config.keep_past_drop),
+            refpool_threshold=config.refpool_threshold,
+        )
+    turn = _Turn(options, route.api, route.engine, body, session, strict, route.count_only, prepare_options)
+    return options, None, turn
+
+
+def _prepare(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None]:
+    """Rewrite ``options`` for sending; returns the options to send and the call's context."""
+    options, ctx, turn = _route(sdk, client, options)
+    if turn is None:
+        return options, ctx
+    session, po = turn.session, turn.prepare_options
+    if po is None:
+        index = -1 if turn.count_only else session.note_passthrough(turn.api, turn.engine_name, turn.body)
+        return options, turn.context(index)
     try:
-        if route.count_only:
-            prepared = prepare(route.api, body, prepare_options, session.hooks())
-            index = -1
-        else:
-            index, prepared = session.prepare_request(route.api, body, prepare_options)
+        if turn.count_only:
+            return turn.rewritten(-1, prepare(turn.api, turn.body, po, session.hooks(strict=turn.strict)))
+        return turn.rewritten(*session.prepare_request(turn.api, turn.body, po, strict=turn.strict))
     except TelosStageError as error:
-        report_failure(error, strict=strict)
-        # When the store itself failed, recording the pass-through would wait on it a second time.
-        skip = route.count_only or error.stage == "session.store"
-        index = -1 if skip else session.note_passthrough(route.api, route.engine, body)
-        return options, CallContext(engine=engine, session=session, index=index, strict=strict)
-    new_options = options.model_copy(update={"json_data": prepared.body, "extra_json": None})
-    # The engine asked for stream usage the caller did not: the usage-only chunk is ours to swallow.
-    hide = _includes_usage(prepared.body) and not _includes_usage(body)
-    return new_options, CallContext(
-        engine=prepared.engine, session=session, index=index, strict=strict, hide_usage_chunk=hide
-    )
+        record = turn.failed(error)
+        index = session.note_passthrough(turn.api, turn.engine_name, turn.body) if record else -1
+        return options, turn.context(index)
+
+
+async def _aprepare(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None]:
+    """``_prepare`` for async clients: the session's store I/O is awaited, never blocking the loop."""
+    options, ctx, turn = _route(sdk, client, options)
+    if turn is None:
+        return options, ctx
+    session, po = turn.session, turn.prepare_options
+    if po is None:
+        index = (
+            -1
+            if turn.count_only
+            else await session.note_passthrough_async(turn.api, turn.engine_name, turn.body)
+        )
+        return options, turn.context(index)
+    try:
+        if turn.count_only:
+            hooks = await session.ahooks(strict=turn.strict)
+            return turn.rewritten(-1, prepare(turn.api, turn.body, po, hooks))
+        return turn.rewritten(
+            *await session.prepare_request_async(turn.api, turn.body, po, strict=turn.strict)
+        )
+    except TelosStageError as error:
+        record = turn.failed(error)
+        index = await session.note_passthrough_async(turn.api, turn.engine_name, turn.body) if record else -1
+        return options, turn.context(index)
 
 
 def _includes_usage(body: Mapping[str, Any]) -> bool:
@@ -253,7 +317,7 @@ def make_async_request_wrapper(sdk: str) -> Callable[..., Awaitable[Any]]:
         wrapped: Callable[..., Awaitable[Any]], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         original = _original_options(args, kwargs)
-        options, ctx = _prepare(sdk, instance, original)
+        options, ctx = await _aprepare(sdk, instance, original)
         if OBSERVERS:
             notify_request(sdk, ctx, _plain_body(original))
         args, kwargs = _swap_options(args, kwargs, options)
