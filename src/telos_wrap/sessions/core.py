@@ -392,12 +392,14 @@ class Session:
                 self._drop(f"another worker wrote the session (revision {current.revision}) meanwhile")
             known = self._parsed[2].requests
             self._adopt(current)
-            if restoring and self._parsed[2].requests < known:
+            if self._parsed[2].requests < known:
+                # Request counts only grow: the store's copy went back in time (another worker put
+                # back an older copy after the store lost the session). Not merged: recorded.
                 self._event(
                     "dropped",
                     self._parsed[2],
-                    f"another worker restored an older copy ({self._parsed[2].requests} requests) after "
-                    f"the store lost the session; this process's copy had {known}",
+                    f"the store's copy has {self._parsed[2].requests} requests, this process had seen "
+                    f"{known}: an older copy was put back after the store lost the session",
                 )
             restoring = False
             if attempt >= 2:

@@ -22,6 +22,7 @@ import random
 import weakref
 from typing import Any
 
+from telos_wrap.sessions.breaker import StoreBreaker
 from telos_wrap.sessions.store import Swapped, Versioned
 
 __all__ = ["RedisStore"]
@@ -75,6 +76,8 @@ class RedisStore:
             that died when Redis restarted), never after a timeout.
         async_client: a ``redis.asyncio.Redis`` for async calls when ``client`` is an instance;
             without it (and without a URL) async calls run the sync client in a worker thread.
+        backoff / max_backoff: the circuit breaker's first and longest window, in seconds: after
+            a failure or timeout no session calls this store for that long (``breaker.py``).
     """
 
     def __init__(
@@ -85,9 +88,12 @@ class RedisStore:
         ttl: int | None = 7 * 24 * 3600,
         timeout: float = 1.0,
         async_client: Any = None,
+        backoff: float = 5.0,
+        max_backoff: float = 60.0,
     ) -> None:
         self.url: str | None = None
         self.timeout = timeout
+        self.breaker = StoreBreaker(backoff, max_backoff)
         if isinstance(client, str):
             import redis
 
