@@ -167,3 +167,7 @@ class RedisServer:
         self.stop()
         self.start()
         self.restarts += 1
+
+
+#: ``benchmarks/`` (its oracle bound is what the end-to-end efficiency tests measure against).
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"

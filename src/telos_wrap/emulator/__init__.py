@@ -16,6 +16,7 @@ from .emulator import CHAT_FLAVOURS, FLAVOURS, KNOWN_HOSTS, Emulator, Flavour, R
 from .errors import EmulatorHTTPError
 from .flavour_sglang import SGLangConfig
 from .flavour_vllm import VLLMConfig
+from .render import RENDER_MODES, RenderMode
 from .server import serve
 from .tokens import BYTES_PER_TOKEN, estimate_tokens, text_for_tokens
 from .transport import AsyncEmulatorTransport, EmulatorTransport
@@ -26,6 +27,7 @@ __all__ = [
     "CHAT_FLAVOURS",
     "FLAVOURS",
     "KNOWN_HOSTS",
+    "RENDER_MODES",
     "REPLY_TEXT",
     "AsyncEmulatorTransport",
     "Clock",
@@ -35,6 +37,7 @@ __all__ = [
     "EmulatorTransport",
     "Flavour",
     "ManualClock",
+    "RenderMode",
     "RequestRecord",
     "SGLangConfig",
     "SystemClock",

@@ -19,6 +19,7 @@ from .flavour_openai import OpenAIFlavour
 from .flavour_sglang import SGLangConfig, SGLangFlavour
 from .flavour_vllm import VLLMConfig, VLLMFlavour
 from .openai_compat import handle_chat
+from .render import RenderMode, check_mode
 from .wire import EmulatorResponse, Handled, json_response
 
 Flavour = Literal["anthropic", "openai", "deepseek", "vllm", "sglang"]
@@ -67,6 +68,10 @@ class Emulator:
             URLs starting with it (longest wins), otherwise it matches ``host`` or ``host:port``.
         vllm / sglang: server flags of those flavours.
         anthropic_min_tokens: overrides of the per-model minimum cacheable length.
+        mode: ``"rendered"`` (default) compares prompts as the vendor renders them;
+            ``"byte-exact"`` as a cache keyed on the request bytes would (cache markers aside).
+            Applies to every flavour; settable later (``emu.mode = "byte-exact"``). See
+            docs/emulator.md, "Render modes".
     """
 
     def __init__(
@@ -78,6 +83,7 @@ class Emulator:
         vllm: VLLMConfig | None = None,
         sglang: SGLangConfig | None = None,
         anthropic_min_tokens: Mapping[str, int] | None = None,
+        mode: str = "rendered",
     ) -> None:
         self.clock: Clock = clock or SystemClock()
         self._default: Flavour = _check_flavour(default_openai_flavour, CHAT_FLAVOURS)
@@ -92,6 +98,19 @@ class Emulator:
             "vllm": VLLMFlavour(vllm),
             "sglang": SGLangFlavour(sglang),
         }
+        self.mode = mode
+
+    @property
+    def mode(self) -> RenderMode:
+        """How every flavour compares prompts: ``"rendered"`` or ``"byte-exact"``."""
+        return self._mode
+
+    @mode.setter
+    def mode(self, value: str) -> None:
+        self._mode: RenderMode = check_mode(value)
+        self.anthropic.mode = self._mode
+        for flavour in self.chat.values():
+            flavour.mode = self._mode
 
     @property
     def default_openai_flavour(self) -> Flavour:

@@ -36,7 +36,7 @@ def handle_chat(
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise flavour.error("'messages' must be a non-empty array", "messages")
-    prompt = render_chat(body)
+    prompt = render_chat(body, mode=flavour.mode)
     flavour.validate(body, prompt)
     text, truncated = reply_text(_max_tokens(body))
     prompt_tokens, prompt_fields = flavour.prompt_usage(body, prompt, text, now)

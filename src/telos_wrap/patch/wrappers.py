@@ -14,6 +14,7 @@ could swallow or alter its errors.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from itertools import repeat
@@ -27,6 +28,7 @@ from telos_wrap.failopen import report_failure
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Api
 from telos_wrap.patch.calls import HINT_HEADER, CallContext, current_call, hint_headers, read_hint_header
+from telos_wrap.patch.mode import rewriting
 from telos_wrap.patch.observers import OBSERVERS, notify_request, notify_usage
 from telos_wrap.patch.routing import Route, route_request
 from telos_wrap.patch.streams import hook_stream, is_stream
@@ -122,17 +124,41 @@ def _strip_hint_header(options: Any) -> tuple[Any, str | None]:
     return options.model_copy(update={"headers": kept}), value if isinstance(value, str) else None
 
 
+#: A caller's name for the conversation (docs/sessions.md), per call (``extra_headers``) or per client
+#: (``default_headers``); telos reads it and removes it from the request that goes out.
+SESSION_HEADER = "x-telos-session"
+
+
+def _strip_session_header(sdk: str, client: Any, options: Any) -> tuple[Any, str | None]:
+    headers = options.headers if isinstance(options.headers, Mapping) else {}
+    own = [key for key in headers if isinstance(key, str) and key.lower() == SESSION_HEADER]
+    defaults = getattr(client, "default_headers", None)
+    default = [
+        key for key in (defaults if isinstance(defaults, Mapping) else {}) if key.lower() == SESSION_HEADER
+    ]
+    if not own and not default:
+        return options, None
+    value = headers[own[-1]] if own else defaults[default[-1]]  # type: ignore[index]
+    kept = {key: item for key, item in headers.items() if key not in own}
+    if default:  # set on the client: the SDK's Omit removes it from this request's headers
+        kept[SESSION_HEADER] = importlib.import_module(f"{sdk}._types").Omit()
+    name = value.strip() if isinstance(value, str) else ""
+    return options.model_copy(update={"headers": kept}), name or None
+
+
 def _resolve_session(
-    api: Api, body: Mapping[str, Any], hints: TelosHints, carried: Session | None
+    api: Api, body: Mapping[str, Any], hints: TelosHints, carried: Session | None, named: str | None = None
 ) -> Session:
     if hints.session is not None:
         return named_session(hints.session)
+    if named is not None:
+        return named_session(named)
     if carried is not None:
         return carried
     active = current_session()
     if active is not None:
         return active
-    return implicit_session(api, body)
+    return implicit_session(api, body, drop_patterns=hints.drop_patterns)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +194,8 @@ class _Turn:
     def failed(self, error: TelosStageError) -> bool:
         """Report a failure (raises if strict); whether the pass-through should be recorded."""
         report_failure(error, strict=self.strict)
-        return not self.count_only
+        # When the store itself failed, recording the pass-through would wait on it a second time.
+        return not self.count_only and error.stage != "session.store"
 
 
 def _route(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None, _Turn | None]:
@@ -176,6 +203,7 @@ def _route(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None
     config = current_config()
     try:
         options, header = _strip_hint_header(_materialize(options))
+        options, named = _strip_session_header(sdk, client, options)
         hints, carried = read_hint_header(header)
     except Exception as exc:  # a telos bug must never break the call
         report_failure(TelosStageError("hint", exc))
@@ -187,16 +215,21 @@ def _route(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None
     except Exception as exc:
         report_failure(TelosStageError("route", exc))
         return options, None, None
-    if route is None or not config.enabled:
+    if route is None:
+        return options, None, None
+    # Observe only (record() without patch(), or patch(enabled=False)): the request goes out as the
+    # SDK built it; with no observer there is nothing to do at all.
+    observe_only = not config.enabled or not rewriting()
+    if observe_only and not OBSERVERS:
         return options, None, None
     body = _plain_body(options)
     if body is None:
         return options, None, None
-    session = _resolve_session(route.api, body, hints, carried)
+    session = _resolve_session(route.api, body, hints, carried, named)
     hints = hints.merged_over(session.hints)
     strict = session.strict if session.strict is not None else config.strict
     prepare_options = None
-    if not hints.disable:
+    if not (hints.disable or observe_only):
         prepare_options = PrepareOptions(
             engine=route.engine,
             hints=hints,

@@ -207,6 +207,7 @@ def replay(
     engine: str = "anthropic",
     jitter_seed: int | None = None,
     emulator: Emulator | None = None,
+    emulator_mode: str = "rendered",
     progress: Progress | None = None,
     label: str = "",
 ) -> RunResult:
@@ -216,13 +217,17 @@ def replay(
     ``telos_wrap.session``; the emulator's ``ManualClock`` moves 3-9 s per request. With
     ``jitter_seed`` every request is first rebuilt the way a careless harness sends it
     (``telos_wrap.traces.jitter``). Requests the emulator refuses are counted as errors.
+    ``emulator_mode`` is the fresh emulator's render mode (``"rendered"`` or ``"byte-exact"``,
+    docs/emulator.md); a given ``emulator`` keeps its own.
     """
     if not telos_wrap.is_patched():
         raise RuntimeError(
             "replay() needs telos_wrap.patch() in effect (use `with telos_wrap.cli.patched():`)"
         )
     if emulator is None:
-        emulator = Emulator(clock=ManualClock(), routes={ENGINES[e] or "": e for e in _SELF_HOSTED})
+        emulator = Emulator(
+            clock=ManualClock(), routes={ENGINES[e] or "": e for e in _SELF_HOSTED}, mode=emulator_mode
+        )
     clients = _Clients(engine, emulator)
     result = RunResult(strategy.name, engine, prices_for(engine))
     before = sum(telos_wrap.failure_counts().values())
