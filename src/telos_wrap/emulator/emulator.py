@@ -20,6 +20,7 @@ from .flavour_sglang import SGLangConfig, SGLangFlavour
 from .flavour_vllm import VLLMConfig, VLLMFlavour
 from .openai_compat import handle_chat
 from .render import RenderMode, check_mode
+from .responses_api import RESPONSES_FLAVOURS, ResponsesAPI, not_served
 from .wire import EmulatorResponse, Handled, json_response
 
 Flavour = Literal["anthropic", "openai", "deepseek", "vllm", "sglang"]
@@ -98,6 +99,8 @@ class Emulator:
             "vllm": VLLMFlavour(vllm),
             "sglang": SGLangFlavour(sglang),
         }
+        #: ``/v1/responses`` in front of the openai, vllm and sglang caches (``responses_api``).
+        self.responses = ResponsesAPI(self._next_id)
         self.mode = mode
 
     @property
@@ -132,6 +135,7 @@ class Emulator:
         self.anthropic.reset()
         for flavour in self.chat.values():
             flavour.reset()
+        self.responses.reset()
         with self._lock:
             self._log.clear()
 
@@ -197,6 +201,18 @@ class Emulator:
             return self.anthropic.create(body)
         if path.endswith("/chat/completions") and flavour != "anthropic":
             return handle_chat(self.chat[flavour], body, self.clock.now(), self._next_id)
+        if (
+            path.endswith(("/responses", "/responses/input_tokens", "/responses/compact"))
+            and flavour != "anthropic"
+        ):
+            if flavour not in RESPONSES_FLAVOURS:
+                raise not_served(flavour)
+            chat = self.chat[flavour]
+            if path.endswith("/input_tokens"):
+                return self.responses.input_tokens(chat, body)
+            if path.endswith("/compact"):
+                return self.responses.compact(chat, body, self.clock.now())
+            return self.responses.create(chat, body, self.clock.now())
         raise _error(flavour, f"Unknown path {path}", status=404)
 
 

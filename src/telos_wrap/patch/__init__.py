@@ -81,6 +81,18 @@ TARGETS: tuple[Target, ...] = (
         ("Completions", "AsyncCompletions"),
         ("create", "parse", "stream"),
     ),
+    *_entries(
+        "openai",
+        "openai.resources.responses.responses",
+        ("Responses", "AsyncResponses"),
+        ("create", "stream", "parse", "compact"),
+    ),
+    *_entries(
+        "openai",
+        "openai.resources.responses.input_tokens",
+        ("InputTokens", "AsyncInputTokens"),
+        ("count",),
+    ),
     # The one method every request passes through once per logical call (retries inside).
     Target("anthropic", "anthropic._base_client", "SyncAPIClient.request", "request"),
     Target("anthropic", "anthropic._base_client", "AsyncAPIClient.request", "async_request"),

@@ -77,10 +77,23 @@ def _plain_body(options: Any) -> dict[str, Any] | None:
                 body.pop(key, None)
             else:
                 body[key] = value
+    if _is_responses_url(options.url):
+        items = body.get("input")
+        if isinstance(items, list) and not all(isinstance(item, Mapping) for item in items):
+            return None  # malformed: let the SDK / API produce its own error
+        return body
     messages = body.get("messages")
     if not isinstance(messages, list) or not _all_messages(messages):
         return None  # malformed: let the SDK / API produce its own error
     return body
+
+
+_RESPONSES_PATHS = ("/responses", "/responses/input_tokens", "/responses/compact")
+
+
+def _is_responses_url(url: Any) -> bool:
+    """Whether the request goes to an OpenAI Responses endpoint (``input`` items, no ``messages``)."""
+    return isinstance(url, str) and url.split("?", 1)[0].rstrip("/").endswith(_RESPONSES_PATHS)
 
 
 _ROLE_KEYS = repeat("role")  # an endless "role", "role", ... for map(dict.get, ...)
@@ -106,7 +119,7 @@ def _materialize(options: Any) -> Any:
         return options
     changed = {
         key: list(value)
-        for key in ("messages", "tools")
+        for key in ("messages", "tools", "input")
         if (value := data.get(key)) is not None
         and not isinstance(value, (list, str, bytes, Mapping))
         and not _is_sentinel(value)
@@ -171,7 +184,7 @@ class _Turn:
     body: dict[str, Any]
     session: Session
     strict: bool
-    count_only: bool
+    is_turn: bool  # False for a token count or a compaction: rewritten, never a turn of the session
     prepare_options: PrepareOptions | None  # None: telos is disabled for this call (pass-through)
 
     def context(self, index: int) -> CallContext:
@@ -195,7 +208,7 @@ class _Turn:
         """Report a failure (raises if strict); whether the pass-through should be recorded."""
         report_failure(error, strict=self.strict)
         # When the store itself failed, recording the pass-through would wait on it a second time.
-        return not self.count_only and error.stage != "session.store"
+        return self.is_turn and error.stage != "session.store"
 
 
 def _route(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None, _Turn | None]:
@@ -238,7 +251,8 @@ def _route(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None
             bridge=BridgeOptions(keep_past_drop=config.keep_past_drop),
             refpool_threshold=config.refpool_threshold,
         )
-    turn = _Turn(options, route.api, route.engine, body, session, strict, route.count_only, prepare_options)
+    is_turn = route.turn and not route.count_only
+    turn = _Turn(options, route.api, route.engine, body, session, strict, is_turn, prepare_options)
     return options, None, turn
 
 
@@ -249,10 +263,10 @@ def _prepare(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | No
         return options, ctx
     session, po = turn.session, turn.prepare_options
     if po is None:
-        index = -1 if turn.count_only else session.note_passthrough(turn.api, turn.engine_name, turn.body)
+        index = session.note_passthrough(turn.api, turn.engine_name, turn.body) if turn.is_turn else -1
         return options, turn.context(index)
     try:
-        if turn.count_only:
+        if not turn.is_turn:
             return turn.rewritten(-1, prepare(turn.api, turn.body, po, session.hooks(strict=turn.strict)))
         return turn.rewritten(*session.prepare_request(turn.api, turn.body, po, strict=turn.strict))
     except TelosStageError as error:
@@ -269,13 +283,13 @@ async def _aprepare(sdk: str, client: Any, options: Any) -> tuple[Any, CallConte
     session, po = turn.session, turn.prepare_options
     if po is None:
         index = (
-            -1
-            if turn.count_only
-            else await session.note_passthrough_async(turn.api, turn.engine_name, turn.body)
+            await session.note_passthrough_async(turn.api, turn.engine_name, turn.body)
+            if turn.is_turn
+            else -1
         )
         return options, turn.context(index)
     try:
-        if turn.count_only:
+        if not turn.is_turn:
             hooks = await session.ahooks(strict=turn.strict)
             return turn.rewritten(-1, prepare(turn.api, turn.body, po, hooks))
         return turn.rewritten(

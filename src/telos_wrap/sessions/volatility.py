@@ -54,6 +54,9 @@ def system_texts(api: Api, body: Mapping[str, Any]) -> list[str | None]:
         if not isinstance(system, list):
             return []
         return [_block_text(block) for block in system]
+    if api == "openai_responses":
+        instructions = body.get("instructions")
+        return [instructions] if isinstance(instructions, str) and instructions else []
     texts: list[str | None] = []
     messages = body.get("messages")
     for message in messages if isinstance(messages, list) else []:
