@@ -298,6 +298,35 @@ def test_a_session_the_store_lost_is_restored_from_this_process(
     assert sess.stats.requests == 4 and _usage_total(sess) == 4
 
 
+class _LostAnswers(CountingStore):
+    """Writes land, but their answers are lost (a timeout after the server applied the command)."""
+
+    lose_answers = False
+
+    def swap(self, session_id: str, expected: int, text: str) -> Swapped:
+        swapped = super().swap(session_id, expected, text)
+        if self.lose_answers:
+            raise TimeoutError("Timeout reading from socket")
+        return swapped
+
+
+def test_a_write_whose_answer_was_lost_is_recognized_not_dropped(
+    lenient: anthropic.Anthropic, clock: ManualClock
+) -> None:
+    store = _LostAnswers()
+    store.breaker = StoreBreaker(backoff=5.0, clock=clock.now)  # type: ignore[attr-defined]
+    with telos_wrap.session("lost-answer", store=store) as sess:
+        _ask(lenient, 0)
+        store.lose_answers = True
+        _ask(lenient, 1)  # written, but this process cannot know
+        store.lose_answers = False
+        _ask(lenient, 2)  # inside the window: kept here
+        clock.advance(5.0)
+        _ask(lenient, 3)  # the probe finds its own write of turn 1 and builds on it
+    assert store.breaker.stats().events == Counter(reconciled=1)  # type: ignore[attr-defined]
+    assert sess.stats.requests == 4 and _usage_total(sess) == 4
+
+
 # -- a hung Redis under asyncio ---------------------------------------------------------------------
 
 
@@ -335,5 +364,7 @@ def test_a_hung_redis_costs_async_calls_one_timeout_per_window() -> None:
             telos_wrap.unpatch()
     stats = store.breaker.stats()  # type: ignore[attr-defined]
     assert stats.trips == 1 and stats.skipped >= 50
+    # The 50 first reads were all in flight when the first timed out: the trip cut the others short.
+    assert stats.failures + stats.abandoned == 50 and stats.abandoned > 0, stats
     assert first < 3.0 and second < 1.0, (first, second)
     assert failure_counts() == {"session.store": 100}

@@ -12,6 +12,7 @@ reason (``StoreEvent``), never merged.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -42,13 +43,14 @@ class StoreEvent:
 
 @dataclass(frozen=True, slots=True)
 class BreakerStats:
-    """Counters of one breaker since it was made."""
+    """Counters of one breaker since it was made (``abandoned``: async store calls cut short by a trip)."""
 
     state: str
     failures: int
     trips: int
     skipped: int
     probes: int
+    abandoned: int
     events: Counter[str]
     recent: tuple[StoreEvent, ...]
 
@@ -84,8 +86,10 @@ class StoreBreaker:
         self._probes = 0
         self._events: Counter[str] = Counter()
         self._recent: deque[StoreEvent] = deque(maxlen=64)
-        #: Bumped on every trip; async store calls started before a trip are abandoned by it.
-        self.generation = 0
+        #: Per event loop, a future resolved at the next trip: async store calls in flight race it,
+        #: so a store that hangs costs the process one timeout, not one per call already waiting.
+        self._trip_futures: dict[asyncio.AbstractEventLoop, asyncio.Future[None]] = {}
+        self._abandoned = 0
 
     @property
     def is_open(self) -> bool:
@@ -128,14 +132,31 @@ class StoreBreaker:
             self._is_open = True
             self._open_until = self.clock() + self._window
             self._trips += 1
-            self.generation += 1
             window = self._window
+            waiting, self._trip_futures = self._trip_futures, {}
+        for loop, future in waiting.items():
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(_resolve, future)
         logger.warning(
             "telos_wrap: stage 'session.store' failed (%s): sessions go on with this process's state "
             "and leave the store alone for %.1f s, then probe it again (one warning per window)",
             type(exc).__name__,
             window,
         )
+
+    def trip_future(self) -> asyncio.Future[None]:
+        """A future of the running loop that is resolved when the breaker next trips."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            future = self._trip_futures.get(loop)
+            if future is None or future.done():
+                future = self._trip_futures[loop] = loop.create_future()
+            return future
+
+    def abandoned(self) -> None:
+        """Count an async store call cut short because the breaker tripped while it waited."""
+        with self._lock:
+            self._abandoned += 1
 
     def record(self, event: StoreEvent) -> None:
         """Count and keep an event (dropped state is also a warning: it never goes unnoticed)."""
@@ -160,9 +181,15 @@ class StoreBreaker:
                 self._trips,
                 self._skipped,
                 self._probes,
+                self._abandoned,
                 Counter(self._events),
                 tuple(self._recent),
             )
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 _breakers_lock = threading.Lock()

@@ -25,7 +25,7 @@ import time
 import uuid
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any, TypeVar
@@ -134,7 +134,30 @@ class _Sleep(_StoreOp):
 class _Failed:
     """What a driver sends back into a plan when a store operation raised."""
 
-    exc: BaseException
+    exc: BaseException | None
+
+
+#: An async store call given up because the breaker tripped meanwhile (not a new failure).
+_ABANDONED = _Failed(None)
+
+
+async def _race_trip(call: Coroutine[Any, Any, Any], breaker: StoreBreaker) -> Any:
+    """Await a store call; if the breaker trips first (another call failed), give up on it."""
+    task = asyncio.ensure_future(call)
+    trip = breaker.trip_future()
+    try:
+        await asyncio.wait((task, trip), return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if task.done():
+        try:
+            return task.result()
+        except Exception as exc:
+            return _Failed(exc)
+    task.cancel()
+    breaker.abandoned()
+    return _ABANDONED
 
 
 def _unchanged(state: SessionState) -> tuple[None, None]:
@@ -213,6 +236,8 @@ class Session:
         self._bound: SessionStore | None = None  # the store ``_parsed`` / ``_dirty`` belong to
         #: State computed here while the store was unavailable, not yet written (reconciled later).
         self._dirty: SessionState | None = None
+        #: A write whose answer never came (text, state): it may have landed all the same.
+        self._unconfirmed: tuple[str, SessionState] | None = None
         #: Usage recorded here, written with the session's next write.
         self._pending: list[tuple[int, UsageReport | None, str | None]] = []
         self._alocks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
@@ -266,7 +291,7 @@ class Session:
         if store is not self._bound:
             if self._bound is not None and (self._pending or self._dirty is not None):
                 logger.debug("telos_wrap: session %s moved stores; unwritten state dropped", self.id)
-            self._bound, self._parsed, self._dirty = store, None, None
+            self._bound, self._parsed, self._dirty, self._unconfirmed = store, None, None, None
             self._pending.clear()
 
     def _breaker(self) -> StoreBreaker:
@@ -364,9 +389,12 @@ class Session:
             if isinstance(outcome, _Failed):
                 self._unavailable(outcome.exc, strict, reported)
                 self._keep_local(target, pending)
+                # The write may still have landed (only its answer was lost): recognized later.
+                self._unconfirmed = (text, target)
                 return result
             breaker.success()
             if outcome.revision is not None:
+                self._unconfirmed = None
                 if restoring:
                     self._event(
                         "restored", target, "the store had lost the session; this copy was written back"
@@ -388,6 +416,11 @@ class Session:
                 self._parsed = (0, None, base)
                 self._dirty = None
                 restoring = True
+                continue
+            unconfirmed, self._unconfirmed = self._unconfirmed, None
+            if self._dirty is not None and unconfirmed is not None and current.text == unconfirmed[0]:
+                # It is this process's own write, whose answer timed out: build on it.
+                self._parsed = (current.revision, current.text, unconfirmed[1])
                 continue
             if self._dirty is not None:
                 self._drop(f"another worker wrote the session (revision {current.revision}) meanwhile")
@@ -455,6 +488,7 @@ class Session:
     async def _arun(self, plan: Generator[_StoreOp, Any, T]) -> T:
         """Run a plan with the store's async methods, one plan per session at a time."""
         ops = store_ops(self.store)
+        breaker = self._breaker()
         async with self._async_lock():
             value: Any = None
             while True:
@@ -466,16 +500,15 @@ class Session:
                     await asyncio.sleep(op.seconds)
                     value = None
                     continue
-                try:
-                    if op is _LOAD:
-                        value = await ops.aload(self.id)
-                    elif isinstance(op, _Swap):
-                        value = await ops.aswap(self.id, op.expected, op.text)
-                    else:
-                        assert isinstance(op, _GetBlob)
-                        value = await ops.aget_blob(self.id, op.key)
-                except Exception as exc:
-                    value = _Failed(exc)
+                call: Coroutine[Any, Any, Any]
+                if op is _LOAD:
+                    call = ops.aload(self.id)
+                elif isinstance(op, _Swap):
+                    call = ops.aswap(self.id, op.expected, op.text)
+                else:
+                    assert isinstance(op, _GetBlob)
+                    call = ops.aget_blob(self.id, op.key)
+                value = await _race_trip(call, breaker)
 
     def _async_lock(self) -> asyncio.Lock:
         loop = asyncio.get_running_loop()
