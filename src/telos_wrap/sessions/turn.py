@@ -10,9 +10,9 @@ the same state and body emits the same bytes.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, overload
 
 from telos_wrap.history import HistoryMemo
 from telos_wrap.ir.model import Api, TelosIR, Transformation
@@ -68,7 +68,17 @@ class StateHooks(SessionHooks):
         memo = self.history_memo()
         if memo is not None:
             count = memo.shared_prefix(ir.messages, ir.settled)
-            memo.keep_aggregate("app", count, (self.app_hashes[: count * HASH_LEN], self.kinds[:count]))
+            value = (self.app_hashes[: count * HASH_LEN], self.kinds[:count])
+            memo.keep_aggregate("app", ir.messages, count, value)
+
+    def settled_side(self) -> Mapping[str, Sequence[Any]]:
+        """Each message's ``(hash, kind)`` as the application sent it, kept by the memo as it settles.
+
+        A settled message comes back from the memo in its bridged form (past DROP pruned), whose
+        hash is not the application's: the memo keeps this one for when the aggregate does not
+        reach it (after a rewind or a sibling branch).
+        """
+        return {"app": _AppRows(self.app_hashes, self.kinds)}
 
     def patterns(self, base: SplitPatterns) -> SplitPatterns:
         if not self.volatile:
@@ -77,8 +87,14 @@ class StateHooks(SessionHooks):
 
     def before_bridge(self, ir: TelosIR) -> TelosIR:
         memo = self.history_memo()
-        cached = memo.aggregate("app", ir.settled) if memo is not None else None
+        cached = memo.aggregate("app", ir.messages) if memo is not None else None
         start, (hashes, kinds) = cached if cached is not None else (0, ("", ""))
+        if memo is not None and start < ir.settled:
+            rows = memo.side("app", start, ir.settled)
+            if rows is not None:
+                hashes += "".join(digest for digest, _ in rows)
+                kinds += "".join(kind for _, kind in rows)
+                start = ir.settled
         new_messages = ir.messages[start:]
         self.app_hashes = hashes + "".join(message_hash(message) for message in new_messages)
         self.kinds = kinds + "".join(message_kind(message) for message in new_messages)
@@ -104,6 +120,32 @@ class StateHooks(SessionHooks):
                 )
             )
         return replace(ir, records=ir.records + tuple(records)) if records else ir
+
+
+class _AppRows(Sequence[tuple[str, str]]):
+    """``(hash, kind)`` of message ``i``, read from the joined strings of ``AppPrint``."""
+
+    __slots__ = ("_hashes", "_kinds")
+
+    def __init__(self, hashes: str, kinds: str) -> None:
+        self._hashes = hashes
+        self._kinds = kinds
+
+    def __len__(self) -> int:
+        return len(self._kinds)
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[str, str]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[tuple[str, str]]: ...
+
+    def __getitem__(self, index: int | slice) -> tuple[str, str] | list[tuple[str, str]]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return self._hashes[index * HASH_LEN : (index + 1) * HASH_LEN], self._kinds[index]
 
 
 @dataclass(frozen=True, slots=True)
