@@ -29,9 +29,9 @@ import argparse
 import asyncio
 import gc
 import multiprocessing as mp
+import os
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -98,9 +98,12 @@ def _relay_main(listen: int, upstream: int, latency: Any, stalled: Any, ready: A
         except OSError:
             client_writer.close()
             return
-        await asyncio.gather(
-            forward(client_reader, server_writer, True), forward(server_reader, client_writer, False)
-        )
+        try:
+            await asyncio.gather(
+                forward(client_reader, server_writer, True), forward(server_reader, client_writer, False)
+            )
+        except (asyncio.CancelledError, ConnectionError, OSError):
+            pass
 
     async def main() -> None:
         server = await asyncio.start_server(handle, "127.0.0.1", listen, backlog=1024)
@@ -169,8 +172,21 @@ def start_rig() -> Rig:
     rig = Rig(free_port(), free_port(), free_port(), ctx.Value("d", 0.0), ctx.Value("i", 0), workdir=workdir)
     rig.stop = ctx.Event()
     rig.redis = subprocess.Popen(
-        [binary, "--port", str(rig.redis_port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", workdir, "--maxclients", "10000"],
+        [
+            binary,
+            "--port",
+            str(rig.redis_port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            workdir,
+            "--maxclients",
+            "10000",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -222,6 +238,7 @@ class PassResult:
     telos: list[float]
     max_stall: float
     completed_during_stall: int = 0
+    recovered_after: float | None = None
     breaker: Any = None
     state_ok: str = "-"
 
@@ -264,7 +281,7 @@ async def run_pass(
     store: RedisStore | None,
     stall: tuple[float, float] | None = None,
 ) -> PassResult:
-    """``sessions`` concurrent sessions × ``turns`` turns; patched iff ``store`` is given."""
+    """``sessions`` concurrent sessions of ``turns`` turns each; patched iff ``store`` is given."""
     latencies: list[float] = []
     telos_samples: list[float] = []
     finished_at: list[float] = []
@@ -296,19 +313,27 @@ async def run_pass(
             if sess is not None:
                 await sess.__aexit__(None, None, None)
 
+    recovered: list[float] | None = [] if stall else None
+
     async def staller(start: float, seconds: float) -> None:
         await asyncio.sleep(start)
         rig.stalled.value = 1
         await asyncio.sleep(seconds)
         rig.stalled.value = 0
+        released = time.perf_counter()
+        assert store is not None and recovered is not None
+        # Bounded: how long after Redis answers again the breaker is closed (a probe succeeded).
+        for _ in range(int(60 / 0.02)):
+            if not store.breaker.is_open:
+                recovered.append(time.perf_counter() - released)
+                return
+            await asyncio.sleep(0.02)
 
     lag_task = asyncio.ensure_future(monitor.run())
     started = time.perf_counter()
     stall_task = asyncio.ensure_future(staller(*stall)) if stall else None
     try:
         await asyncio.gather(*(one(n) for n in range(sessions)))
-        if stall_task is not None:
-            await stall_task
     finally:
         monitor.running = False
         await lag_task
@@ -321,10 +346,16 @@ async def run_pass(
         result.completed_during_stall = sum(lo <= t <= hi for t in finished_at)
     if store is not None:
         # After the run (and a stall's recovery), every session's stored state must hold exactly
-        # its own turns and usage: written again once the store answered, nothing crossed.
-        await asyncio.sleep(0)
+        # its own turns and usage: written again once the store answered, nothing crossed. If the
+        # breaker is still open, wait out its window: the first flush is then the probe.
+        if store.breaker.is_open:
+            await asyncio.sleep(store.breaker.max_backoff)
         for sess in held:
             await sess.aflush()
+        if stall_task is not None:
+            await stall_task
+        if recovered is not None:
+            result.recovered_after = recovered[0]
         result.breaker = store.breaker.stats()
         result.state_ok = check_states(store, held, turns)
         await store.aclose()
@@ -380,7 +411,13 @@ def report(results: list[PassResult]) -> None:
     for r in results:
         if r.breaker is not None:
             b = r.breaker
-            extra = f", {r.completed_during_stall} calls completed while Redis was stalled" if r.completed_during_stall else ""
+            extra = (
+                f", {r.completed_during_stall} calls completed while Redis was stalled"
+                if r.completed_during_stall
+                else ""
+            )
+            if r.recovered_after is not None:
+                extra += f", breaker closed {r.recovered_after:.1f} s after Redis answered again"
             print(
                 f"  {r.name}: breaker {b.state}; store failures (timeouts) {b.failures}, trips {b.trips}, "
                 f"probes {b.probes}, calls that skipped the store {b.skipped}, in-flight calls cut short "
@@ -394,7 +431,11 @@ async def main_async(args: argparse.Namespace, rig: Rig) -> list[PassResult]:
     try:
         for scenario in args.scenarios.split(","):
             store = RedisStore(
-                rig.store_url, prefix="load:", timeout=args.timeout, backoff=args.backoff, max_backoff=args.backoff
+                rig.store_url,
+                prefix="load:",
+                timeout=args.timeout,
+                backoff=args.backoff,
+                max_backoff=args.backoff,
             )
             if scenario == "0ms":
                 rig.latency.value = 0.0
@@ -416,13 +457,15 @@ async def main_async(args: argparse.Namespace, rig: Rig) -> list[PassResult]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sessions", type=int, default=500)
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--latency", type=float, default=5.0, help="ms added per Redis round trip")
     parser.add_argument("--stall", type=float, default=6.0, help="seconds Redis is stalled")
     parser.add_argument("--stall-at", type=float, default=3.0, help="seconds into the pass the stall starts")
-    parser.add_argument("--timeout", type=float, default=0.5, help="RedisStore timeout (s)")
+    parser.add_argument("--timeout", type=float, default=1.0, help="RedisStore timeout (s)")
     parser.add_argument("--backoff", type=float, default=2.0, help="breaker window (s)")
     parser.add_argument("--scenarios", default="0ms,latency,stalled")
     parser.add_argument("--quick", action="store_true", help="50 sessions x 5 turns, 2 s stall")
@@ -437,6 +480,11 @@ def main() -> None:
             f"Redis behind a relay (timeout {args.timeout:g} s, breaker window {args.backoff:g} s)"
         )
         report(asyncio.run(main_async(args, rig)))
+        one, five, _ = os.getloadavg()
+        print(
+            f"machine: {os.cpu_count()} CPUs, load average {one:.1f} (1 min) / {five:.1f} (5 min); "
+            "at the end; every figure is wall-clock time on this machine as loaded"
+        )
     finally:
         rig.close()
 
