@@ -33,9 +33,9 @@ def test_a_cassette_recorded_without_telos_replays_through_telos(path: Path) -> 
     assert "Now: " in str(requests[0].kwargs)  # what the application sent, untouched
     report = replay_cassette(path, min_hit_ratio=0.5, max_breaks=2)
     assert report.requests == 8 and report.conversations == 1 and not report.errors
-    assert 0.5 <= report.hit_ratio < 0.95 and 1 <= report.break_count <= 2
+    # A time of day in the system prompt is learned on sight (docs/sessions.md): no break at all.
+    assert 0.5 <= report.hit_ratio < 0.95 and report.break_count == 0
     assert report.cost_ratio < 0.6
-    assert BREAK.search(report.breaks[0].summary())
 
 
 @pytest.mark.parametrize("path", [ANTHROPIC, OPENAI], ids=["anthropic", "openai"])
