@@ -14,22 +14,23 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.sdk_http
 
 import anthropic
-import httpx2
 import redis
 from convo import RecordingTransport, run_shared_turn  # type: ignore[import-not-found]
 
 import telos_wrap
 from telos_wrap.emulator import Emulator
 from telos_wrap.sessions.redis_store import RedisStore
+from tests.sdk_http import sdk_http
 
 
 def main(url: str, prefix: str, session_id: str, parity: int, turns: int, out: str) -> None:
     telos_wrap.patch(strict=True)
     transport = RecordingTransport(Emulator())
     client = anthropic.Anthropic(
-        api_key="test", http_client=httpx2.Client(transport=transport), max_retries=0
+        api_key="test", http_client=sdk_http.Client(transport=transport), max_retries=0
     )
     store = RedisStore(url, prefix=prefix)
     sess = telos_wrap.session(session_id, store=store)

@@ -19,6 +19,7 @@ from .flavour_openai import OpenAIFlavour
 from .flavour_sglang import SGLangConfig, SGLangFlavour
 from .flavour_vllm import VLLMConfig, VLLMFlavour
 from .openai_compat import handle_chat
+from .replies import Replier
 from .wire import EmulatorResponse, Handled, json_response
 
 Flavour = Literal["anthropic", "openai", "deepseek", "vllm", "sglang"]
@@ -67,6 +68,8 @@ class Emulator:
             URLs starting with it (longest wins), otherwise it matches ``host`` or ``host:port``.
         vllm / sglang: server flags of those flavours.
         anthropic_min_tokens: overrides of the per-model minimum cacheable length.
+        replier: scripts what the model answers (text and tool calls) from the request; the fixed
+            :data:`REPLY_TEXT` when ``None`` (:mod:`telos_wrap.emulator.replies`).
     """
 
     def __init__(
@@ -78,6 +81,7 @@ class Emulator:
         vllm: VLLMConfig | None = None,
         sglang: SGLangConfig | None = None,
         anthropic_min_tokens: Mapping[str, int] | None = None,
+        replier: Replier | None = None,
     ) -> None:
         self.clock: Clock = clock or SystemClock()
         self._default: Flavour = _check_flavour(default_openai_flavour, CHAT_FLAVOURS)
@@ -85,7 +89,8 @@ class Emulator:
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._log: list[RequestRecord] = []
-        self.anthropic = AnthropicAPI(self.clock, self._next_id, anthropic_min_tokens)
+        self.replier = replier
+        self.anthropic = AnthropicAPI(self.clock, self._next_id, anthropic_min_tokens, replier)
         self.chat: dict[Flavour, ChatFlavour] = {
             "openai": OpenAIFlavour(),
             "deepseek": DeepSeekFlavour(),
@@ -177,7 +182,7 @@ class Emulator:
         if path.endswith("/messages"):
             return self.anthropic.create(body)
         if path.endswith("/chat/completions") and flavour != "anthropic":
-            return handle_chat(self.chat[flavour], body, self.clock.now(), self._next_id)
+            return handle_chat(self.chat[flavour], body, self.clock.now(), self._next_id, self.replier)
         raise _error(flavour, f"Unknown path {path}", status=404)
 
 
