@@ -11,15 +11,20 @@ nothing but content counts:
 * a zero-token unit for each message boundary (role), so turns cannot be merged.
 
 Volatile spans are excluded: ``Current time:`` / ``Current date:`` lines and everything inside an
-``<environment_info>`` envelope (what ``telos_wrap.traces.jitter`` injects, and the live clock of
-the recorded LangGraph sessions). The bound of a request is the longest unit prefix it shares with
-*any* earlier request of the same session (tokens = UTF-8 bytes / 4, the emulator's estimate) —
-what a prefix cache with perfect breakpoints and a perfectly stable layout could read — and 0 when
-that is below the vendor's minimum cacheable length (Anthropic: per model, 1024 for unknown
-models; OpenAI: 1024, then whole 128-token steps).
+``<environment_info>`` envelope (the live clock of the recorded LangGraph sessions), and the exact
+strings a harness style of ``telos_wrap.harnesses`` declares volatile for that request (passed to
+``SessionBound.add``): each is cut out of the text it is in; a line left with only whitespace is
+dropped, what is left of any other line counts (``You are helpful. Date: <cut>. Be brief.``).
+Identity also ignores what a vendor renders alike: a ``tool_result``'s string content is the
+same as one text part (its tokens are the request's own).
 
-It is computed on the request as recorded: the jittered variant adds only volatile spans and
-reorders tools and JSON keys, so its bound is the same.
+The bound of a request is the longest unit prefix it shares with *any* earlier request of the
+same session (tokens = UTF-8 bytes / 4, the emulator's estimate) — what a prefix cache with
+perfect breakpoints and a perfectly stable layout could read — and 0 when that is below the
+vendor's minimum cacheable length (Anthropic: per model, 1024 for unknown models; OpenAI: 1024,
+then whole 128-token steps).
+
+It is computed on the request as the harness sent it (the recorded one, or a style's rewrite).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from telos_wrap.emulator.anthropic_rules import min_cacheable_tokens
@@ -54,10 +59,20 @@ def _tokens(text: str) -> float:
     return len(text.encode("utf-8")) / 4
 
 
-def text_units(text: str) -> Iterator[Unit]:
-    """One unit per non-volatile line."""
+_CUT = "\x00"
+
+
+def text_units(text: str, volatile: Sequence[str] = ()) -> Iterator[Unit]:
+    """One unit per non-volatile line, with the ``volatile`` strings cut out."""
+    for span in volatile:
+        if span and span in text:
+            text = text.replace(span, _CUT)
     inside = False
     for line in text.splitlines(keepends=True):
+        if _CUT in line:
+            line = line.replace(_CUT, "")
+            if not line.strip():
+                continue
         stripped = line.strip()
         if stripped.startswith("<environment_info>"):
             inside = True
@@ -68,22 +83,31 @@ def text_units(text: str) -> Iterator[Unit]:
             yield "t:" + line, _tokens(line)
 
 
-def _block_units(block: Any) -> Iterator[Unit]:
+def _identity(block: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``block`` as the vendor renders it: a tool result's string content is one text part."""
+    if block.get("type") == "tool_result" and isinstance(block.get("content"), str):
+        return {**block, "content": [{"type": "text", "text": block["content"]}]}
+    return block
+
+
+def _block_units(block: Any, volatile: Sequence[str]) -> Iterator[Unit]:
     if isinstance(block, str):
-        yield from text_units(block)
+        yield from text_units(block, volatile)
     elif isinstance(block, Mapping) and block.get("type") == "text" and isinstance(block.get("text"), str):
-        yield from text_units(block["text"])
+        yield from text_units(block["text"], volatile)
+    elif isinstance(block, Mapping):
+        yield "j:" + _canonical(_identity(block)), _tokens(_canonical(block))
     elif block is not None:
         data = _canonical(block)
         yield "j:" + data, _tokens(data)
 
 
-def _content_units(content: Any) -> Iterator[Unit]:
+def _content_units(content: Any, volatile: Sequence[str] = ()) -> Iterator[Unit]:
     if isinstance(content, list):
         for block in content:
-            yield from _block_units(block)
+            yield from _block_units(block, volatile)
     else:
-        yield from _block_units(content)
+        yield from _block_units(content, volatile)
 
 
 def _tool_units(tools: Any) -> Iterator[Unit]:
@@ -91,22 +115,22 @@ def _tool_units(tools: Any) -> Iterator[Unit]:
         yield "tool:" + data, _tokens(data)
 
 
-def anthropic_units(kwargs: Mapping[str, Any]) -> list[Unit]:
+def anthropic_units(kwargs: Mapping[str, Any], volatile: Sequence[str] = ()) -> list[Unit]:
     """Units of an Anthropic Messages request: tools, system, messages."""
     units = list(_tool_units(kwargs.get("tools")))
-    units.extend(_content_units(kwargs.get("system")))
+    units.extend(_content_units(kwargs.get("system"), volatile))
     for message in kwargs.get("messages") or []:
         units.append((f"role:{message.get('role')}", 0.0))
-        units.extend(_content_units(message.get("content")))
+        units.extend(_content_units(message.get("content"), volatile))
     return units
 
 
-def openai_units(kwargs: Mapping[str, Any]) -> list[Unit]:
+def openai_units(kwargs: Mapping[str, Any], volatile: Sequence[str] = ()) -> list[Unit]:
     """Units of an OpenAI Chat Completions request: tools, then each message's parts and calls."""
     units = list(_tool_units(kwargs.get("tools")))
     for message in kwargs.get("messages") or []:
         units.append((f"role:{message.get('role')}:{message.get('name', '')}", 0.0))
-        units.extend(_content_units(message.get("content")))
+        units.extend(_content_units(message.get("content"), volatile))
         for call in message.get("tool_calls") or []:
             data = _canonical(call)
             units.append(("j:" + data, _tokens(data)))
@@ -128,8 +152,9 @@ class SessionBound:
     def __init__(self) -> None:
         self._seen: set[bytes] = set()
 
-    def add(self, api: str, kwargs: Mapping[str, Any]) -> int:
-        units = anthropic_units(kwargs) if api == "anthropic" else openai_units(kwargs)
+    def add(self, api: str, kwargs: Mapping[str, Any], volatile: Sequence[str] = ()) -> int:
+        """The bound of the next request; ``volatile``: the strings its harness changes every turn."""
+        units = anthropic_units(kwargs, volatile) if api == "anthropic" else openai_units(kwargs, volatile)
         digest = hashlib.blake2b(digest_size=16)
         shared = 0.0
         cumulative = 0.0

@@ -1,31 +1,37 @@
-"""Cache-efficiency benchmark: every trace in ../shared/traces, five ways, recorded and jittered.
+"""Cache-efficiency benchmark: every trace source x harness style x vendor rules x emulator mode.
 
-    python benchmarks/cache_efficiency.py [--traces DIR] [--sessions-per-source N] [--no-openai]
-                                          [--json FILE] [--write-md BENCHMARKS.md]
+    python benchmarks/cache_efficiency.py [--traces DIR] [--styles all|clean,NAME,...]
+        [--modes rendered,byte-exact] [--vendors anthropic,openai] [--sources NAME,...]
+        [--sessions-per-source N] [--max-turns N] [--quick] [--telos-sdk]
+        [--json FILE] [--write-md BENCHMARKS.md]
 
 Every request goes through the real SDK to the built-in engine emulator (a fresh emulator per
-session, its clock moving 3-9 s per request), with:
+session and strategy, its clock moving 3-9 s per request), with:
 
-1. **as sent** — the trace's request unchanged (telos disabled for the call);
+1. **as sent** — the request as the harness built it (telos disabled for the call);
 2. **auto-caching** — Anthropic's native automatic caching: a top-level
    ``cache_control: {"type": "ephemeral"}`` on the request as sent (Anthropic rules only; on
    OpenAI, automatic caching *is* "as sent");
 3. **telos_wrap** — through ``telos_wrap.patch()``, one ``telos_wrap.session`` per trace session;
-4. **telos-sdk** — the body the reference implementation's own gateway would send
-   (``benchmarks/_bench_reference.py``), sent unchanged;
+4. **telos-sdk** (only with ``--telos-sdk``) — the body the reference implementation's gateway
+   would send (``benchmarks/_bench_reference.py``);
 5. **oracle bound** — per request, the tokens of content already sent earlier in the session,
-   volatile spans excluded (``benchmarks/_bench_bound.py``).
+   with the spans the harness style declares volatile cut out (``benchmarks/_bench_bound.py``).
 
-Each on the traces as recorded and replayed by a careless harness (``telos_wrap.traces.jitter``:
-live clock + ``<environment_info>`` rebuilt in the system prompt, tools and JSON keys reshuffled
-every turn). Reported per source and in total: hit ratio (cache reads / input tokens), cost
-relative to sending the same tokens uncached (Anthropic: read 0.1x, 5m write 1.25x, 1h write 2x;
-OpenAI: the ``openai`` engine profile), and efficiency = cache reads / oracle bound. A request
-the emulator refuses (HTTP 400) is counted at its as-sent size, uncached.
+*Styles* (``telos_wrap.harnesses``): ``clean`` is the trace as recorded; every other style
+rebuilds each request the way one careless harness habit does (seeded, deterministic). *Modes*
+(docs/emulator.md, "Render modes"): ``rendered`` compares prompts as the vendor renders them,
+``byte-exact`` as a cache keyed on the request bytes would (cache markers aside).
+
+Reported: efficiency = cache reads / oracle bound, per style, source, vendor rules and mode, with
+refusals (HTTP 400: counted at the as-sent size, uncached) and telos fall-backs; the acceptance
+lines of issue 15 (telos_wrap >= 97% of the bound everywhere; on clean traces never below native
+automatic caching (Anthropic) or as sent (OpenAI)); and every place where the two modes disagree.
 
 Anthropic rules run on every Anthropic-shaped source (the ``*.as-anthropic`` conversions and the
 Anthropic sessions of the cassette sources); OpenAI rules on the OpenAI-API sessions, with the
 provider-specific fields the OpenAI API rejects (e.g. OpenRouter's ``usage``) dropped first.
+``--quick`` (2 sessions per source, 6 turns each) is the smoke version the test suite runs.
 """
 
 from __future__ import annotations
@@ -45,7 +51,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _bench_reference as reference
 from _bench_bound import SessionBound
 
-from telos_wrap.engines.registry import get_engine
+from telos_wrap.emulator import RENDER_MODES
+from telos_wrap.harnesses import rewrite_session, style_names
 from telos_wrap.replay import (
     AS_SENT,
     AUTO_CACHING,
@@ -61,14 +68,23 @@ from telos_wrap.traces import TraceRequest, group_sessions, load_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TRACES = ROOT.parent / "shared" / "traces"
-VARIANTS = {"recorded": None, "jittered": 0}
-ORACLE = "oracle bound"
-COMMAND = "python benchmarks/cache_efficiency.py --write-md BENCHMARKS.md"
+CLEAN = "clean"
+STYLE_SEED = 0
+TARGET = 0.97  # issue 15: telos_wrap >= 0.97 of the oracle bound
+QUICK_SESSIONS, QUICK_TURNS = 2, 6
+#: Cost differences below 0.05 percentage points are token-level noise.
+COST_TOLERANCE = 0.0005
+#: Efficiencies that differ by less than this between the two modes are not called a disagreement.
+MODE_TOLERANCE = 0.005
+VENDORS = {
+    "anthropic": "Anthropic rules (claude-* minimum lengths per model; 1024 for other model names)",
+    "openai": "OpenAI rules (automatic caching: 1024-token minimum, 128-token steps before gpt-5.6)",
+}
 
 
 @dataclass
 class Cell:
-    """One strategy on one source and variant: summed usage, bound, refusals, fall-backs."""
+    """One strategy on one source, style and mode: summed usage, bound, refusals, fall-backs."""
 
     input: int = 0
     read: int = 0
@@ -124,28 +140,32 @@ class Cell:
         }
 
 
+Key = tuple[str, str, str, str]  # source, style, mode, strategy
+
+
 @dataclass
 class Section:
-    """One set of vendor rules: per source, per variant, per strategy."""
+    """One set of vendor rules: cells per source, style, mode and strategy."""
 
+    vendor: str
     title: str
-    engine: str
     strategies: list[str]
-    cells: dict[tuple[str, str, str], Cell] = field(default_factory=dict)
+    styles: list[str]
+    modes: list[str]
+    cells: dict[Key, Cell] = field(default_factory=dict)
     sessions: dict[str, int] = field(default_factory=dict)
     sampled: dict[str, tuple[int, int]] = field(default_factory=dict)
 
-    def cell(self, source: str, variant: str, strategy: str) -> Cell:
-        return self.cells.setdefault((source, variant, strategy), Cell())
+    def cell(self, source: str, style: str, mode: str, strategy: str) -> Cell:
+        if source == "TOTAL":
+            total = Cell()
+            for name in self.sources():
+                total.merge(self.cells.get((name, style, mode, strategy), Cell()))
+            return total
+        return self.cells.setdefault((source, style, mode, strategy), Cell())
 
     def sources(self) -> list[str]:
-        return list(dict.fromkeys(source for source, _, _ in self.cells))
-
-    def total(self, variant: str, strategy: str) -> Cell:
-        total = Cell()
-        for source in self.sources():
-            total.merge(self.cell(source, variant, strategy))
-        return total
+        return list(dict.fromkeys(source for source, _, _, _ in self.cells))
 
 
 # -- loading ----------------------------------------------------------------------------------------
@@ -158,12 +178,16 @@ def _openai_accepted() -> frozenset[str]:
     return frozenset(inspect.signature(Completions.create).parameters) - own
 
 
-def sessions_of(path: Path, api: str, limit: int | None) -> tuple[list[list[TraceRequest]], int]:
-    """The ``api`` sessions of a trace file (the first ``limit`` of them) and how many there are."""
+def sessions_of(
+    path: Path, api: str, limit: int | None, max_turns: int | None
+) -> tuple[list[list[TraceRequest]], int]:
+    """The ``api`` sessions of a trace file (the first ``limit``, each cut to ``max_turns``) and how many."""
     sessions = [s for s in group_sessions(load_trace(path)) if s[0].api == api]
     total = len(sessions)
     if limit is not None:
         sessions = sessions[:limit]
+    if max_turns is not None:
+        sessions = [s[:max_turns] for s in sessions]
     if api == "openai":  # what api.openai.com accepts: provider extensions dropped
         accepted = _openai_accepted()
         sessions = [[replace(r, kwargs=_only(r.kwargs, accepted)) for r in s] for s in sessions]
@@ -178,51 +202,66 @@ def source_name(path: Path) -> str:
     return path.name.removesuffix(".xz").removesuffix(".jsonl")
 
 
+def styled(session: Sequence[TraceRequest], style: str) -> tuple[list[TraceRequest], list[tuple[str, ...]]]:
+    """The session as ``style`` sends it, and each request's volatile strings."""
+    if style == CLEAN:
+        return list(session), [() for _ in session]
+    return rewrite_session(session, style, seed=STYLE_SEED)
+
+
 # -- running ----------------------------------------------------------------------------------------
 
 
 def run_section(
     section: Section,
     files: Sequence[Path],
-    api: str,
     strategies: Callable[[], list[Strategy]],
     limit: int | None,
+    max_turns: int | None,
     ref: reference.ReferenceStrategy | None,
+    show_progress: bool | None = None,
 ) -> None:
-    """Replay every ``api`` session of ``files`` with each strategy and variant into ``section``."""
+    """Replay every session of ``files`` for the section's vendor, per style, mode and strategy."""
     work = []
     for path in files:
-        sessions, total = sessions_of(path, api, limit)
+        sessions, total = sessions_of(path, section.vendor, limit, max_turns)
         if sessions:
-            work.append((source_name(path), sessions))
-            section.sessions[source_name(path)] = len(sessions)
-            if len(sessions) < total:
-                section.sampled[source_name(path)] = (len(sessions), total)
-    count = sum(len(s) for _, group in work for s in group) * len(VARIANTS) * len(strategies())
-    progress = Progress(count)
+            name = source_name(path)
+            work.append((name, sessions))
+            section.sessions[name] = len(sessions)
+            if len(sessions) < total or max_turns is not None:
+                section.sampled[name] = (len(sessions), total)
+    per_run = sum(len(s) for _, group in work for s in group)
+    progress = Progress(
+        per_run * len(section.styles) * len(section.modes) * len(strategies()), enabled=show_progress
+    )
     with patched():
         for source, sessions in work:
             for session in sessions:
-                bounds_state = SessionBound()
-                bounds = [bounds_state.add(r.api, r.kwargs) for r in session]
-                for variant, seed in VARIANTS.items():
-                    runs: dict[str, RunResult] = {}
-                    for strategy in strategies():
-                        before = sum(ref.fallbacks.values()) if ref is not None else 0
-                        run = replay(
-                            [session],
-                            strategy,
-                            engine=section.engine,
-                            jitter_seed=seed,
-                            progress=progress,
-                            label=f"{section.engine} {source} {variant} {strategy.name}",
-                        )
-                        if ref is not None and strategy.name == reference.NAME:
-                            run.fallbacks += sum(ref.fallbacks.values()) - before
-                        runs[strategy.name] = run
-                    as_sent = runs[AS_SENT.name]
-                    for name, run in runs.items():
-                        section.cell(source, variant, name).add(run, as_sent, bounds)
+                for style in section.styles:
+                    requests, volatile = styled(session, style)
+                    bounds_state = SessionBound()
+                    bounds = [
+                        bounds_state.add(r.api, r.kwargs, v) for r, v in zip(requests, volatile, strict=True)
+                    ]
+                    for mode in section.modes:
+                        runs: dict[str, RunResult] = {}
+                        for strategy in strategies():
+                            before = sum(ref.fallbacks.values()) if ref is not None else 0
+                            run = replay(
+                                [requests],
+                                strategy,
+                                engine=section.vendor,
+                                emulator_mode=mode,
+                                progress=progress,
+                                label=f"{section.vendor} {source} {style} {mode} {strategy.name}",
+                            )
+                            if ref is not None and strategy.name == reference.NAME:
+                                run.fallbacks += sum(ref.fallbacks.values()) - before
+                            runs[strategy.name] = run
+                        as_sent = runs[AS_SENT.name]
+                        for name, run in runs.items():
+                            section.cell(source, style, mode, name).add(run, as_sent, bounds)
     progress.close()
 
 
@@ -233,147 +272,146 @@ def _pct(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:.1f}%"
 
 
-def _get(section: Section, source: str, variant: str, strategy: str) -> Cell:
-    if source == "TOTAL":
-        return section.total(variant, strategy)
-    return section.cell(source, variant, strategy)
+def _notes(cell: Cell, label: str) -> list[str]:
+    notes = []
+    if cell.refused:
+        notes.append(f"{label}: {cell.refused} refused")
+    if cell.fallbacks:
+        notes.append(f"{label}: {cell.fallbacks} fall-backs")
+    return notes
 
 
-def table_rows(section: Section) -> list[list[str]]:
-    """Rows: source, strategy, then hit / cost / efficiency for recorded and jittered, notes."""
+def _worst(section: Section, style: str, mode: str) -> tuple[float | None, str]:
+    """Lowest telos_wrap efficiency over the sources (with a non-zero bound) and where."""
+    worst: tuple[float | None, str] = (None, "")
+    for source in section.sources():
+        eff = section.cell(source, style, mode, TELOS.name).efficiency
+        if eff is not None and (worst[0] is None or eff < worst[0]):
+            worst = (eff, source)
+    return worst
+
+
+def summary_rows(section: Section) -> tuple[list[str], list[list[str]]]:
+    """Per style (all sources): bound, and per mode each strategy's efficiency and the worst source."""
+    header = ["style", "bound"]
+    for mode in section.modes:
+        header += [f"{mode}: {name}" for name in section.strategies]
+        header.append(f"{mode}: worst source (telos_wrap)")
+    header.append("notes")
     rows = []
-    for source in [*section.sources(), "TOTAL"]:
-        for strategy in [*section.strategies, ORACLE]:
-            row = [source, strategy]
-            notes = []
-            for variant in VARIANTS:
-                base = _get(section, source, variant, AS_SENT.name)
-                if strategy == ORACLE:
-                    row += [_pct(base.bound / base.as_sent_input if base.as_sent_input else None), "", ""]
-                    continue
-                cell = _get(section, source, variant, strategy)
-                row += [_pct(cell.hit), _pct(cell.cost_ratio), _pct(cell.efficiency)]
-                if cell.refused:
-                    notes.append(f"{variant}: {cell.refused} refused")
-                if cell.fallbacks:
-                    notes.append(f"{variant}: {cell.fallbacks} fall-backs")
-                if cell.as_sent_input and abs(cell.input / cell.as_sent_input - 1) > 0.01:
-                    share = _pct(cell.input / cell.as_sent_input)
-                    notes.append(f"{variant}: sent {share} of the as-sent tokens")
-            if strategy == ORACLE:
-                base = _get(section, source, "recorded", AS_SENT.name)
-                sessions = sum(section.sessions.values()) if source == "TOTAL" else section.sessions[source]
+    for style in section.styles:
+        base = section.cell("TOTAL", style, section.modes[0], AS_SENT.name)
+        row = [style, _pct(base.bound / base.as_sent_input if base.as_sent_input else None)]
+        notes: list[str] = []
+        for mode in section.modes:
+            for name in section.strategies:
+                cell = section.cell("TOTAL", style, mode, name)
+                row.append(_pct(cell.efficiency))
+                if name == TELOS.name:
+                    notes += _notes(cell, mode)
+            eff, where = _worst(section, style, mode)
+            row.append(f"{_pct(eff)} {where}".strip())
+        row.append("; ".join(notes))
+        rows.append(row)
+    return header, rows
+
+
+def detail_rows(section: Section) -> tuple[list[str], list[list[str]]]:
+    """Per style and source: bound, then per mode each strategy's efficiency and telos' cost."""
+    header = ["style", "source", "bound"]
+    for mode in section.modes:
+        header += [f"{mode}: {name}" for name in section.strategies]
+        header.append(f"{mode}: telos cost")
+    header.append("notes")
+    rows = []
+    for style in section.styles:
+        for source in [*section.sources(), "TOTAL"]:
+            base = section.cell(source, style, section.modes[0], AS_SENT.name)
+            row = [style, source, _pct(base.bound / base.as_sent_input if base.as_sent_input else None)]
+            notes: list[str] = []
+            for mode in section.modes:
+                for name in section.strategies:
+                    cell = section.cell(source, style, mode, name)
+                    row.append(_pct(cell.efficiency))
+                    notes += _notes(cell, f"{mode} {name}")
+                row.append(_pct(section.cell(source, style, mode, TELOS.name).cost_ratio))
+            if style == CLEAN and source == "TOTAL":
+                sessions = sum(section.sessions.values())
                 notes.append(f"{sessions} sessions, {base.requests} requests, {base.as_sent_input:,} tokens")
+            elif style == CLEAN:
+                notes.append(f"{section.sessions[source]} sessions, {base.requests} requests")
                 if source in section.sampled:
-                    notes.append("sampled: first {} of {} sessions".format(*section.sampled[source]))
+                    notes.append("sampled: {} of {} sessions".format(*section.sampled[source]))
             row.append("; ".join(notes))
             rows.append(row)
-    return rows
+    return header, rows
 
 
-HEADER = [
-    "source",
-    "strategy",
-    "recorded hit",
-    "cost",
-    "efficiency",
-    "jittered hit",
-    "cost",
-    "efficiency",
-    "notes",
-]
-
-
-def print_text(section: Section) -> None:
-    print(f"\n{section.title}")
-    rows = table_rows(section)
-    widths = [max(len(str(r[i])) for r in [HEADER, *rows]) for i in range(len(HEADER) - 1)]
-
-    def fmt(cells: Sequence[str]) -> str:
-        pairs = enumerate(zip(cells, widths, strict=True))
-        return "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in pairs)
-
-    print(fmt(HEADER[:-1]) + "  notes")
-    previous = None
-    for row in rows:
-        if previous is not None and row[0] != previous:
-            print()
-        print(fmt([row[0] if row[0] != previous else "", *row[1:-1]]) + "  " + row[-1])
-        previous = row[0]
-
-
-def markdown(section: Section) -> str:
-    out = [f"### {section.title}", "", "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-    for row in table_rows(section):
-        out.append("| " + " | ".join(c.replace("|", "/") for c in row) + " |")
-    return "\n".join(out)
-
-
-#: Cost differences below 0.05 percentage points are token-level noise (a ref-pool stub, a trimmed space).
-COST_TOLERANCE = 0.0005
-
-
-def floor_checks(section: Section) -> list[str]:
-    """The issue's acceptance floor (Anthropic rules), source by source, with the numbers.
-
-    "telos_wrap >= X" means: at least as many cache reads and a cost ratio no higher (within
-    ``COST_TOLERANCE``). Against telos-sdk, when telos-sdk sent fewer tokens than the request as
-    sent (it drops system text behind ref-pool stubs), its lower cost comes from content it never
-    sent: that is shown as ``PASS*`` (reads compared, cost not comparable), never hidden.
-    """
+def checks(section: Section) -> list[str]:
+    """Issue 15's acceptance lines for this section, one per style/source/mode, with the numbers."""
     lines = []
     sources = [*section.sources(), "TOTAL"]
-
-    def get(source: str, variant: str, strategy: str) -> Cell:
-        return _get(section, source, variant, strategy)
-
-    def versus(telos: Cell, other: Cell) -> str:
-        return (
-            f"reads {telos.read:,} vs {other.read:,}; cost {_pct(telos.cost_ratio)} vs "
-            f"{_pct(other.cost_ratio)}"
-        )
-
-    for source in sources:
-        telos, auto = get(source, "recorded", TELOS.name), get(source, "recorded", AUTO_CACHING.name)
-        ok = telos.read >= auto.read and telos.cost_ratio <= auto.cost_ratio + COST_TOLERANCE
-        verdict = "PASS " if ok else "FAIL "
-        lines.append(f"{verdict} recorded  {source}: telos_wrap >= auto-caching ({versus(telos, auto)})")
-    for source in sources:
-        telos, auto = get(source, "jittered", TELOS.name), get(source, "jittered", AUTO_CACHING.name)
-        if telos.efficiency is None:
-            lines.append(f"n/a   jittered  {source}: the bound is 0 (nothing cacheable was sent twice)")
-            continue
-        verdict = "PASS " if telos.efficiency >= 0.9 else "FAIL "
-        lines.append(
-            f"{verdict} jittered  {source}: telos_wrap >= 90% of the bound "
-            f"({_pct(telos.efficiency)}; auto-caching {_pct(auto.efficiency)})"
-        )
-    if reference.NAME not in section.strategies:
-        return lines
-    for variant in VARIANTS:
+    for mode in section.modes:
+        for style in section.styles:
+            for source in sources:
+                cell = section.cell(source, style, mode, TELOS.name)
+                where = f"{section.vendor:9} {mode:10} {style:18} {source}"
+                if cell.efficiency is None:
+                    lines.append(f"n/a   {where}: the bound is 0")
+                    continue
+                verdict = "PASS " if cell.efficiency >= TARGET else "FAIL "
+                lines.append(f"{verdict} {where}: telos_wrap {_pct(cell.efficiency)} of the bound (>= 97%)")
+        other = AUTO_CACHING.name if AUTO_CACHING.name in section.strategies else AS_SENT.name
         for source in sources:
-            telos, ref = get(source, variant, TELOS.name), get(source, variant, reference.NAME)
-            reads_ok = telos.read >= ref.read
-            cost_ok = telos.cost_ratio <= ref.cost_ratio + COST_TOLERANCE
-            kept = ref.input / ref.as_sent_input if ref.as_sent_input else 1.0
-            note = ""
-            if reads_ok and cost_ok:
-                verdict = "PASS "
-            elif reads_ok and kept < 0.99:
-                verdict = "PASS*"
-                note = f"; cost not comparable: telos-sdk sent only {_pct(kept)} of the as-sent tokens"
-            else:
-                verdict = "FAIL "
+            telos = section.cell(source, CLEAN, mode, TELOS.name)
+            base = section.cell(source, CLEAN, mode, other)
+            ok = telos.read >= base.read and telos.cost_ratio <= base.cost_ratio + COST_TOLERANCE
             lines.append(
-                f"{verdict} {variant:8}  {source}: telos_wrap >= telos-sdk ({versus(telos, ref)}{note})"
+                f"{'PASS ' if ok else 'FAIL '} {section.vendor:9} {mode:10} {CLEAN:18} {source}: "
+                f"telos_wrap >= {other} (reads {telos.read:,} vs {base.read:,}; "
+                f"cost {_pct(telos.cost_ratio)} vs {_pct(base.cost_ratio)})"
             )
     return lines
 
 
-def write_markdown(
-    path: Path, sections: Sequence[Section], checks: Sequence[str], meta: dict[str, Any]
-) -> None:
-    """Replace (or append) the ``## Cache efficiency`` section of ``path``."""
+def disagreements(section: Section) -> list[str]:
+    """Where telos_wrap's or the as-sent efficiency differs between the two modes."""
+    if len(section.modes) < 2:
+        return []
+    first, second = section.modes[0], section.modes[1]
+    lines = []
+    for style in section.styles:
+        for source in section.sources():
+            for name in section.strategies:
+                a = section.cell(source, style, first, name).efficiency
+                b = section.cell(source, style, second, name).efficiency
+                if a is not None and b is not None and abs(a - b) > MODE_TOLERANCE:
+                    lines.append(
+                        f"{section.vendor:9} {style:18} {source:28} {name:12} "
+                        f"{first} {_pct(a)} vs {second} {_pct(b)}"
+                    )
+    return lines
+
+
+def _text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header) - 1)]
+    out = []
+    for row in [header, *rows]:
+        cells = [
+            c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row[:-1], widths, strict=True))
+        ]
+        out.append("  ".join(cells) + "  " + row[-1])
+    return "\n".join(out)
+
+
+def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in rows]
+    return out
+
+
+def write_markdown(path: Path, sections: Sequence[Section], meta: dict[str, Any]) -> None:
+    """Replace (or append) the ``## Cache efficiency`` section of ``path`` (up to the next ``## ``)."""
     body = [
         "## Cache efficiency",
         "",
@@ -381,28 +419,41 @@ def write_markdown(
         "",
         f"    {meta['command']}",
         "",
-        f"on {meta['traces']} ({meta['elapsed']:.0f} s; telos_wrap {meta['telos_wrap']}, telos-sdk "
-        f"{meta['telos_sdk'] or 'not installed'}, anthropic {meta['anthropic']}, openai {meta['openai']}). "
-        "Every request goes through the real SDK to the built-in engine emulator (docs/emulator.md), "
-        "a fresh emulator per session. *hit* = cache reads / input tokens; *cost* = input cost "
-        "relative to the same tokens uncached; *efficiency* = cache reads / oracle bound (the tokens "
-        "of content already sent earlier in the session, volatile spans excluded, below the vendor's "
-        "minimum cacheable length counted as 0; the oracle row's *hit* column is bound / input). "
-        "*jittered* = the same traces replayed by a careless harness (`telos_wrap.traces.jitter`). "
-        "See the docstring of `benchmarks/cache_efficiency.py`.",
+        f"on {meta['traces']} ({meta['elapsed']:.0f} s; telos_wrap {meta['telos_wrap']}, anthropic "
+        f"{meta['anthropic']}, openai {meta['openai']}{meta['sampled']}). Every request goes through the "
+        "real SDK to the built-in engine emulator (docs/emulator.md), a fresh emulator per session. "
+        "*efficiency* = cache reads / oracle bound (the tokens of content already sent earlier in the "
+        "session, the spans the harness changes every turn cut out, below the vendor's minimum "
+        "cacheable length counted as 0; `benchmarks/_bench_bound.py`); *bound* = oracle bound / input "
+        "tokens. *Styles* are the careless harnesses of `telos_wrap.harnesses` (`clean` = the traces as "
+        'recorded); *modes* are the emulator\'s render modes (docs/emulator.md, "Render modes": '
+        "`rendered` = as the vendor renders the prompt, `byte-exact` = as a cache keyed on the request "
+        "bytes). See the docstring of `benchmarks/cache_efficiency.py`.",
         "",
     ]
     for section in sections:
-        body += [markdown(section), ""]
-    body += ["### The acceptance floor (Anthropic rules)", "", "```", *checks, "```", ""]
-    for label, reasons in meta.get("fallbacks", {}).items():
-        if reasons:
-            body += [f"telos-sdk raised and fell back to the unchanged request ({label}, both variants):", ""]
-            body += [f"- {count} x `{reason}`" for reason, count in reasons.items()]
-            body.append("")
+        header, rows = summary_rows(section)
+        body += [f"### {section.title}: per style, all sources", "", *_md_table(header, rows), ""]
+    for section in sections:
+        header, rows = detail_rows(section)
+        body += [f"### {section.title}: per style and source", "", *_md_table(header, rows), ""]
+    lines = [line for section in sections for line in checks(section)]
+    failed = [line for line in lines if line.startswith("FAIL")]
+    body += [
+        "### Acceptance (issue 15)",
+        "",
+        f"{len(lines) - len(failed)} of {len(lines)} lines pass"
+        + (f"; the {len(failed)} that fail:" if failed else "."),
+        "",
+    ]
+    if failed:
+        body += ["```", *failed, "```", ""]
+    disagree = [line for section in sections for line in disagreements(section)]
+    body += ["### Where the two modes disagree", ""]
+    body += ["```", *disagree, "```", ""] if disagree else ["Nowhere (within 0.5 percentage points).", ""]
     text = "\n".join(body)
     old = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    start = old.find("## Cache efficiency")
+    start = old.find("## Cache efficiency\n")
     if start < 0:
         new = old.rstrip("\n") + "\n\n" + text
     else:
@@ -414,122 +465,142 @@ def write_markdown(
 # -- main -------------------------------------------------------------------------------------------
 
 
+def _names(value: str, known: Sequence[str], what: str) -> list[str]:
+    if value == "all":
+        return list(known)
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise SystemExit(f"unknown {what}: {', '.join(unknown)}; known: {', '.join(known)}")
+    return names
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     add = parser.add_argument
     add("--traces", type=Path, default=DEFAULT_TRACES, help="trace directory (default: ../shared/traces)")
+    add("--styles", default="all", help="'all' (default) or a comma list of clean and harness style names")
+    add("--modes", default="all", help="emulator render modes: 'all' (default) or rendered,byte-exact")
+    add("--vendors", default="all", help="vendor rules: 'all' (default) or anthropic,openai")
+    add("--sources", default="all", help="trace sources: 'all' (default) or a comma list of file stems")
     add("--sessions-per-source", type=int, metavar="N", help="only the first N sessions of each source")
-    add("--no-openai", action="store_true", help="skip the OpenAI-rules section")
+    add("--max-turns", type=int, metavar="N", help="only the first N requests of each session")
+    add(
+        "--quick", action="store_true", help=f"{QUICK_SESSIONS} sessions per source, {QUICK_TURNS} turns each"
+    )
+    add("--telos-sdk", action="store_true", help="also run the reference telos-sdk (if installed)")
+    add("--progress", action="store_true", default=None, help="show progress (default: when on a terminal)")
     add("--json", type=Path, metavar="FILE", help="write every number as JSON")
     add("--write-md", type=Path, metavar="FILE", help="replace the 'Cache efficiency' section of FILE")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.sessions_per_source = args.sessions_per_source or QUICK_SESSIONS
+        args.max_turns = args.max_turns or QUICK_TURNS
     files = sorted(args.traces.glob("*.jsonl.xz"))
     if not files:
         parser.error(f"no *.jsonl.xz traces in {args.traces}")
-    started = time.monotonic()
-    ref_version = reference.version()
-    if ref_version is None:
+    known_sources = [source_name(f) for f in files]
+    chosen = _names(args.sources, known_sources, "sources")
+    files = [f for f in files if source_name(f) in chosen]
+    styles = _names(args.styles, [CLEAN, *style_names()], "styles")
+    modes = _names(args.modes, list(RENDER_MODES), "modes")
+    vendors = _names(args.vendors, list(VENDORS), "vendors")
+    ref_version = reference.version() if args.telos_sdk else None
+    if args.telos_sdk and ref_version is None:
         print("telos-sdk is not installed (pip install telos-sdk): its column is left out", file=sys.stderr)
+    started = time.monotonic()
     sections: list[Section] = []
+    refs: dict[str, reference.ReferenceStrategy] = {}
+    for vendor in vendors:
+        ref = reference.ReferenceStrategy() if ref_version else None
+        if ref is not None:
+            refs[vendor] = ref
 
-    anthropic_ref = reference.ReferenceStrategy() if ref_version else None
+        def strategies(vendor: str = vendor, ref: reference.ReferenceStrategy | None = ref) -> list[Strategy]:
+            found = [AS_SENT, AUTO_CACHING, TELOS] if vendor == "anthropic" else [AS_SENT, TELOS]
+            return found + ([ref.strategy()] if ref is not None else [])
 
-    def anthropic_strategies() -> list[Strategy]:
-        found = [AS_SENT, AUTO_CACHING, TELOS]
-        return found + ([anthropic_ref.strategy()] if anthropic_ref else [])
-
-    names = [s.name for s in anthropic_strategies()]
-    title = "Anthropic rules (claude-* minimum lengths per model; 1024 for other model names)"
-    anthropic = Section(title, "anthropic", names)
-    run_section(anthropic, files, "anthropic", anthropic_strategies, args.sessions_per_source, anthropic_ref)
-    sections.append(anthropic)
-
-    openai_ref = reference.ReferenceStrategy() if ref_version else None
-    if not args.no_openai:
-        try:
-            get_engine("openai")
-        except (ImportError, KeyError) as exc:
-            print(f"OpenAI rules skipped: telos_wrap has no openai engine yet ({exc})", file=sys.stderr)
-        else:
-
-            def openai_strategies() -> list[Strategy]:
-                return [AS_SENT, TELOS] + ([openai_ref.strategy()] if openai_ref else [])
-
-            openai_files = [f for f in files if ".as-anthropic" not in f.name]
-            openai = Section(
-                "OpenAI rules (automatic caching: 1024-token minimum, 128-token steps before gpt-5.6)",
-                "openai",
-                [s.name for s in openai_strategies()],
-            )
-            limit = args.sessions_per_source
-            run_section(openai, openai_files, "openai", openai_strategies, limit, openai_ref)
-            sections.append(openai)
+        section = Section(vendor, VENDORS[vendor], [s.name for s in strategies()], styles, modes)
+        vendor_files = files if vendor == "anthropic" else [f for f in files if ".as-anthropic" not in f.name]
+        run_section(
+            section, vendor_files, strategies, args.sessions_per_source, args.max_turns, ref, args.progress
+        )
+        sections.append(section)
     elapsed = time.monotonic() - started
 
     for section in sections:
-        print_text(section)
-    checks = floor_checks(anthropic)
-    print("\nThe acceptance floor (Anthropic rules):")
-    print("\n".join(checks))
-    for label, ref in (("Anthropic", anthropic_ref), ("OpenAI", openai_ref)):
-        if ref is not None and ref.fallbacks:
-            print(f"\ntelos-sdk fell back to the unchanged request ({label}, both variants):")
-            for reason, count in ref.fallbacks.most_common():
-                print(f"  {count:4d}  {reason}")
+        print(f"\n{section.title}: per style, all sources")
+        print(_text_table(*summary_rows(section)))
+    all_checks = [line for section in sections for line in checks(section)]
+    failed = [line for line in all_checks if line.startswith("FAIL")]
+    print(f"\nAcceptance (issue 15): {len(all_checks) - len(failed)} of {len(all_checks)} lines pass")
+    print("\n".join(failed))
+    disagree = [line for section in sections for line in disagreements(section)]
+    if disagree:
+        print("\nWhere the two modes disagree:")
+        print("\n".join(disagree))
     print(f"\n({elapsed:.0f} s)")
 
-    meta = _meta(args, elapsed, ref_version)
-    meta["fallbacks"] = {
-        label: dict(ref.fallbacks.most_common()) if ref is not None else {}
-        for label, ref in (("Anthropic", anthropic_ref), ("OpenAI", openai_ref))
-    }
+    meta = _meta(args, elapsed)
     if args.json:
         data = {
             "meta": meta,
             "sections": [
                 {
+                    "vendor": s.vendor,
                     "title": s.title,
-                    "engine": s.engine,
                     "cells": [
-                        {"source": src, "variant": var, "strategy": strat, **cell.to_json()}
-                        for (src, var, strat), cell in s.cells.items()
+                        {"source": src, "style": sty, "mode": mode, "strategy": strat, **cell.to_json()}
+                        for (src, sty, mode, strat), cell in s.cells.items()
                     ],
                 }
                 for s in sections
             ],
-            "floor": checks,
-            "telos_sdk_fallbacks": {
-                "anthropic": dict(anthropic_ref.fallbacks) if anthropic_ref else {},
-                "openai": dict(openai_ref.fallbacks) if openai_ref else {},
-            },
+            "checks": all_checks,
+            "disagreements": disagree,
+            "telos_sdk_fallbacks": {vendor: dict(ref.fallbacks) for vendor, ref in refs.items()},
         }
         args.json.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     if args.write_md:
-        write_markdown(args.write_md, sections, checks, meta)
+        write_markdown(args.write_md, sections, meta)
     return 0
 
 
-def _meta(args: argparse.Namespace, elapsed: float, ref_version: str | None) -> dict[str, Any]:
+def _meta(args: argparse.Namespace, elapsed: float) -> dict[str, Any]:
     from importlib import metadata
 
     command = "python benchmarks/cache_efficiency.py"
-    if args.sessions_per_source:
-        command += f" --sessions-per-source {args.sessions_per_source}"
-    if args.no_openai:
-        command += " --no-openai"
+    for flag in ("styles", "modes", "vendors", "sources"):
+        if getattr(args, flag) != "all":
+            command += f" --{flag} {getattr(args, flag)}"
+    if args.quick:
+        command += " --quick"
+    else:
+        if args.sessions_per_source:
+            command += f" --sessions-per-source {args.sessions_per_source}"
+        if args.max_turns:
+            command += f" --max-turns {args.max_turns}"
+    if args.telos_sdk:
+        command += " --telos-sdk"
     if args.write_md:
         command += f" --write-md {args.write_md}"
     try:
-        traces = str(args.traces.resolve().relative_to(ROOT.parent))
-        traces = f"../{traces}"
+        traces = "../" + str(args.traces.resolve().relative_to(ROOT.parent))
     except ValueError:
         traces = str(args.traces)
+    sampled = ""
+    if args.sessions_per_source or args.max_turns:
+        sampled = "; sampled:"
+        if args.sessions_per_source:
+            sampled += f" the first {args.sessions_per_source} sessions of each source"
+        if args.max_turns:
+            sampled += f", the first {args.max_turns} requests of each"
     return {
         "command": command,
         "traces": traces,
         "elapsed": elapsed,
+        "sampled": sampled,
         "telos_wrap": metadata.version("telos-wrap"),
-        "telos_sdk": ref_version,
         "anthropic": metadata.version("anthropic"),
         "openai": metadata.version("openai"),
     }

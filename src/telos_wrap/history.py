@@ -7,14 +7,18 @@ memo keeps, per session and in memory only:
 * a *container copy* of each settled message as the SDK handed it over (dicts and lists copied,
   strings and numbers shared — no text is duplicated),
 * its bridged IR message, and what later stages derived from it: per-message ``tables`` (the
-  engine's wire form and plan summaries) and *aggregates* folded over the settled prefix (the
-  session's fingerprints as joined strings and uint32 arrays), so a turn extends them instead of
-  walking the history again.
+  engine's wire form and plan summaries), *side* values (the message's hash as the application
+  sent it) and *aggregates* folded over the settled prefix (the session's fingerprints as joined
+  strings and uint32 arrays), so a turn extends them instead of walking the history again.
 
 On the next turn the incoming messages are compared with the copies by plain ``==`` — one C-level
 walk in which an unchanged string compares by identity — so a message changed in place, or
 replaced, is noticed and redone from there on: nothing is trusted because it is the same object.
-The memo is a cache, never state: dropping it changes no byte that is sent.
+The memo is a cache, never state: dropping it changes no byte that is sent, whatever order
+requests arrive in — a retry, a rewind, sibling branches from one prefix, a shorter conversation
+with the same first message. Tables and aggregates are bound to the message objects they were
+derived from (``PrefixTables``), so they never describe messages other than the ones they are read
+for; ``tests/sessions/test_nonlinear.py`` drives a session through all of these in any order.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import threading
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
+from telos_wrap.engines.base import PrefixTables
 from telos_wrap.ir.model import TelosIR, TelosMessage
 
 __all__ = ["HistoryMemo", "copy_containers", "raw_latest_turn"]
@@ -38,19 +43,24 @@ def copy_containers(value: Any) -> Any:
 
 
 class HistoryMemo:
-    """Settled history of one session (see module docstring). Thread-safe."""
+    """Settled history of one session (see module docstring). Thread-safe.
 
-    __slots__ = ("_aggregates", "_key", "_lock", "_messages", "_snapshot", "tables")
+    Everything the memo holds per settled message — the snapshot, the IR message, ``side`` values —
+    sits in lists aligned by index and cut in one place (``_truncate``). What is derived from a
+    prefix of messages (the engines' ``tables``, ``aggregate`` folds) is bound to the very message
+    objects it was derived from (``PrefixTables``), so it can never be read for other messages.
+    """
+
+    __slots__ = ("_key", "_lock", "_messages", "_side", "_snapshot", "tables")
 
     def __init__(self) -> None:
         self._key: Hashable | None = None
         self._snapshot: list[Any] = []
         self._messages: list[TelosMessage] = []
-        #: Per-message tables by name (the engines' ``PrefixTables``): entry ``i`` is valid while
-        #: message ``i`` is settled; cut with the memo.
-        self.tables: dict[str, list[Any]] = {}
-        #: name → (count, value): a value folded over the first ``count`` settled messages.
-        self._aggregates: dict[str, tuple[int, Any]] = {}
+        #: name → one value per settled message (see ``settle``).
+        self._side: dict[str, list[Any]] = {}
+        #: The engines' per-message tables and the session's prefix folds (a cache, never state).
+        self.tables = PrefixTables()
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -60,7 +70,9 @@ class HistoryMemo:
         """The settled IR messages that still match the start of ``messages`` (before ``latest``).
 
         ``key`` names everything else the settled form depends on (API, engine, DROP patterns,
-        policy switches); a different key empties the memo.
+        policy switches); a different key empties the memo. A request that shares only part of
+        the memo (a retry, a rewind, a sibling branch) gets that part; the memo keeps the rest
+        until a request that goes past the point where they differ replaces it.
         """
         with self._lock:
             if key != self._key:
@@ -72,38 +84,48 @@ class HistoryMemo:
             keep = 0
             while keep < limit and messages[keep] == self._snapshot[keep]:
                 keep += 1
-            self._truncate(keep)
-            return tuple(self._messages)
+            if keep < limit:  # they differ at ``keep``: what the memo holds from there on is gone
+                self._truncate(keep)
+            return tuple(self._messages[:keep])
 
-    def aggregate(self, name: str, settled: int) -> tuple[int, Any] | None:
-        """``(count, value)`` stored under ``name`` if it covers no more than ``settled`` messages.
+    def aggregate(self, name: str, messages: Sequence[TelosMessage]) -> tuple[int, Any] | None:
+        """``(count, value)`` stored under ``name`` if it was folded over ``messages[:count]``.
 
         An aggregate (a joined string of per-message hashes, say) lets a turn extend what earlier
         turns built instead of walking every settled message again: touching a thousand objects
         that the SDK's own work has pushed out of the CPU caches costs more than hashing a turn.
+        It is bound to the message objects it was folded over (``PrefixTables.fold``).
         """
         with self._lock:
-            found = self._aggregates.get(name)
-            return found if found is not None and found[0] <= settled else None
+            return self.tables.fold(name, messages)
 
-    def keep_aggregate(self, name: str, count: int, value: Any) -> None:
-        """Store ``value``, folded over the first ``count`` settled messages (see ``shared_prefix``)."""
+    def keep_aggregate(self, name: str, messages: Sequence[TelosMessage], count: int, value: Any) -> None:
+        """Store ``value``, folded over ``messages[:count]`` (see ``shared_prefix`` for a useful count)."""
         with self._lock:
-            if count <= len(self._messages):
-                self._aggregates[name] = (count, value)
+            self.tables.keep_fold(name, messages, count, value)
 
     def shared_prefix(self, messages: Sequence[TelosMessage], settled: int) -> int:
         """How many leading ``messages`` (a request's IR, after ``settle``) are the memo's own.
 
         The first ``settled`` were reused from the memo. If ``settle`` appended this request's
         messages, the memo's last message is the very object at that index of ``messages`` (a
-        message lifted this turn is a new object, never one of an earlier request).
+        message lifted this turn is a new object, never one of an earlier request). Folding an
+        aggregate over more is harmless (it is bound to the objects) but useless: only the memo's
+        messages come back.
         """
         with self._lock:
             count = len(self._messages)
             if settled < count <= len(messages) and self._messages[count - 1] is messages[count - 1]:
                 return count
             return min(settled, count)
+
+    def side(self, name: str, start: int, stop: int) -> list[Any] | None:
+        """The ``side`` values ``name`` of settled messages ``start..stop-1`` (``None``: not kept)."""
+        with self._lock:
+            values = self._side.get(name)
+            if values is None or not 0 <= start <= stop <= len(values):
+                return None
+            return values[start:stop]
 
     def settle(
         self,
@@ -112,6 +134,7 @@ class HistoryMemo:
         ir: TelosIR,
         latest: int,
         sent: Sequence[Any] | None = None,
+        side: Mapping[str, Sequence[Any]] | None = None,
     ) -> None:
         """Remember messages ``[len(memo), latest)`` of this request as settled history.
 
@@ -119,33 +142,49 @@ class HistoryMemo:
         resend them read-only) lets a message that was sent exactly as it came be its own
         snapshot, so the memo holds one copy of it instead of two. Value equality is all the
         snapshot needs: ``==`` ignores the canonical key order the wire form has.
+
+        ``side`` (name → one value per message of this request) is kept with each message the
+        memo settles and handed back by ``side``: what a later turn needs of a settled message
+        that only the turn it was new could compute (its hash as the application sent it, say).
+        A name is kept only while every settle since the memo's first message gave it.
         """
         with self._lock:
             if key != self._key or len(ir.messages) != len(messages):
                 return
             if sent is not None and len(sent) != len(messages):
                 sent = None
-            for index in range(len(self._snapshot), max(latest, 0)):
+            start, stop = len(self._snapshot), latest
+            if stop <= start:
+                return
+            if start > 0 and self._messages[start - 1] is not ir.messages[start - 1]:
+                return  # this request did not reuse all of the memo: nothing of it follows the memo
+            given = side or {}
+            for name in [name for name in self._side if name not in given]:
+                del self._side[name]
+            for name, values in given.items():
+                kept = self._side.setdefault(name, []) if start == 0 else self._side.get(name)
+                if kept is None or len(kept) != start or len(values) < stop:
+                    self._side.pop(name, None)
+                    continue
+                kept.extend(values[start:stop])
+            for index in range(start, stop):
                 message = messages[index]
                 wire = sent[index] if sent is not None else None
                 self._snapshot.append(
                     wire if type(wire) is dict and wire == message else copy_containers(message)
                 )
                 self._messages.append(ir.messages[index])
-            for values in self.tables.values():
-                del values[len(self._messages) :]
 
     def _reset(self, key: Hashable) -> None:
         self._key = key
         self._truncate(0)
+        self.tables.clear()
 
     def _truncate(self, keep: int) -> None:
         del self._snapshot[keep:]
         del self._messages[keep:]
-        for values in self.tables.values():
+        for values in self._side.values():
             del values[keep:]
-        for name in [name for name, (count, _) in self._aggregates.items() if count > keep]:
-            del self._aggregates[name]
 
 
 def raw_latest_turn(messages: Sequence[Any], roles: frozenset[str]) -> int:

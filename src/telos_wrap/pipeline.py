@@ -8,7 +8,7 @@ naming the stage, and tests can inject faults into any stage by name (``telos_wr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -59,6 +59,10 @@ class SessionHooks:
     def history_memo(self) -> HistoryMemo | None:
         """The session's memo of settled history, or ``None`` to lift everything (stateless)."""
         return None
+
+    def settled_side(self) -> Mapping[str, Sequence[Any]]:
+        """Per-message values (name → one per conversation message) the memo keeps as it settles."""
+        return {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,5 +145,5 @@ def prepare(
             # The conversation's wire messages come last (OpenAI puts system groups first).
             sent = wire.get("messages")
             tail = sent[len(sent) - len(raw) :] if isinstance(sent, list) and len(sent) >= len(raw) else None
-            memo.settle(memo_key, raw, ir, latest, tail)
+            memo.settle(memo_key, raw, ir, latest, tail, hooks.settled_side())
     return Prepared(body=wire, ir=ir, plan=plan, engine=engine)

@@ -8,6 +8,12 @@ Each line is one request in the trace format of ``telos_wrap.traces`` plus its n
 so a recording can be replayed through telos later (``telos-wrap replay FILE``). ``kwargs`` is
 the body before telos rewrote it (``extra_body`` fields merged in, as the SDK sends them).
 
+Recording works with or without ``patch()``. Without it, ``record()`` installs observe-only
+wrappers for as long as it is active (``telos_wrap.patch.hold_observer_wrappers``): every request
+goes out exactly as the SDK built it, nothing is rewritten, and the wrappers are removed again
+when the last recording ends — the way to measure today's traffic before adopting telos. With
+``patch()`` (or ``patch(enabled=False)``) it records what the caller sent, before telos' rewrite.
+
 Redaction: only bodies are recorded — never headers, so never an API key or an auth header — and
 strings in a body that look like Anthropic/OpenAI API keys are replaced by ``[redacted]``. With
 ``hash_content=True`` every text (message and system text, tool results and descriptions, every
@@ -35,6 +41,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from telos_wrap.ir.model import UsageReport
+from telos_wrap.patch import hold_observer_wrappers, release_observer_wrappers
 from telos_wrap.patch.observers import OBSERVERS
 
 __all__ = ["Recorder", "hash_text", "record", "redact_body", "usage_to_json"]
@@ -173,6 +180,7 @@ class Recorder:
     # -- context manager ----------------------------------------------------------------------
 
     def __enter__(self) -> Recorder:
+        hold_observer_wrappers()
         OBSERVERS.append(self)
         return self
 
@@ -183,6 +191,8 @@ class Recorder:
             OBSERVERS.remove(self)
         except ValueError:
             pass
+        else:
+            release_observer_wrappers()
         self.close()
 
     async def __aenter__(self) -> Recorder:
@@ -202,7 +212,9 @@ def record(path: str | Path, *, hash_content: bool = False) -> Recorder:
     ``.xz``/``.gz`` paths are compressed. Only request bodies are written — never headers or API
     keys. ``hash_content=True`` replaces every text by ``sha256:<hex>`` of it.
 
-    Requests are seen only while ``telos_wrap.patch()`` is active and enabled (requests sent with
-    ``telos_hint={"disable": True}`` are recorded too, as sent).
+    Works on its own: without ``telos_wrap.patch()`` the requests are observed and sent exactly
+    as the SDK builds them (observe-only wrappers, removed when the recording ends). With
+    ``patch()`` the recorded body is the caller's, before telos' rewrite (requests sent with
+    ``telos_hint={"disable": True}`` or under ``patch(enabled=False)`` are recorded too, as sent).
     """
     return Recorder(path, hash_content=hash_content)

@@ -60,8 +60,14 @@ def _from_own_usage(obj: Any) -> UsageReport | None:
     if usage is None or not hasattr(usage, "model_dump"):
         return None
     data = usage.model_dump()
-    if "cache_read_input_tokens" in data or ("input_tokens" in data and "prompt_tokens" not in data):
-        return parse_anthropic_usage(data)
-    from telos_wrap.engines.openai_usage import parse_openai_chat_usage
+    from telos_wrap.engines.openai_usage import is_responses_usage, parse_openai_usage
 
-    return parse_openai_chat_usage(data, engine="openai")
+    # OpenAI Responses also says ``input_tokens`` (inclusive, with ``input_tokens_details``); only
+    # Anthropic's own cache fields make a usage Anthropic's (docs/engines.md, "Usage").
+    if "cache_read_input_tokens" in data or "cache_creation_input_tokens" in data:
+        return parse_anthropic_usage(data)
+    if is_responses_usage(data):
+        return parse_openai_usage(data, engine="openai")
+    if "input_tokens" in data and "prompt_tokens" not in data:
+        return parse_anthropic_usage(data)
+    return parse_openai_usage(data, engine="openai")

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from telos_wrap.engines.anthropic import MID_ANCHOR_STRIDE, AnthropicEngine, _cacheable
+from telos_wrap.engines.base import PrefixTables
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Band, BlockKind, TelosBlock, TelosIR, TelosMessage
 
@@ -107,14 +108,28 @@ def test_the_plan_places_markers_where_a_full_scan_does(ir: TelosIR) -> None:
 @given(conversations())
 def test_turn_by_turn_reuse_plans_and_emits_as_a_stateless_call(ir: TelosIR) -> None:
     engine = AnthropicEngine()
-    tables: dict[str, list[Any]] = {}
-    settled = 0
+    tables = PrefixTables()
     for end in range(1, len(ir.messages) + 1):
-        turn = TelosIR(session_id="s", api="anthropic", messages=ir.messages[:end], settled=settled)
+        turn = TelosIR(session_id="s", api="anthropic", messages=ir.messages[:end], settled=end - 1)
         stateless = TelosIR(session_id="s", api="anthropic", messages=ir.messages[:end])
         plan = engine.plan(turn, TelosHints(), reuse=tables)
         assert plan == engine.plan(stateless, TelosHints())
         assert engine.emit(turn, plan, reuse=tables) == engine.emit(stateless, plan)
-        settled = max(0, end - 1)
-        for table in tables.values():
-            del table[settled:]  # what the history memo does when the turn settles
+
+
+@settings(max_examples=150, deadline=None)
+@given(conversations(), conversations(), st.lists(st.tuples(st.booleans(), st.integers(1, 40)), max_size=12))
+def test_tables_never_serve_rows_of_other_messages(ir: TelosIR, other: TelosIR, steps: Any) -> None:
+    """Requests in any order — shorter, longer, another branch after a shared prefix — plan and
+    emit exactly as stateless calls (the StopIteration of issue 12 came from stale rows)."""
+    engine = AnthropicEngine()
+    tables = PrefixTables()
+    for branch, end in steps:
+        # ``other``'s messages after ``ir``'s first three: a sibling branch of the same prefix.
+        messages = (ir.messages[:3] + other.messages[3:]) if branch else ir.messages
+        messages = messages[: min(end, len(messages))]
+        turn = TelosIR(session_id="s", api="anthropic", messages=messages, settled=len(messages) - 1)
+        stateless = TelosIR(session_id="s", api="anthropic", messages=messages)
+        plan = engine.plan(turn, TelosHints(), reuse=tables)
+        assert plan == engine.plan(stateless, TelosHints())
+        assert engine.emit(turn, plan, reuse=tables) == engine.emit(stateless, plan)

@@ -178,12 +178,3 @@ def test_refused_requests_are_written_without_usage(tmp_path: Path, claude: anth
     (row,) = rows(path)
     assert row["usage"] is None
     assert row["kwargs"]["messages"][0]["content"] == blocks
-
-
-def test_nothing_is_recorded_without_patch(tmp_path: Path, claude: anthropic.Anthropic) -> None:
-    path = tmp_path / "none.jsonl"
-    with telos_wrap.record(path):
-        claude.messages.create(
-            model="claude-opus-5", max_tokens=8, messages=[{"role": "user", "content": "hi"}]
-        )
-    assert not path.exists()

@@ -13,12 +13,12 @@ import pytest
 
 pytest.importorskip("langgraph", reason="install the extra: pip install 'telos-wrap[integrations]'")
 
-from langchain_core.messages import HumanMessage, SystemMessage  # noqa: E402
-from langgraph.graph import END, START, MessagesState, StateGraph  # noqa: E402
-from langgraph.prebuilt import ToolNode, tools_condition  # noqa: E402
+from langchain_core.messages import HumanMessage, SystemMessage
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
 
-from .agent_kit import QUESTION, check, clock_prompt, run_both, summary  # noqa: E402
-from .test_langchain import TOOLS, _answer, _model  # noqa: E402
+from .agent_kit import QUESTION, check, clock_prompt, run_both, summary
+from .test_langchain import TOOLS, _answer, _model
 
 
 def _graph(vendor: str, url: str) -> Any:

@@ -9,6 +9,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import anthropic
 import pytest
@@ -106,3 +107,7 @@ def redis_url() -> Iterator[str]:
 def redis_prefix() -> str:
     """A key prefix unique to the test, so tests sharing one server never see each other's keys."""
     return f"telos-test:{uuid.uuid4().hex[:12]}:"
+
+
+#: ``benchmarks/`` (its oracle bound is what the end-to-end efficiency tests measure against).
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"

@@ -84,7 +84,10 @@ def relocate_drop(ir: TelosIR, *, keep_past_drop: bool = False) -> TelosIR:
     if moved and latest is not None:
         system = tuple(block for block in system if block.band is not Band.DROP)
         trailing = latest < len(messages) - 1
-        if ir.api == "openai_chat" and trailing:
+        # OpenAI Responses: a latest turn that is a tool output item (``function_call_output``) has no
+        # content parts to extend; the envelope gets a message item of its own after it.
+        item_turn = ir.api == "openai_responses" and messages[latest].role != "user"
+        if ir.api in ("openai_chat", "openai_responses") and (trailing or item_turn):
             # Assistant messages follow the latest turn (an agent appending its own steps): the
             # envelope goes after them, in a system message of its own (OpenAI takes system
             # messages anywhere), so it never sits in front of bytes the next request repeats.
@@ -93,7 +96,9 @@ def relocate_drop(ir: TelosIR, *, keep_past_drop: bool = False) -> TelosIR:
             form: ContentForm = "string" if len(relocated) == 1 else "list"
             messages.append(TelosMessage(role="system", blocks=relocated, content_form=form))
             how = (
-                "appended as a trailing system message after the assistant messages "
+                "appended as a trailing system message after the tool output item of the latest turn"
+                if item_turn and not trailing
+                else "appended as a trailing system message after the assistant messages "
                 "that follow the latest turn"
             )
         else:

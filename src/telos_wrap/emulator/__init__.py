@@ -16,6 +16,7 @@ from .emulator import CHAT_FLAVOURS, FLAVOURS, KNOWN_HOSTS, Emulator, Flavour, R
 from .errors import EmulatorHTTPError
 from .flavour_sglang import SGLangConfig
 from .flavour_vllm import VLLMConfig
+from .render import RENDER_MODES, RenderMode
 from .replies import Replier, Reply, ToolCall, count_tool_results, tool_loop
 from .server import serve
 from .tokens import BYTES_PER_TOKEN, estimate_tokens, text_for_tokens
@@ -33,6 +34,7 @@ __all__ = [
     "CHAT_FLAVOURS",
     "FLAVOURS",
     "KNOWN_HOSTS",
+    "RENDER_MODES",
     "REPLY_TEXT",
     "AsyncEmulatorTransport",
     "Clock",
@@ -42,6 +44,7 @@ __all__ = [
     "EmulatorTransport",
     "Flavour",
     "ManualClock",
+    "RenderMode",
     "Replier",
     "Reply",
     "RequestRecord",

@@ -17,7 +17,7 @@ from .anthropic_diagnostics import FingerprintStore, diagnose, fingerprint
 from .anthropic_rules import place_breakpoints
 from .clock import Clock
 from .errors import anthropic_error
-from .render import RenderedPrompt, render_anthropic
+from .render import RenderedPrompt, RenderMode, render_anthropic
 from .replies import Replier, count_tool_results
 from .tokens import estimate_tokens
 from .wire import Handled, json_response, reply_text, split_words, sse_event, sse_response
@@ -51,6 +51,7 @@ class AnthropicAPI:
         self._next_id = next_id
         self.cache = AnthropicCache(min_tokens_overrides)
         self._fingerprints = FingerprintStore()
+        self.mode: RenderMode = "rendered"  # set by the Emulator (docs/emulator.md, "Render modes")
 
     def reset(self) -> None:
         """Forget cache entries and diagnostics fingerprints."""
@@ -60,7 +61,7 @@ class AnthropicAPI:
     def count_tokens(self, body: Mapping[str, Any]) -> Handled:
         """``/v1/messages/count_tokens`` -> ``{"input_tokens": N}`` (SDK message_tokens_count.py)."""
         _require(body, needs_max_tokens=False)
-        prompt = render_anthropic(body)
+        prompt = render_anthropic(body, mode=self.mode)
         place_breakpoints(body, prompt.positions)  # same validation as create
         return Handled(json_response(200, {"input_tokens": prompt.total_tokens}), model=str(body["model"]))
 
@@ -68,7 +69,7 @@ class AnthropicAPI:
         """``/v1/messages``: run the cache rules, then answer with a Message or an SSE stream."""
         _require(body, needs_max_tokens=True)
         now = self._clock.now()  # §1.2: the TTL clock starts at the start of the request
-        prompt = render_anthropic(body)
+        prompt = render_anthropic(body, mode=self.mode)
         breakpoints = place_breakpoints(body, prompt.positions)
         usage = self.cache.process(str(body["model"]), prompt, breakpoints, now)
         message_id = f"msg_emu_{self._next_id()}"

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from .errors import EmulatorHTTPError, openai_error
-from .render import RenderedPrompt
+from .render import RenderedPrompt, RenderMode
 
 
 class ChatFlavour(ABC):
@@ -23,6 +23,8 @@ class ChatFlavour(ABC):
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        #: How prompts are rendered into positions; set by the Emulator (docs/emulator.md, "Render modes").
+        self.mode: RenderMode = "rendered"
 
     def error(self, message: str, param: str | None = None) -> EmulatorHTTPError:
         """A 400 in this flavour's error shape."""

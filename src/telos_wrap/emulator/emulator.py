@@ -19,7 +19,9 @@ from .flavour_openai import OpenAIFlavour
 from .flavour_sglang import SGLangConfig, SGLangFlavour
 from .flavour_vllm import VLLMConfig, VLLMFlavour
 from .openai_compat import handle_chat
+from .render import RenderMode, check_mode
 from .replies import Replier
+from .responses_api import RESPONSES_FLAVOURS, ResponsesAPI, not_served
 from .wire import EmulatorResponse, Handled, json_response
 
 Flavour = Literal["anthropic", "openai", "deepseek", "vllm", "sglang"]
@@ -68,6 +70,10 @@ class Emulator:
             URLs starting with it (longest wins), otherwise it matches ``host`` or ``host:port``.
         vllm / sglang: server flags of those flavours.
         anthropic_min_tokens: overrides of the per-model minimum cacheable length.
+        mode: ``"rendered"`` (default) compares prompts as the vendor renders them;
+            ``"byte-exact"`` as a cache keyed on the request bytes would (cache markers aside).
+            Applies to every flavour; settable later (``emu.mode = "byte-exact"``). See
+            docs/emulator.md, "Render modes".
         replier: scripts what the model answers (text and tool calls) from the request; the fixed
             :data:`REPLY_TEXT` when ``None`` (:mod:`telos_wrap.emulator.replies`).
     """
@@ -81,6 +87,7 @@ class Emulator:
         vllm: VLLMConfig | None = None,
         sglang: SGLangConfig | None = None,
         anthropic_min_tokens: Mapping[str, int] | None = None,
+        mode: str = "rendered",
         replier: Replier | None = None,
     ) -> None:
         self.clock: Clock = clock or SystemClock()
@@ -97,6 +104,21 @@ class Emulator:
             "vllm": VLLMFlavour(vllm),
             "sglang": SGLangFlavour(sglang),
         }
+        #: ``/v1/responses`` in front of the openai, vllm and sglang caches (``responses_api``).
+        self.responses = ResponsesAPI(self._next_id)
+        self.mode = mode
+
+    @property
+    def mode(self) -> RenderMode:
+        """How every flavour compares prompts: ``"rendered"`` or ``"byte-exact"``."""
+        return self._mode
+
+    @mode.setter
+    def mode(self, value: str) -> None:
+        self._mode: RenderMode = check_mode(value)
+        self.anthropic.mode = self._mode
+        for flavour in self.chat.values():
+            flavour.mode = self._mode
 
     @property
     def default_openai_flavour(self) -> Flavour:
@@ -118,6 +140,7 @@ class Emulator:
         self.anthropic.reset()
         for flavour in self.chat.values():
             flavour.reset()
+        self.responses.reset()
         with self._lock:
             self._log.clear()
 
@@ -183,6 +206,18 @@ class Emulator:
             return self.anthropic.create(body)
         if path.endswith("/chat/completions") and flavour != "anthropic":
             return handle_chat(self.chat[flavour], body, self.clock.now(), self._next_id, self.replier)
+        if (
+            path.endswith(("/responses", "/responses/input_tokens", "/responses/compact"))
+            and flavour != "anthropic"
+        ):
+            if flavour not in RESPONSES_FLAVOURS:
+                raise not_served(flavour)
+            chat = self.chat[flavour]
+            if path.endswith("/input_tokens"):
+                return self.responses.input_tokens(chat, body)
+            if path.endswith("/compact"):
+                return self.responses.compact(chat, body, self.clock.now())
+            return self.responses.create(chat, body, self.clock.now())
         raise _error(flavour, f"Unknown path {path}", status=404)
 
 

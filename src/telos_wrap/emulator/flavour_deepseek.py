@@ -82,7 +82,7 @@ class DeepSeekFlavour(ChatFlavour):
     ) -> tuple[int, dict[str, Any]]:
         ns = (body.get("model"), body.get("user_id"))
         positions = prompt.positions
-        with_output = render_chat(body, [{"role": "assistant", "content": reply}]).positions
+        with_output = render_chat(body, [{"role": "assistant", "content": reply}], mode=self.mode).positions
         with self._lock:
             tree = self._trees.setdefault(ns, PrefixTree())
             units = self._units.setdefault(ns, _Units())

@@ -41,7 +41,7 @@ def handle_chat(
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise flavour.error("'messages' must be a non-empty array", "messages")
-    prompt = render_chat(body)
+    prompt = render_chat(body, mode=flavour.mode)
     flavour.validate(body, prompt)
     scripted = replier("openai_chat", body) if replier is not None else None
     calls: list[dict[str, Any]] = []

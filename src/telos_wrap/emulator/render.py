@@ -23,6 +23,15 @@ matter (they are sorted); values nested inside a block (tool ``input_schema``,
 ``tool_use.input``, tool-call ``arguments``) are kept verbatim in the order sent, because the
 vendors render them as-is and a key-order change there breaks the cache (§1.1: "incl. tool
 definitions and tool_use JSON key order").
+
+That is the ``"rendered"`` mode.  The ``"byte-exact"`` mode models a cache keyed on the request
+bytes instead: the positions and their token counts are the same, but each position's identity is
+the exact JSON of its block as the client serialized it, cache markers aside — key order and
+``null`` fields included, a string ``content``/``system`` distinct from a one-part list, and the
+envelope of its message (every field but ``content``/``tool_calls``, in the order sent, and
+whether ``content`` was a string or a list) part of the identity of the message's first position.
+Top-level request fields are not positions, so their order counts in neither mode
+(docs/emulator.md, "Render modes").
 """
 
 from __future__ import annotations
@@ -31,9 +40,22 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from .tokens import tokens_for_bytes, whole_tokens
+
+RenderMode = Literal["rendered", "byte-exact"]
+RENDER_MODES: tuple[RenderMode, ...] = ("rendered", "byte-exact")
+"""How position identity is derived: the vendor's rendered prompt, or the request's JSON bytes."""
+
+
+def check_mode(mode: str) -> RenderMode:
+    """``mode`` as a :data:`RenderMode`, or a ``ValueError`` naming the valid ones."""
+    for known in RENDER_MODES:
+        if known == mode:
+            return known
+    raise ValueError(f"unknown render mode {mode!r}; expected one of {', '.join(RENDER_MODES)}")
+
 
 ROOT_HASH = b""
 """Hash "before" the first position."""
@@ -139,11 +161,38 @@ def _clean_block(block: Mapping[str, Any], marker_key: str) -> tuple[dict[str, A
     return clean, markers
 
 
+def _exact_block(block: Mapping[str, Any], marker_key: str) -> dict[str, Any]:
+    """``block`` as sent, key order and ``null`` fields kept, without markers (also in ``content``)."""
+    exact = {k: v for k, v in block.items() if k != marker_key}
+    content = exact.get("content")
+    if isinstance(content, list):
+        exact["content"] = [
+            {k: v for k, v in item.items() if k != marker_key} if isinstance(item, Mapping) else item
+            for item in content
+        ]
+    return exact
+
+
+def _form(value: Any) -> str:
+    """How a ``content``/``system`` value was sent: ``"str"``, ``"list"`` or its JSON type."""
+    if isinstance(value, str):
+        return "str"
+    if isinstance(value, list):
+        return "list"
+    return "null" if value is None else type(value).__name__
+
+
+def envelope(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A message as sent with ``content``/``tool_calls`` replaced by their form (byte-exact identity)."""
+    return {k: _form(v) if k in ("content", "tool_calls") else v for k, v in message.items()}
+
+
 class _Builder:
     """Accumulates positions and their chained hashes."""
 
-    def __init__(self, marker_key: str) -> None:
+    def __init__(self, marker_key: str, mode: RenderMode = "rendered") -> None:
         self.marker_key = marker_key
+        self.exact = mode == "byte-exact"
         self.positions: list[Position] = []
         self._hash = ROOT_HASH
         self._tokens = 0
@@ -158,7 +207,9 @@ class _Builder:
         role: str = "",
         message_meta: Mapping[str, Any] | None = None,
         kind: str | None = None,
+        exact_meta: Any = None,
     ) -> None:
+        """Add one block; ``exact_meta`` is what byte-exact identity adds (envelope, string form)."""
         clean, markers = _clean_block(block, self.marker_key)
         block_kind = kind or str(clean.get("type", ""))
         text = clean.get("text")
@@ -168,8 +219,17 @@ class _Builder:
         else:
             data = dumps(clean)
             clean = {"type": block_kind}
-        header = dumps([section, role, message_meta, clean])
-        tokens = tokens_for_bytes(len(data))
+        tokens = tokens_for_bytes(len(data))  # the same in both modes
+        if self.exact:
+            exact = _exact_block(block, self.marker_key)
+            if block_kind == "text" and isinstance(text, str):
+                exact["text"] = 0  # the text itself is ``data``; keep where its key was
+            else:
+                data = dumps(exact)
+                exact = {"type": block_kind}
+            header = dumps([section, role, exact_meta, exact])
+        else:
+            header = dumps([section, role, message_meta, clean])
         parent = self._hash
         self._hash = chain_hash(parent, header, data)
         self._tokens += tokens
@@ -215,13 +275,14 @@ def _mappings(value: Any) -> Iterable[Mapping[str, Any]]:
     return []
 
 
-def render_anthropic(body: Mapping[str, Any]) -> RenderedPrompt:
+def render_anthropic(body: Mapping[str, Any], *, mode: RenderMode = "rendered") -> RenderedPrompt:
     """Positions of an Anthropic Messages request: tools -> system -> messages (§1.1)."""
-    b = _Builder(ANTHROPIC_MARKER)
+    b = _Builder(ANTHROPIC_MARKER, mode)
     for i, tool in enumerate(_mappings(body.get("tools"))):
         b.add(tool, section="tools", path=f"tools.{i}", kind="tool")
+    system_form = _form(body.get("system"))
     for i, block in enumerate(_as_blocks(body.get("system"))):
-        b.add(block, section="system", path=f"system.{i}")
+        b.add(block, section="system", path=f"system.{i}", exact_meta=system_form)
     for m, message in enumerate(_mappings(body.get("messages"))):
         role = str(message.get("role", ""))
         for j, block in enumerate(_as_blocks(message.get("content"))):
@@ -232,17 +293,23 @@ def render_anthropic(body: Mapping[str, Any]) -> RenderedPrompt:
                 message_index=m,
                 role=role,
                 message_meta={"start": j == 0},
+                exact_meta=envelope(message) if j == 0 else None,
             )
     return b.result()
 
 
-def render_chat(body: Mapping[str, Any], extra_messages: Sequence[Mapping[str, Any]] = ()) -> RenderedPrompt:
+def render_chat(
+    body: Mapping[str, Any],
+    extra_messages: Sequence[Mapping[str, Any]] = (),
+    *,
+    mode: RenderMode = "rendered",
+) -> RenderedPrompt:
     """Positions of an OpenAI-style chat request: tools, then each message's parts in order.
 
     ``extra_messages`` are appended after ``body["messages"]`` (used to render the reply an
     engine keeps in its cache).
     """
-    b = _Builder(OPENAI_MARKER)
+    b = _Builder(OPENAI_MARKER, mode)
     for i, tool in enumerate(_mappings(body.get("tools"))):
         b.add(tool, section="tools", path=f"tools.{i}", kind="tool")
     messages = [*_mappings(body.get("messages")), *extra_messages]
@@ -272,5 +339,6 @@ def render_chat(body: Mapping[str, Any], extra_messages: Sequence[Mapping[str, A
                 role=role,
                 message_meta={"start": j == 0, **meta} if j == 0 else {"start": False},
                 kind=kind,
+                exact_meta=envelope(message) if j == 0 else None,
             )
     return b.result()

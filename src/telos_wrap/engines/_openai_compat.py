@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from telos_wrap.engines.base import Breakpoint, EmitPlan, EngineProfile, PrefixTables, emit_messages
-from telos_wrap.engines.openai_usage import OpenAIChatStreamUsage, parse_openai_chat_usage
+from telos_wrap.engines.openai_usage import OpenAIChatStreamUsage, parse_openai_usage
 from telos_wrap.ir.canon import canonical_bytes, canonical_json, canonicalize_payload, canonicalize_tool_def
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Band, TelosBlock, TelosIR, TelosMessage, UsageReport
@@ -36,6 +36,7 @@ __all__ = [
     "emit_chat",
     "family_digest",
     "group_system",
+    "is_chat",
     "markable",
     "merge_under_caller",
     "prefix_digest",
@@ -50,9 +51,13 @@ ORIGIN = "oai_message"
 
 Location = tuple[Literal["system", "messages"], int | None, int]
 
-# Part types that accept ``prompt_cache_breakpoint`` (openai 3.54: text, image_url, input_audio and
-# file part params). System, developer and tool messages take text parts only.
-_MARKABLE_TYPES = frozenset({"text", "image_url", "input_audio", "file"})
+# Part types that accept ``prompt_cache_breakpoint`` (openai 3.54: chat text, image_url, input_audio and
+# file part params; Responses input_text, input_image, input_file — never output items). System,
+# developer and tool messages take text parts only.
+_MARKABLE_TYPES = frozenset(
+    {"text", "image_url", "input_audio", "file", "input_text", "input_image", "input_file"}
+)
+_TEXT_TYPES = frozenset({"text", "input_text"})
 _TEXT_ONLY_ROLES = frozenset({"system", "developer", "tool"})
 
 
@@ -62,9 +67,9 @@ def markable(block: TelosBlock, role: str) -> bool:
     if role == "assistant" or not isinstance(payload, Mapping):
         return False
     kind = payload.get("type")
-    if kind not in _MARKABLE_TYPES or (role in _TEXT_ONLY_ROLES and kind != "text"):
+    if kind not in _MARKABLE_TYPES or (role in _TEXT_ONLY_ROLES and kind not in _TEXT_TYPES):
         return False
-    if kind == "text":
+    if kind in _TEXT_TYPES:
         text = payload.get("text")
         return isinstance(text, str) and bool(text.strip())
     return True
@@ -259,6 +264,12 @@ def stream_usage_extras(params: Mapping[str, Any]) -> dict[str, Any]:
     return {"stream_options": dict(sorted(merged.items()))}
 
 
+def is_chat(ir: TelosIR) -> bool:
+    """True for a Chat Completions IR; False for Responses, whose streams always end with their usage
+    (``response.completed``) and whose ``stream_options`` has no ``include_usage``."""
+    return ir.api != "openai_responses"
+
+
 def merge_under_caller(params: Mapping[str, Any], key: str, ours: Mapping[str, Any]) -> dict[str, Any]:
     """``ours`` with the caller's own ``params[key]`` sub-keys on top (a new dict; neither is modified)."""
     caller = params.get(key)
@@ -310,18 +321,22 @@ class OpenAICompatEngine:
 
     def plan(self, ir: TelosIR, hints: TelosHints, *, reuse: PrefixTables | None = None) -> EmitPlan:
         """The caller's own markers (kept) and, where accepted, the stream-usage request."""
-        extras = stream_usage_extras(ir.params) if self.stream_options_accepted else {}
+        extras = stream_usage_extras(ir.params) if self.stream_options_accepted and is_chat(ir) else {}
         return EmitPlan(breakpoints=caller_breakpoints(ir), extras=extras)
 
     def emit(self, ir: TelosIR, plan: EmitPlan, *, reuse: PrefixTables | None = None) -> dict[str, Any]:
-        """The chat body (``emit_chat``)."""
+        """The chat body (``emit_chat``), or the Responses body for an IR lifted from Responses."""
+        if ir.api == "openai_responses":
+            from telos_wrap.engines.responses_wire import emit_responses
+
+            return emit_responses(ir, plan, reuse)
         return emit_chat(ir, plan, reuse)
 
     def parse_usage(
         self, usage: Mapping[str, Any] | None, *, diagnostics: Mapping[str, Any] | None = None
     ) -> UsageReport | None:
-        """This vendor's usage shape → ``UsageReport`` (chat completions have no cache diagnostics)."""
-        return parse_openai_chat_usage(usage, engine=self.profile.name)
+        """This vendor's usage shape (Chat Completions or Responses) → ``UsageReport``."""
+        return parse_openai_usage(usage, engine=self.profile.name)
 
     def stream_usage(self) -> OpenAIChatStreamUsage:
         """A fresh accumulator for one stream."""

@@ -356,9 +356,8 @@ def _run_ends(blocks: Sequence[TelosBlock], limit: int) -> list[int]:
 
 
 def _summaries(ir: TelosIR, reuse: PrefixTables | None) -> list[_Summary]:
-    """One ``_Summary`` per message; settled entries come from ``reuse`` when it has them."""
-    table: list[_Summary] = reuse.setdefault(_PLAN_TABLE, []) if reuse is not None else []
-    del table[ir.settled :]
+    """One ``_Summary`` per message; the rows ``reuse`` still holds for these messages are reused."""
+    table: list[_Summary] = reuse.rows(_PLAN_TABLE, ir.messages) if reuse is not None else []
     previous = table[-1] if table else _Summary(0, -1, -1)
     for m_index in range(len(table), len(ir.messages)):
         blocks = ir.messages[m_index].blocks

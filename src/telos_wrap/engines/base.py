@@ -7,8 +7,10 @@ cache anchors, ``emit`` writes the body) and turns the vendor's usage fields bac
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, MutableMapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import compress, count
+from operator import is_not
 from types import MappingProxyType
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -27,12 +29,74 @@ __all__ = [
 ]
 
 
-#: Per-message tables an engine keeps across the turns of one session (a cache, never state):
-#: ``tables[name][i]`` is what the engine derived from message ``i`` (and the messages before it).
-#: Their owner, the session's history memo, keeps entry ``i`` only while message ``i`` is settled
-#: history, so an engine trusts entries below ``ir.settled``, recomputes the rest, and may append
-#: entries for every message of the request (the owner trims them when the turn settles).
-PrefixTables = MutableMapping[str, list[Any]]
+class PrefixTables:
+    """Per-message tables an engine keeps across the turns of one session (a cache, never state).
+
+    ``rows(name, messages)[i]`` is what the engine derived from ``messages[i]`` (and the messages
+    before it). Each table remembers the message tuple its rows were derived from, and ``rows``
+    cuts it to the longest prefix whose messages are *the very same objects* as the request's: a
+    row can never describe a message other than the one it is read for, whatever order requests
+    arrive in (retry, rewind, sibling branches, an edit in place, another session's turn). Identity,
+    not equality: ``1 == 1.0 == True`` in Python, not on the wire. A session's settled history is
+    the same objects turn after turn (the history memo hands them out), so in an append-only
+    conversation every settled row is reused; any other message is simply derived again.
+
+    The same rule holds for *folds* (``fold`` / ``keep_fold``): a value folded over the first
+    ``count`` messages of a tuple, reused only while those ``count`` messages are the same objects.
+
+    Not thread-safe: a session prepares one request at a time (its lock); the engine appends to the
+    list ``rows`` returns (rows for ``messages[len(rows):]``, in order) before the next call.
+    """
+
+    __slots__ = ("_checked", "_folds", "_rows")
+
+    def __init__(self) -> None:
+        self._rows: dict[str, tuple[Sequence[TelosMessage], list[Any]]] = {}
+        self._folds: dict[str, tuple[Sequence[TelosMessage], int, Any]] = {}
+        self._checked: tuple[Sequence[TelosMessage], Sequence[TelosMessage], int] | None = None
+
+    def rows(self, name: str, messages: Sequence[TelosMessage]) -> list[Any]:
+        """Table ``name``'s rows that hold for ``messages`` (a prefix, maybe empty), now bound to them."""
+        found = self._rows.get(name)
+        rows: list[Any] = []
+        if found is not None:
+            source, rows = found
+            keep = self._identical(source, messages)
+            if keep < len(rows):
+                rows = rows[:keep]  # a new list: a body that shares rows never sees them change
+        self._rows[name] = (messages, rows)
+        return rows
+
+    def fold(self, name: str, messages: Sequence[TelosMessage]) -> tuple[int, Any] | None:
+        """``(count, value)`` kept under ``name`` if its first ``count`` messages are ``messages``' own."""
+        found = self._folds.get(name)
+        if found is None:
+            return None
+        source, count, value = found
+        return (count, value) if self._identical(source, messages) >= count else None
+
+    def keep_fold(self, name: str, messages: Sequence[TelosMessage], count: int, value: Any) -> None:
+        """Keep ``value``, folded over ``messages[:count]``, for later requests that share them."""
+        if 0 <= count <= len(messages):
+            self._folds[name] = (messages, count, value)
+
+    def clear(self) -> None:
+        """Forget every table and fold."""
+        self._rows.clear()
+        self._folds.clear()
+        self._checked = None
+
+    def _identical(self, source: Sequence[TelosMessage], messages: Sequence[TelosMessage]) -> int:
+        """How many leading messages of ``source`` and ``messages`` are the same objects."""
+        if source is messages:
+            return len(messages)
+        checked = self._checked
+        if checked is not None and checked[0] is source and checked[1] is messages:
+            return checked[2]  # every table of one request was bound to the same tuple last turn
+        # C-level: the index of the first position that is not the same object, else the length.
+        same = next(compress(count(), map(is_not, source, messages)), min(len(source), len(messages)))
+        self._checked = (source, messages, same)
+        return same
 
 
 def emit_messages(
@@ -45,19 +109,18 @@ def emit_messages(
     """The wire form of every message of ``ir``: ``emit(message, index, with_markers)``.
 
     With ``reuse``, table ``table_name`` keeps each message's form without this turn's markers;
-    settled messages not in ``marked`` are taken from it (shared, read-only), the rest are written.
+    messages it still holds (``PrefixTables.rows``) and that are not in ``marked`` are taken from
+    it (shared, read-only), the rest are written.
     """
     if reuse is None:
         return [emit(message, index, True) for index, message in enumerate(ir.messages)]
-    table = reuse.setdefault(table_name, [])
-    del table[ir.settled :]
-    for index in range(len(table), ir.settled):
-        table.append(emit(ir.messages[index], index, False))
-    messages = table[: ir.settled]
+    table = reuse.rows(table_name, ir.messages)
+    known = len(table)
+    messages = table[:]
     for index in marked:
-        if index < ir.settled:
+        if index < known:
             messages[index] = emit(ir.messages[index], index, True)
-    for index in range(ir.settled, len(ir.messages)):
+    for index in range(known, len(ir.messages)):
         wire = emit(ir.messages[index], index, True)
         messages.append(wire)
         table.append(emit(ir.messages[index], index, False) if index in marked else wire)

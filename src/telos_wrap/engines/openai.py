@@ -27,6 +27,11 @@ gpt-5.6+ also ``prompt_cache_options = {"mode": "implicit"}`` (with ``"ttl": "30
 own, and explicit breakpoints, by priority BP-X (last markable non-DROP block of the conversation,
 never on an assistant part) > BP-R (end of the ref-pool) > BP-S (last PIN system block), within the
 mode's budget minus the caller's own markers. ``hints.ttl == "12h"`` puts ``"ttl": "12h"`` on BP-R/BP-S.
+
+Responses (same fields, ``response_create_params.py``): the same key and options; the request ``ttl``
+may be ``"30m"`` or ``"12h"`` there, so ``hints.ttl`` of either goes into ``prompt_cache_options``; the
+only breakpoint telos adds is BP-X on an input part (``instructions`` is a string and cannot carry one,
+so there is no BP-S / BP-R); streams report usage without being asked (no ``stream_options``).
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from telos_wrap.engines._openai_compat import (
     OpenAICompatEngine,
     caller_breakpoints,
     family_digest,
+    is_chat,
     markable,
     stream_usage_extras,
 )
@@ -106,7 +112,8 @@ class OpenAIEngine(OpenAICompatEngine):
     def plan(self, ir: TelosIR, hints: TelosHints, *, reuse: PrefixTables | None = None) -> EmitPlan:
         """Key, options and breakpoints for ``ir`` (see module docstring)."""
         params = ir.params
-        extras = stream_usage_extras(params)
+        chat = is_chat(ir)
+        extras = stream_usage_extras(params) if chat else {}
         notes: list[str] = []
         if "prompt_cache_key" in params:
             notes.append("kept the caller's prompt_cache_key")
@@ -125,14 +132,14 @@ class OpenAIEngine(OpenAICompatEngine):
         else:
             mode = "implicit"
             options: dict[str, str] = {"mode": mode}
-            if hints.ttl == "30m":
+            if hints.ttl == "30m" or (hints.ttl == "12h" and not chat):
                 if params.get("prompt_cache_retention") is not None:
                     notes.append(
                         "prompt_cache_options.ttl withheld: the caller sent prompt_cache_retention and "
                         "OpenAI may reject both on one request"
                     )
                 else:
-                    options["ttl"] = "30m"
+                    options["ttl"] = hints.ttl
             extras["prompt_cache_options"] = options
         ours = self._breakpoints(ir, hints, _WRITES[mode] - len(caller), caller)
         if len(caller) >= _WRITES[mode]:
@@ -148,8 +155,9 @@ class OpenAIEngine(OpenAICompatEngine):
         stable_ttl = "12h" if hints.ttl == "12h" else None
         candidates = (
             ("BP-X", _conversation_end(ir), None),
-            ("BP-R", _last_system(ir, Band.FOLD), stable_ttl),
-            ("BP-S", _last_system(ir, Band.PIN), stable_ttl),
+            # Responses ``instructions`` is a string: no breakpoint can sit on it.
+            ("BP-R", _last_system(ir, Band.FOLD) if is_chat(ir) else None, stable_ttl),
+            ("BP-S", _last_system(ir, Band.PIN) if is_chat(ir) else None, stable_ttl),
         )
         chosen: list[Breakpoint] = []
         for name, location, ttl in candidates:

@@ -1,4 +1,7 @@
-"""Chat-wire usage → ``UsageReport`` per vendor (OpenAI, DeepSeek, vLLM, SGLang, generic), and for streams.
+"""OpenAI-wire usage → ``UsageReport`` per vendor (OpenAI, DeepSeek, vLLM, SGLang, generic), and for streams.
+
+Two wire shapes: Chat Completions (``prompt_tokens``/``completion_tokens``) and Responses
+(``input_tokens``/``output_tokens``); ``parse_openai_usage`` tells them apart by their fields.
 
 Vendor facts (openai 3.54 ``types/completion_usage.py``; ../shared/reference/vendor-cache-rules.md
 §2.5, §3, §4.3, §5.3, §8.1):
@@ -21,6 +24,14 @@ Streams (§2.5 "Streaming", §4.3): a chat stream carries usage only with
 ``stream_options.include_usage``, on a last chunk whose ``choices`` is empty; vLLM/SGLang's
 ``continuous_usage_stats`` put a cumulative usage on every chunk, with ``prompt_tokens_details`` on the
 last one only. Each usage is therefore a cumulative snapshot: later non-null fields replace earlier ones.
+
+Responses (openai 3.54 ``types/responses/response_usage.py``; §2.5, §8.1, §4.3): ``input_tokens``
+*includes* cached and written tokens; ``input_tokens_details.cached_tokens`` (read),
+``.cache_write_tokens`` (write) and ``.cache_write_tokens_details.ttl_30m_tokens`` / ``ttl_12h_tokens``
+(writes per TTL); ``output_tokens_details.reasoning_tokens`` (included in ``output_tokens``). vLLM's
+Responses endpoint always reports both cache counters. A field that is absent is ``None``, never 0.
+A Responses stream carries usage once, on its terminal ``response.completed`` event (also
+``response.incomplete`` / ``response.failed``), as ``response.usage``.
 """
 
 from __future__ import annotations
@@ -30,7 +41,13 @@ from typing import Any
 
 from telos_wrap.ir.model import UsageReport
 
-__all__ = ["OpenAIChatStreamUsage", "parse_openai_chat_usage"]
+__all__ = [
+    "OpenAIChatStreamUsage",
+    "is_responses_usage",
+    "parse_openai_chat_usage",
+    "parse_openai_responses_usage",
+    "parse_openai_usage",
+]
 
 
 def _int(value: Any) -> int | None:
@@ -107,6 +124,53 @@ def parse_openai_chat_usage(usage: Mapping[str, Any] | None, *, engine: str) -> 
     return _report(engine, usage, prompt, read, write)
 
 
+def is_responses_usage(usage: Mapping[str, Any]) -> bool:
+    """True for the Responses usage shape (``input_tokens`` + ``output_tokens``, no ``prompt_tokens``)."""
+    return "prompt_tokens" not in usage and (
+        "input_tokens_details" in usage or ("input_tokens" in usage and "output_tokens" in usage)
+    )
+
+
+def _mapping(value: Any) -> Mapping[str, Any] | None:
+    return value if isinstance(value, Mapping) else None
+
+
+def parse_openai_responses_usage(usage: Mapping[str, Any] | None, *, engine: str) -> UsageReport | None:
+    """Normalize a Responses ``usage`` mapping (see module docstring); ``None`` if absent."""
+    if not isinstance(usage, Mapping):
+        return None
+    total = _int(usage.get("input_tokens"))
+    details = _mapping(usage.get("input_tokens_details"))
+    read = _int(details.get("cached_tokens")) if details is not None else None
+    write = _int(details.get("cache_write_tokens")) if details is not None else None
+    by_ttl: dict[str, int] | None = None
+    ttl_details = _mapping(details.get("cache_write_tokens_details")) if details is not None else None
+    if ttl_details is not None:
+        by_ttl = {
+            name: count
+            for name, key in (("30m", "ttl_30m_tokens"), ("12h", "ttl_12h_tokens"))
+            if (count := _int(ttl_details.get(key))) is not None
+        }
+    output_details = _mapping(usage.get("output_tokens_details"))
+    return UsageReport(
+        engine=engine,
+        raw_input=None if total is None else total - (read or 0) - (write or 0),
+        cache_read=read,
+        cache_write=write,
+        output=_int(usage.get("output_tokens")),
+        cache_write_by_ttl=by_ttl,
+        raw=dict(usage),
+        reasoning=_int(output_details.get("reasoning_tokens")) if output_details is not None else None,
+    )
+
+
+def parse_openai_usage(usage: Mapping[str, Any] | None, *, engine: str) -> UsageReport | None:
+    """Chat Completions or Responses usage, whichever shape ``usage`` has."""
+    if isinstance(usage, Mapping) and is_responses_usage(usage):
+        return parse_openai_responses_usage(usage, engine=engine)
+    return parse_openai_chat_usage(usage, engine=engine)
+
+
 def _merge(base: dict[str, Any], update: Mapping[str, Any]) -> None:
     for key, value in update.items():
         if value is not None:
@@ -117,7 +181,8 @@ class OpenAIChatStreamUsage:
     """Accumulates the usage of a chat stream.
 
     The patch layer feeds ``{"usage": {...}, "choices": n}`` for every chunk that carries usage; each
-    usage is a cumulative snapshot, so non-null fields replace earlier values (never add).
+    usage is a cumulative snapshot, so non-null fields replace earlier values (never add). A Responses
+    stream's terminal event is fed as ``{"type": "response.completed", "response": {"usage": ...}}``.
     """
 
     __slots__ = ("_engine", "_usage")
@@ -129,6 +194,9 @@ class OpenAIChatStreamUsage:
     def feed(self, event: Mapping[str, Any]) -> None:
         """Take the ``usage`` of one chunk (chunks without usage are ignored)."""
         usage = event.get("usage")
+        response = event.get("response")
+        if usage is None and isinstance(response, Mapping):
+            usage = response.get("usage")
         if not isinstance(usage, Mapping):
             return
         if self._usage is None:
@@ -137,4 +205,4 @@ class OpenAIChatStreamUsage:
 
     def report(self) -> UsageReport | None:
         """The usage seen so far, or ``None`` when the stream carried none."""
-        return parse_openai_chat_usage(self._usage, engine=self._engine)
+        return parse_openai_usage(self._usage, engine=self._engine)

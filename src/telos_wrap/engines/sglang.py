@@ -37,6 +37,7 @@ from telos_wrap.engines._openai_compat import (
     OpenAICompatEngine,
     caller_breakpoints,
     family_digest,
+    is_chat,
     merge_under_caller,
     prefix_digest,
     stable_prefix_end,
@@ -69,7 +70,7 @@ class SGLangEngine(OpenAICompatEngine):
     def plan(self, ir: TelosIR, hints: TelosHints, *, reuse: PrefixTables | None = None) -> EmitPlan:
         """``stream_options``, isolation keys, ``cache_control`` and ``tier_hint`` for ``ir``."""
         params = ir.params
-        extras = stream_usage_extras(params)
+        extras = stream_usage_extras(params) if is_chat(ir) else {}
         notes: list[str] = []
         for name in ("cache_salt", "extra_key"):
             if name in params:

@@ -22,6 +22,10 @@ What a **stock vLLM** (0.33, vendor-cache-rules.md §4.2) does with each field t
   prefix (tools + system + ref-pool) in the emitted ``messages``; ``evict_span`` names a folded ref-pool
   entry (``ref``), the SHA-256 of its old text and where it stood.
 
+On ``/v1/responses`` (vLLM serves it too) only ``cache_salt`` is sent: vLLM ignores
+``prompt_cache_key`` there ("not implemented yet") and accepts ``prompt_cache_options`` without acting
+on it — and rejects its ``ttl: "12h"`` — so telos sends neither (vendor-cache-rules.md §4.2).
+
 Usage: ``prompt_tokens_details.cached_tokens`` (read) and ``.created_cache_tokens`` (write), only with
 ``--enable-prompt-tokens-details``; otherwise ``None`` — not reported, never 0.
 """
@@ -35,6 +39,7 @@ from typing import Any
 from telos_wrap.engines._openai_compat import (
     OpenAICompatEngine,
     caller_breakpoints,
+    is_chat,
     merge_under_caller,
     stable_prefix_end,
     stream_usage_extras,
@@ -90,10 +95,12 @@ class VLLMEngine(OpenAICompatEngine):
     def plan(self, ir: TelosIR, hints: TelosHints, *, reuse: PrefixTables | None = None) -> EmitPlan:
         """``stream_options``, ``cache_salt`` (isolation) and ``cache_policy`` for ``ir``."""
         params = ir.params
-        extras = stream_usage_extras(params)
+        chat = is_chat(ir)
+        extras = stream_usage_extras(params) if chat else {}
         notes = self._isolation(params, hints, extras)
         end = stable_prefix_end(ir)
-        pointer = wire_pointer(ir, end) if end is not None else None
+        # ``pin_prefix_until_block`` points into a chat ``messages`` array; a Responses body has none.
+        pointer = wire_pointer(ir, end) if end is not None and chat else None
         if pointer is not None:
             extras["cache_policy"] = merge_under_caller(
                 params, "cache_policy", {"pin_prefix_until_block": pointer}

@@ -23,6 +23,7 @@ This is also the only module allowed to call ``json.dumps`` (ruff TID251 enforce
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -142,7 +143,16 @@ def canonicalize_tool_def(tool: Any) -> Any:
     function = tool.get("function")
     if isinstance(function, Mapping) and "parameters" in function:
         result["function"]["parameters"] = canonicalize_schema(function["parameters"])
+    elif tool.get("type") == "function" and isinstance(tool.get("parameters"), Mapping):
+        # OpenAI Responses function tools are flat: ``{"type": "function", "name", "parameters"}``.
+        result["parameters"] = canonicalize_schema(tool["parameters"])
     return result
+
+
+#: OpenAI Responses built-in tool types, which carry no ``name`` (openai 3.54 ``responses/tool_param.py``:
+#: ``web_search*``, ``file_search``, ``code_interpreter``, ``computer*``, ``image_generation``,
+#: ``local_shell``, ``shell``, ``apply_patch``...): every lower-case snake-case type.
+_RESPONSES_BUILTIN = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 def _tool_name(tool: Mapping[str, Any]) -> str:
@@ -171,17 +181,31 @@ def tool_source(tool: Any) -> tuple[str, str]:
     if name.startswith("mcp__"):
         return "mcp", name.split("__")[1] if name.count("__") >= 2 else ""
     kind = tool.get("type")
+    if kind == "mcp":  # OpenAI Responses: one entry per remote MCP server (``server_label``)
+        label = tool.get("server_label")
+        return "mcp", label if isinstance(label, str) else ""
     if kind in (None, "custom") and "input_schema" in tool:
         return "user", ""
     if kind == "function" and isinstance(tool.get("function"), Mapping):
         return "user", ""
-    if isinstance(kind, str) and kind not in ("custom", "function") and name:
+    if kind in ("function", "custom") and name:  # OpenAI Responses: flat function / custom tools
+        return "user", ""
+    if (
+        isinstance(kind, str)
+        and kind not in ("custom", "function")
+        and (name or _RESPONSES_BUILTIN.match(kind))
+    ):
         return "builtin", ""
     return "unmarked", ""
 
 
 def tool_sort_key(tool: Any) -> tuple[int, str, str]:
-    """Stable tool sort key: ``(source rank, mcp server, name)``; builtin 0 → mcp 1 → user 2 → unmarked 3."""
+    """Stable tool sort key: ``(source rank, mcp server, name)``; builtin 0 → mcp 1 → user 2 → unmarked 3.
+
+    A tool without a name (OpenAI Responses built-ins: ``{"type": "web_search"}``) sorts by its type.
+    """
     source, server = tool_source(tool)
     name = _tool_name(tool) if isinstance(tool, Mapping) else ""
+    if not name and isinstance(tool, Mapping) and isinstance(tool.get("type"), str):
+        name = str(tool["type"])
     return TOOL_SOURCE_RANK[source], server, name

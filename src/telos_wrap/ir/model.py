@@ -27,7 +27,7 @@ __all__ = [
     "UsageReport",
 ]
 
-Api = Literal["anthropic", "openai_chat"]
+Api = Literal["anthropic", "openai_chat", "openai_responses"]
 ContentForm = Literal["string", "list", "absent", "null"]
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -200,6 +200,8 @@ class UsageReport:
         cache_write_by_ttl: writes per TTL (``{"5m": n, "1h": m}`` or ``{"30m": n, "12h": m}``).
         cache_miss_reason: the server's own diagnosis when requested (Anthropic ``diagnostics``).
         raw: the vendor's usage fields as received, for diagnostics.
+        reasoning: output tokens spent on reasoning, *included* in ``output`` (OpenAI Responses
+            ``output_tokens_details.reasoning_tokens``); ``None`` when not reported.
     """
 
     engine: str
@@ -210,6 +212,7 @@ class UsageReport:
     cache_write_by_ttl: Mapping[str, int] | None = None
     cache_miss_reason: Mapping[str, Any] | None = None
     raw: Mapping[str, Any] = field(default_factory=_empty)
+    reasoning: int | None = None
 
     @property
     def total_input(self) -> int | None:

@@ -74,4 +74,8 @@ def lift_request(
             settled=settled,
         )
         return lifted
+    if api == "openai_responses":
+        from telos_wrap.lift.openai_responses import lift_openai_responses
+
+        return lift_openai_responses(body, session_id=session_id, hints=hints, patterns=patterns)
     raise ValueError(f"no lift for api {api!r}")

@@ -5,6 +5,10 @@ missing module or attribute (an older or newer SDK) is skipped and logged, never
 idempotent and thread-safe; ``unpatch()`` puts back the exact original function objects and never
 raises. If another library wrapped a method *over* ours since, ours is switched off in place
 instead, so theirs keeps working.
+
+``record()`` without ``patch()`` holds the request and response wrappers in observe-only mode
+(``hold_observer_wrappers`` / ``release_observer_wrappers``): nothing is rewritten, the recorder
+sees every request as the SDK sends it. ``is_patched()`` is about ``patch()`` only.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 import wrapt
 
 from telos_wrap.config import PatchConfig, current_config, set_config
+from telos_wrap.patch.mode import rewriting, set_rewriting
 from telos_wrap.patch.wrappers import (
     async_parse_wrapper,
     entry_wrapper,
@@ -28,7 +33,16 @@ from telos_wrap.patch.wrappers import (
     parse_wrapper,
 )
 
-__all__ = ["TARGETS", "Target", "coverage", "is_patched", "patch", "unpatch"]
+__all__ = [
+    "TARGETS",
+    "Target",
+    "coverage",
+    "hold_observer_wrappers",
+    "is_patched",
+    "patch",
+    "release_observer_wrappers",
+    "unpatch",
+]
 
 logger = logging.getLogger("telos_wrap")
 
@@ -66,6 +80,18 @@ TARGETS: tuple[Target, ...] = (
         "openai.resources.chat.completions.completions",
         ("Completions", "AsyncCompletions"),
         ("create", "parse", "stream"),
+    ),
+    *_entries(
+        "openai",
+        "openai.resources.responses.responses",
+        ("Responses", "AsyncResponses"),
+        ("create", "stream", "parse", "compact"),
+    ),
+    *_entries(
+        "openai",
+        "openai.resources.responses.input_tokens",
+        ("InputTokens", "AsyncInputTokens"),
+        ("count",),
     ),
     # The one method every request passes through once per logical call (retries inside).
     Target("anthropic", "anthropic._base_client", "SyncAPIClient.request", "request"),
@@ -107,6 +133,9 @@ class _Installed:
 
 _lock = threading.RLock()
 _installed: dict[Target, _Installed] = {}
+_observer_holds = 0  # active record() contexts
+#: What observe-only mode needs: the request layer (to see bodies) and parsing (to see usage).
+_OBSERVER_ROLES = frozenset({"request", "async_request", "parse", "async_parse"})
 
 
 def _resolve(target: Target) -> tuple[type, str, Any] | None:
@@ -158,56 +187,93 @@ def patch(
                 keep_past_drop=keep_past_drop,
             )
         )
-        for target in TARGETS:
-            if target in _installed:
-                continue
-            try:
-                resolved = _resolve(target)
-                if resolved is None:
-                    logger.debug(
-                        "telos_wrap: %s.%s not present in this SDK version; skipped",
-                        target.module,
-                        target.qualname,
-                    )
-                    continue
-                owner, attribute, original = resolved
-                flag = [True]
-                wrapper = wrapt.FunctionWrapper(original, _wrapper_for(target), enabled=_flag_reader(flag))
-                setattr(owner, attribute, wrapper)
-                _installed[target] = _Installed(owner, attribute, original, wrapper, flag)
-            except Exception:  # one broken target never stops the others
-                logger.warning(
-                    "telos_wrap could not patch %s.%s", target.module, target.qualname, exc_info=True
-                )
+        set_rewriting(True)
+        _install(TARGETS)
         return coverage()
 
 
-def unpatch() -> None:
-    """Restore every original function object. Never raises."""
-    with _lock:
-        for target, item in list(_installed.items()):
-            try:
-                if vars(item.owner).get(item.attribute) is item.wrapper:
-                    setattr(item.owner, item.attribute, item.original)
-                else:
-                    # Someone wrapped over us: removing ours would remove theirs too. Switch ours off.
-                    item.enabled[0] = False
-                    logger.info(
-                        "telos_wrap: %s.%s is wrapped by another library; telos' wrapper disabled in place",
-                        target.module,
-                        target.qualname,
-                    )
-            except Exception:
-                logger.warning(
-                    "telos_wrap could not unpatch %s.%s", target.module, target.qualname, exc_info=True
+def _install(targets: tuple[Target, ...] | list[Target]) -> None:
+    """Wrap every target not wrapped yet (call with ``_lock`` held)."""
+    for target in targets:
+        if target in _installed:
+            continue
+        try:
+            resolved = _resolve(target)
+            if resolved is None:
+                logger.debug(
+                    "telos_wrap: %s.%s not present in this SDK version; skipped",
+                    target.module,
+                    target.qualname,
                 )
-            _installed.pop(target, None)
+                continue
+            owner, attribute, original = resolved
+            flag = [True]
+            wrapper = wrapt.FunctionWrapper(original, _wrapper_for(target), enabled=_flag_reader(flag))
+            setattr(owner, attribute, wrapper)
+            _installed[target] = _Installed(owner, attribute, original, wrapper, flag)
+        except Exception:  # one broken target never stops the others
+            logger.warning("telos_wrap could not patch %s.%s", target.module, target.qualname, exc_info=True)
+
+
+def unpatch() -> None:
+    """Restore every original function object. Never raises.
+
+    A ``record()`` still active keeps observing: its observe-only wrappers are put back.
+    """
+    with _lock:
+        set_rewriting(False)
+        _uninstall()
         set_config(PatchConfig(enabled=current_config().enabled))
+        if _observer_holds:
+            _install(_observer_targets())
+
+
+def _observer_targets() -> list[Target]:
+    return [target for target in TARGETS if target.role in _OBSERVER_ROLES]
+
+
+def hold_observer_wrappers() -> None:
+    """Make sure requests are observed (``record()`` calls this on entry); never raises."""
+    global _observer_holds
+    with _lock:
+        _observer_holds += 1
+        if not rewriting():
+            _install(_observer_targets())
+
+
+def release_observer_wrappers() -> None:
+    """Undo one :func:`hold_observer_wrappers`; the last one out removes observe-only wrappers."""
+    global _observer_holds
+    with _lock:
+        _observer_holds = max(0, _observer_holds - 1)
+        if not _observer_holds and not rewriting():
+            _uninstall()
+
+
+def _uninstall() -> None:
+    """Remove every installed wrapper (call with ``_lock`` held). Never raises."""
+    for target, item in list(_installed.items()):
+        try:
+            if vars(item.owner).get(item.attribute) is item.wrapper:
+                setattr(item.owner, item.attribute, item.original)
+            else:
+                # Someone wrapped over us: removing ours would remove theirs too. Switch ours off.
+                item.enabled[0] = False
+                logger.info(
+                    "telos_wrap: %s.%s is wrapped by another library; telos' wrapper disabled in place",
+                    target.module,
+                    target.qualname,
+                )
+        except Exception:
+            logger.warning(
+                "telos_wrap could not unpatch %s.%s", target.module, target.qualname, exc_info=True
+            )
+        _installed.pop(target, None)
 
 
 def is_patched() -> bool:
-    """True while ``patch()`` is in effect."""
-    return bool(_installed)
+    """True while ``patch()`` is in effect (observe-only wrappers of ``record()`` do not count)."""
+    return rewriting()
 
 
 def coverage() -> dict[str, bool]:

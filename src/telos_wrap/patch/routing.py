@@ -1,7 +1,7 @@
 """Which requests telos rewrites, and with which engine.
 
 Dispatch is on the request URL the SDK built (``options.url``), so every public entry point that
-sends a Messages or Chat Completions request — ``create``, ``stream()``, ``parse()``, raw and
+sends a Messages, Chat Completions or Responses request — ``create``, ``stream()``, ``parse()``, raw and
 streaming-response wrappers, beta twins, tool runners — is recognised in one place.
 """
 
@@ -24,6 +24,9 @@ class Route:
     api: Api
     engine: str
     count_only: bool = False
+    #: False for a request that reads the conversation without being one of its turns (Responses
+    #: ``compact``): rewritten like a turn, never recorded as one.
+    turn: bool = True
 
 
 # Vendor hosts recognised without configuration. Self-hosted vLLM / SGLang are never guessed.
@@ -59,6 +62,17 @@ def route_request(
         if path == "/v1/messages/count_tokens":
             return Route("anthropic", "anthropic", count_only=True)
         return None
-    if sdk == "openai" and path.rstrip("/").endswith("/chat/completions"):
+    if sdk != "openai":
+        return None
+    path = path.rstrip("/")
+    if path.endswith("/chat/completions"):
         return Route("openai_chat", resolve_openai_engine(base_url, hints, config))
+    # OpenAI Responses (docs/engines.md, "OpenAI Responses"): create / stream / parse, the token
+    # count (not a turn) and context compaction (not a turn either, but it reads the same prefix).
+    if path.endswith("/responses"):
+        return Route("openai_responses", resolve_openai_engine(base_url, hints, config))
+    if path.endswith("/responses/input_tokens"):
+        return Route("openai_responses", resolve_openai_engine(base_url, hints, config), count_only=True)
+    if path.endswith("/responses/compact"):
+        return Route("openai_responses", resolve_openai_engine(base_url, hints, config), turn=False)
     return None

@@ -32,6 +32,14 @@ def is_stream(obj: Any) -> bool:
 def _feed(accumulator: StreamUsage, event: Any, stream: Any, ctx: CallContext) -> bool:
     """Feed one event; return True if the caller must not see it (our own usage-only chunk)."""
     kind = getattr(event, "type", None)
+    if isinstance(kind, str) and kind.startswith("response."):
+        # OpenAI Responses: usage rides on the terminal event's ``response`` (response.completed).
+        response = getattr(event, "response", None)
+        usage = getattr(response, "usage", None)
+        if usage is not None and hasattr(usage, "model_dump"):
+            accumulator.feed({"type": kind, "response": {"usage": usage.model_dump(mode="json")}})
+            attach_usage(stream, accumulator.report())
+        return False
     if kind in _USAGE_EVENTS:
         accumulator.feed(event.model_dump(mode="json"))
         attach_usage(stream, accumulator.report())

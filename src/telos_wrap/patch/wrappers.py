@@ -14,6 +14,7 @@ could swallow or alter its errors.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Awaitable, Callable, Mapping
 from itertools import repeat
 from typing import Any
@@ -26,6 +27,7 @@ from telos_wrap.failopen import report_failure
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Api
 from telos_wrap.patch.calls import HINT_HEADER, CallContext, current_call, hint_headers, read_hint_header
+from telos_wrap.patch.mode import rewriting
 from telos_wrap.patch.observers import OBSERVERS, notify_request, notify_usage
 from telos_wrap.patch.routing import Route, route_request
 from telos_wrap.patch.streams import hook_stream, is_stream
@@ -74,10 +76,23 @@ def _plain_body(options: Any) -> dict[str, Any] | None:
                 body.pop(key, None)
             else:
                 body[key] = value
+    if _is_responses_url(options.url):
+        items = body.get("input")
+        if isinstance(items, list) and not all(isinstance(item, Mapping) for item in items):
+            return None  # malformed: let the SDK / API produce its own error
+        return body
     messages = body.get("messages")
     if not isinstance(messages, list) or not _all_messages(messages):
         return None  # malformed: let the SDK / API produce its own error
     return body
+
+
+_RESPONSES_PATHS = ("/responses", "/responses/input_tokens", "/responses/compact")
+
+
+def _is_responses_url(url: Any) -> bool:
+    """Whether the request goes to an OpenAI Responses endpoint (``input`` items, no ``messages``)."""
+    return isinstance(url, str) and url.split("?", 1)[0].rstrip("/").endswith(_RESPONSES_PATHS)
 
 
 _ROLE_KEYS = repeat("role")  # an endless "role", "role", ... for map(dict.get, ...)
@@ -103,7 +118,7 @@ def _materialize(options: Any) -> Any:
         return options
     changed = {
         key: list(value)
-        for key in ("messages", "tools")
+        for key in ("messages", "tools", "input")
         if (value := data.get(key)) is not None
         and not isinstance(value, (list, str, bytes, Mapping))
         and not _is_sentinel(value)
@@ -121,17 +136,41 @@ def _strip_hint_header(options: Any) -> tuple[Any, str | None]:
     return options.model_copy(update={"headers": kept}), value if isinstance(value, str) else None
 
 
+#: A caller's name for the conversation (docs/sessions.md), per call (``extra_headers``) or per client
+#: (``default_headers``); telos reads it and removes it from the request that goes out.
+SESSION_HEADER = "x-telos-session"
+
+
+def _strip_session_header(sdk: str, client: Any, options: Any) -> tuple[Any, str | None]:
+    headers = options.headers if isinstance(options.headers, Mapping) else {}
+    own = [key for key in headers if isinstance(key, str) and key.lower() == SESSION_HEADER]
+    defaults = getattr(client, "default_headers", None)
+    default = [
+        key for key in (defaults if isinstance(defaults, Mapping) else {}) if key.lower() == SESSION_HEADER
+    ]
+    if not own and not default:
+        return options, None
+    value = headers[own[-1]] if own else defaults[default[-1]]  # type: ignore[index]
+    kept = {key: item for key, item in headers.items() if key not in own}
+    if default:  # set on the client: the SDK's Omit removes it from this request's headers
+        kept[SESSION_HEADER] = importlib.import_module(f"{sdk}._types").Omit()
+    name = value.strip() if isinstance(value, str) else ""
+    return options.model_copy(update={"headers": kept}), name or None
+
+
 def _resolve_session(
-    api: Api, body: Mapping[str, Any], hints: TelosHints, carried: Session | None
+    api: Api, body: Mapping[str, Any], hints: TelosHints, carried: Session | None, named: str | None = None
 ) -> Session:
     if hints.session is not None:
         return named_session(hints.session)
+    if named is not None:
+        return named_session(named)
     if carried is not None:
         return carried
     active = current_session()
     if active is not None:
         return active
-    return implicit_session(api, body)
+    return implicit_session(api, body, drop_patterns=hints.drop_patterns)
 
 
 def _prepare(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None]:
@@ -139,6 +178,7 @@ def _prepare(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | No
     config = current_config()
     try:
         options, header = _strip_hint_header(_materialize(options))
+        options, named = _strip_session_header(sdk, client, options)
         hints, carried = read_hint_header(header)
     except Exception as exc:  # a telos bug must never break the call
         report_failure(TelosStageError("hint", exc))
@@ -150,17 +190,23 @@ def _prepare(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | No
     except Exception as exc:
         report_failure(TelosStageError("route", exc))
         return options, None
-    if route is None or not config.enabled:
+    if route is None:
+        return options, None
+    # Observe only (record() without patch(), or patch(enabled=False)): the request goes out as the
+    # SDK built it; with no observer there is nothing to do at all.
+    observe_only = not config.enabled or not rewriting()
+    if observe_only and not OBSERVERS:
         return options, None
     body = _plain_body(options)
     if body is None:
         return options, None
-    session = _resolve_session(route.api, body, hints, carried)
+    session = _resolve_session(route.api, body, hints, carried, named)
     hints = hints.merged_over(session.hints)
     strict = session.strict if session.strict is not None else config.strict
     engine = get_engine(route.engine)
-    if hints.disable:
-        index = -1 if route.count_only else session.note_passthrough(route.api, route.engine, body)
+    turn = route.turn and not route.count_only
+    if hints.disable or observe_only:
+        index = session.note_passthrough(route.api, route.engine, body) if turn else -1
         return options, CallContext(engine=engine, session=session, index=index, strict=strict)
     prepare_options = PrepareOptions(
         engine=route.engine,
@@ -171,7 +217,7 @@ def _prepare(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | No
         refpool_threshold=config.refpool_threshold,
     )
     try:
-        if route.count_only:
+        if not turn:  # a token count or a compaction: the same rewrite, never a turn of the session
             prepared = prepare(route.api, body, prepare_options, session.hooks())
             index = -1
         else:
@@ -179,7 +225,7 @@ def _prepare(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | No
     except TelosStageError as error:
         report_failure(error, strict=strict)
         # When the store itself failed, recording the pass-through would wait on it a second time.
-        skip = route.count_only or error.stage == "session.store"
+        skip = not turn or error.stage == "session.store"
         index = -1 if skip else session.note_passthrough(route.api, route.engine, body)
         return options, CallContext(engine=engine, session=session, index=index, strict=strict)
     new_options = options.model_copy(update={"json_data": prepared.body, "extra_json": None})

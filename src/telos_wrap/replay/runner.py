@@ -205,28 +205,38 @@ def replay(
     engine: str = "anthropic",
     jitter_seed: int | None = None,
     emulator: Emulator | None = None,
+    emulator_mode: str = "rendered",
     progress: Progress | None = None,
     label: str = "",
+    session_factory: Callable[[str], telos_wrap.Session] | None = None,
 ) -> RunResult:
     """Send ``sessions`` through the real SDKs to an emulator (a fresh one unless given).
 
     Needs ``telos_wrap.patch()`` in effect (see :func:`patched`). Each session runs inside its own
-    ``telos_wrap.session``; the emulator's ``ManualClock`` moves 3-9 s per request. With
+    ``telos_wrap.session`` — made by ``session_factory(session_id)`` when given (its options, e.g.
+    ``learn_volatility``, and the caller keeps the object for ``explain``) — and the emulator's
+    ``ManualClock`` moves 3-9 s per request. With
     ``jitter_seed`` every request is first rebuilt the way a careless harness sends it
     (``telos_wrap.traces.jitter``). Requests the emulator refuses are counted as errors.
+    ``emulator_mode`` is the fresh emulator's render mode (``"rendered"`` or ``"byte-exact"``,
+    docs/emulator.md); a given ``emulator`` keeps its own.
     """
     if not telos_wrap.is_patched():
         raise RuntimeError(
             "replay() needs telos_wrap.patch() in effect (use `with telos_wrap.cli.patched():`)"
         )
     if emulator is None:
-        emulator = Emulator(clock=ManualClock(), routes={ENGINES[e] or "": e for e in _SELF_HOSTED})
+        emulator = Emulator(
+            clock=ManualClock(), routes={ENGINES[e] or "": e for e in _SELF_HOSTED}, mode=emulator_mode
+        )
     clients = _Clients(engine, emulator)
     result = RunResult(strategy.name, engine, prices_for(engine))
     before = sum(telos_wrap.failure_counts().values())
     run = next(_run_ids)
     try:
-        _replay_sessions(sessions, strategy, clients, result, jitter_seed, run, progress, label)
+        _replay_sessions(
+            sessions, strategy, clients, result, jitter_seed, run, progress, label, session_factory
+        )
     finally:
         clients.close()
     result.fallbacks = sum(telos_wrap.failure_counts().values()) - before
@@ -242,10 +252,12 @@ def _replay_sessions(
     run: int,
     progress: Progress | None,
     label: str,
+    session_factory: Callable[[str], telos_wrap.Session] | None = None,
 ) -> None:
     errors = _status_errors()
+    make = session_factory or telos_wrap.session
     for requests in sessions:
-        with telos_wrap.session(f"replay-{run}-{requests[0].session}" if requests else None):
+        with make(f"replay-{run}-{requests[0].session}" if requests else f"replay-{run}"):
             for request in requests:
                 kwargs = request.kwargs
                 if jitter_seed is not None:

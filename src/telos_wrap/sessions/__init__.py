@@ -22,6 +22,7 @@ from telos_wrap.sessions.core import (
 )
 from telos_wrap.sessions.folds import FoldError
 from telos_wrap.sessions.records import CacheBreak, RangeFold, SlugFold, VolatileSpan
+from telos_wrap.sessions.redis_store import RedisStore
 from telos_wrap.sessions.refresh import REFRESH_THRESHOLD, RefreshDecision
 from telos_wrap.sessions.state import SessionState
 from telos_wrap.sessions.stats import DEFAULT_PRICES, PriceMultipliers, SessionStats
@@ -35,6 +36,7 @@ __all__ = [
     "MemoryStore",
     "PriceMultipliers",
     "RangeFold",
+    "RedisStore",
     "RefreshDecision",
     "RequestRecord",
     "Session",

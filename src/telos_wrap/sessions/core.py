@@ -22,7 +22,7 @@ import time
 import uuid
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any, TypeVar
@@ -33,11 +33,12 @@ from telos_wrap.engines.base import EmitPlan
 from telos_wrap.errors import RefPoolError, StoreConflictError, TelosError, TelosStageError
 from telos_wrap.failopen import report_failure
 from telos_wrap.history import HistoryMemo
-from telos_wrap.ir.canon import canonical_bytes, canonical_json
+from telos_wrap.ir.canon import canonical_json
 from telos_wrap.ir.hints import TelosHints, parse_hints
 from telos_wrap.ir.model import Api, UsageReport
 from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks
 from telos_wrap.sessions.folds import FoldError, validate_range, validate_slug
+from telos_wrap.sessions.identity import conversation_key
 from telos_wrap.sessions.records import CacheBreak, RangeFold, SlugFold, VolatileSpan
 from telos_wrap.sessions.refresh import RefreshDecision, decide_refresh
 from telos_wrap.sessions.state import EngineUsage, SessionState
@@ -667,37 +668,15 @@ def _lru_get(table: OrderedDict[str, Session], key: str, make: Callable[[], Sess
         return found
 
 
-def _tool_name(tool: Any) -> str:
-    if isinstance(tool, Mapping):
-        function = tool.get("function")
-        name = function.get("name") if isinstance(function, Mapping) else tool.get("name")
-        return name if isinstance(name, str) else str(tool.get("type", ""))
-    return ""
+def implicit_session(api: Api, body: Mapping[str, Any], *, drop_patterns: Sequence[str] = ()) -> Session:
+    """The implicit session of a request made outside any ``session()``: ``implicit-<key>``.
 
-
-def implicit_session(api: Api, body: Mapping[str, Any]) -> Session:
-    """The implicit session of a request made outside any ``session()``.
-
-    Keyed by what stays fixed for a whole conversation (API, model, the names of its tools, the
-    first message) — not the system prompt, which careless harnesses rebuild with a clock every
-    turn, nor the tool schemas, whose JSON would cost more to hash on every call than it adds to
-    telling conversations apart — so every turn of one conversation lands in the same session;
-    bounded LRU.
+    The key (``sessions.identity.conversation_key``) is what stays fixed across the turns of one
+    conversation — API, model, tool names, the caller's own user/conversation fields, and the
+    conversation's opening message with its envelopes stripped — never the system prompt,
+    instructions or envelopes a harness rebuilds every turn (docs/sessions.md). Bounded LRU.
     """
-    messages = body.get("messages")
-    first = messages[0] if isinstance(messages, list) and messages else None
-    tools = body.get("tools")
-    try:
-        key_material = {
-            "api": api,
-            "model": body.get("model"),
-            # Sorted so a harness that shuffles its tools still lands in one session.
-            "tools": sorted(map(_tool_name, tools)) if isinstance(tools, list) else None,
-            "first": first,
-        }
-        digest = hashlib.sha256(canonical_bytes(key_material)).hexdigest()[:16]
-    except (TypeError, ValueError):
-        digest = "unhashable"
+    digest = conversation_key(api, body, drop_patterns)
     return _lru_get(_implicit, digest, lambda: Session(f"implicit-{digest}", implicit=True))
 
 

@@ -123,14 +123,14 @@ def prompt_print(prepared: Prepared, engine: str, now: float, memo: HistoryMemo 
     head = [_position("tool", tool.payload) for tool in ir.tools]
     head += [_position("system", block.payload) for block in ir.system]
     head_bands = [tool.band for tool in ir.tools] + [block.band for block in ir.system]
-    cached = memo.aggregate("positions", ir.settled) if memo is not None else None
+    cached = memo.aggregate("positions", ir.messages) if memo is not None else None
     start, done = cached if cached is not None else (0, _NO_POSITIONS)
     new = _NewMessages(done, ir.messages[start:], start)
     whole = new.fold(len(ir.messages) - start)
     if memo is not None:
         count = memo.shared_prefix(ir.messages, ir.settled)
         if count > start:
-            memo.keep_aggregate("positions", count, new.fold(count - start))
+            memo.keep_aggregate("positions", ir.messages, count, new.fold(count - start))
     msg_blocks = whole.msg_blocks
     n_head = len(head)
 

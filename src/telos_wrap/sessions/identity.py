@@ -1,0 +1,173 @@
+"""The identity of an implicit conversation: what stays fixed across all turns of one conversation.
+
+A call made outside any ``session()`` belongs to an *implicit* session. Its key must be the same on
+every turn of one conversation whatever the harness rebuilds each turn, and different for different
+conversations. Harnesses rebuild exactly the parts that come first in a request — the system prompt
+(Anthropic ``system``, the leading ``system`` / ``developer`` messages of Chat Completions, the
+Responses API's ``instructions``) with a clock, an environment dump, a "jobs running" count — and
+they wrap per-turn envelopes (``<system-reminder>``, ``Current time: …``) into user text, turning a
+string content into a parts list. None of that may enter the key. What does not change is the
+conversation's **opening message**: the first user (or assistant) message the application sent,
+which every later turn re-sends as history.
+
+The key is a digest of:
+
+* the wire API and the model (a model switch breaks the vendor cache anyway);
+* the names of the tools, sorted (a harness that reshuffles its tools stays in one conversation);
+* the caller's own conversation/user identifiers when present: OpenAI ``prompt_cache_key``,
+  ``safety_identifier`` and ``user``; Anthropic ``metadata.user_id`` — they only ever tell
+  conversations apart, never merge them;
+* the opening message: the first conversation message that is not a system/developer message and is
+  not empty once its DROP envelopes are stripped, as ``role`` + its text (every text part joined,
+  envelopes matched by the default DROP patterns and the call's ``drop_patterns`` removed, whitespace
+  collapsed) + the canonical JSON of its non-text parts without cache markers — so string vs. parts,
+  a moved ``cache_control`` and an envelope that comes and goes all give the same key.
+
+Limits (also in ``docs/sessions.md``): two conversations that open with the same message, on the
+same model, tools and user fields share one implicit session; a conversation whose opening message
+itself changes every turn (an untagged clock in the first user message) gets a new implicit session
+per turn. Name the conversation to avoid both: ``with telos_wrap.session(thread_id):`` or the
+``X-Telos-Session`` request header.
+
+Which messages are the conversation is per wire API (``_CONVERSATION``): a small function per API,
+so a new API (e.g. the Responses API's ``input`` items, with ``instructions`` left out) plugs in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from telos_wrap.ir.canon import canonical_bytes
+from telos_wrap.lift.user_split import DEFAULT_PATTERNS, SplitPatterns, split_text
+
+__all__ = ["conversation_key", "opening_message"]
+
+#: Roles that carry instructions, not conversation (OpenAI ``developer`` replaces ``system``).
+_INSTRUCTION_ROLES = frozenset({"system", "developer"})
+#: Part types whose ``text`` is conversation text (Anthropic / Chat ``text``, Responses ``input_text``
+#: and ``output_text``).
+_TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
+#: Cache markers are not content: harnesses move them to the newest message every turn.
+_MARKERS = frozenset({"cache_control", "prompt_cache_breakpoint"})
+#: Top-level fields that name a caller's conversation or end user (OpenAI Chat / Responses).
+_OPENAI_IDS = ("prompt_cache_key", "safety_identifier", "user")
+
+
+def _messages(body: Mapping[str, Any]) -> Sequence[Any]:
+    messages = body.get("messages")
+    return messages if isinstance(messages, list) else ()
+
+
+def _responses_input(body: Mapping[str, Any]) -> Sequence[Any]:
+    # Responses API: ``input`` is a string (one user message) or a list of items; ``instructions``
+    # is the system prompt and never part of the conversation.
+    value = body.get("input")
+    if isinstance(value, str):
+        return [{"role": "user", "content": value}]
+    return value if isinstance(value, list) else ()
+
+
+def _anthropic_ids(body: Mapping[str, Any]) -> dict[str, Any]:
+    metadata = body.get("metadata")
+    user = metadata.get("user_id") if isinstance(metadata, Mapping) else None
+    return {"user_id": user} if isinstance(user, str) else {}
+
+
+def _openai_ids(body: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: body[key] for key in _OPENAI_IDS if isinstance(body.get(key), str)}
+
+
+#: Per wire API: the conversation items, and the caller's own conversation/user identifiers.
+_Items = Callable[[Mapping[str, Any]], Sequence[Any]]
+_Ids = Callable[[Mapping[str, Any]], dict[str, Any]]
+_CONVERSATION: Mapping[str, tuple[_Items, _Ids]] = {
+    "anthropic": (_messages, _anthropic_ids),
+    "openai_chat": (_messages, _openai_ids),
+    "openai_responses": (_responses_input, _openai_ids),
+}
+
+
+def _without_markers(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {key: _without_markers(item) for key, item in value.items() if key not in _MARKERS}
+    if isinstance(value, list):
+        return [_without_markers(item) for item in value]
+    return value
+
+
+def _is_text_part(part: Any) -> bool:
+    return isinstance(part, Mapping) and part.get("type") in _TEXT_PARTS and isinstance(part.get("text"), str)
+
+
+def _normalized(message: Mapping[str, Any], patterns: SplitPatterns) -> dict[str, Any] | None:
+    """``role`` + envelope-free text + non-text parts of ``message``; ``None`` if nothing is left."""
+    content = message.get("content")
+    parts: Iterable[Any] = ()
+    if isinstance(content, str):
+        parts = [content]
+    elif isinstance(content, list):
+        parts = content
+    texts: list[str] = []
+    others: list[Any] = []
+    for part in parts:
+        if isinstance(part, str):
+            texts.append(part)
+        elif _is_text_part(part):
+            texts.append(str(part["text"]))
+        else:
+            others.append(_without_markers(part))
+    if not isinstance(content, (str, list)) and message.get("type") not in (None, "message"):
+        others.append(_without_markers(message))  # a Responses item that is not a message
+    split = [split_text(text, patterns, with_fold=False) for text in texts]
+    text = " ".join(" ".join(piece.pin.split()) for piece in split).strip()
+    if not text and not others:
+        return None
+    return {"role": message.get("role"), "text": text, "parts": others}
+
+
+def opening_message(
+    api: str, body: Mapping[str, Any], patterns: SplitPatterns = DEFAULT_PATTERNS
+) -> dict[str, Any] | None:
+    """The normalized opening message of ``body``'s conversation (see module docstring), if any."""
+    items, _ = _CONVERSATION.get(api, (_messages, _openai_ids))
+    for item in items(body):
+        if not isinstance(item, Mapping) or item.get("role") in _INSTRUCTION_ROLES:
+            continue
+        normalized = _normalized(item, patterns)
+        if normalized is not None:
+            return normalized
+    return None
+
+
+def _tool_name(tool: Any) -> str:
+    if isinstance(tool, Mapping):
+        function = tool.get("function")
+        name = function.get("name") if isinstance(function, Mapping) else tool.get("name")
+        return name if isinstance(name, str) else str(tool.get("type", ""))
+    return ""
+
+
+def conversation_key(api: str, body: Mapping[str, Any], drop_patterns: Sequence[str] = ()) -> str:
+    """A 16-hex digest naming the implicit conversation of ``body`` (see module docstring).
+
+    ``drop_patterns``: the call's extra DROP patterns (``telos_hint``), stripped like the defaults.
+    Never raises: content that cannot be hashed gives the key ``"unhashable"``.
+    """
+    patterns = DEFAULT_PATTERNS.extended(drop=drop_patterns) if drop_patterns else DEFAULT_PATTERNS
+    _, ids = _CONVERSATION.get(api, (_messages, _openai_ids))
+    tools = body.get("tools")
+    try:
+        material = {
+            "api": api,
+            "model": body.get("model"),
+            # Sorted so a harness that shuffles its tools still lands in one session; names only:
+            # hashing every schema on every call would cost more than it adds to telling apart.
+            "tools": sorted(map(_tool_name, tools)) if isinstance(tools, list) else None,
+            "ids": ids(body),
+            "opening": opening_message(api, body, patterns),
+        }
+        return hashlib.sha256(canonical_bytes(material)).hexdigest()[:16]
+    except (TypeError, ValueError):
+        return "unhashable"
