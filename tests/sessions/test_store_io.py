@@ -367,5 +367,6 @@ def test_a_hung_redis_costs_async_calls_one_timeout_per_window() -> None:
     # The 50 first reads were all in flight when the first timed out: each either timed out in that
     # same moment or was cut short by the trip; none started after it.
     assert stats.failures + stats.abandoned == 50, stats
-    assert first < 3.0 and second < 1.0, (first, second)
+    # Bounds with room for a loaded CI machine: 50 calls waiting out 0.3 s one after another is 15 s.
+    assert first < 6.0 and second < 3.0, (first, second)
     assert failure_counts() == {"session.store": 100}
