@@ -15,6 +15,7 @@ from typing import Any
 
 from telos_wrap.bridge import BridgeOptions, passes
 from telos_wrap.engines.base import EmitPlan, EngineAdapter
+from telos_wrap.engines.minimums import server_held, untouched_reason
 from telos_wrap.engines.registry import get_engine
 from telos_wrap.errors import TelosStageError
 from telos_wrap.history import HistoryMemo, raw_latest_turn
@@ -24,7 +25,7 @@ from telos_wrap.ir.order import TURN_ROLES
 from telos_wrap.lift import conversation, lift_request
 from telos_wrap.lift.user_split import DEFAULT_PATTERNS, SplitPatterns
 
-__all__ = ["PrepareOptions", "Prepared", "SessionHooks", "prepare", "stage"]
+__all__ = ["PrepareOptions", "Prepared", "SessionHooks", "prepare", "stage", "untouched"]
 
 #: Test hook: called with each stage name before the stage runs (fault injection).
 _stage_hook: Callable[[str], None] | None = None
@@ -75,6 +76,8 @@ class PrepareOptions:
     bridge: BridgeOptions = field(default_factory=BridgeOptions)
     refpool_threshold: int | None = 2048
     count_only: bool = False
+    #: Leave a request exactly as built when nothing in it can be cached (``engines.minimums``).
+    only_what_pays: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,12 +89,15 @@ class Prepared:
         ir: the bridged IR (what ``session.explain`` shows).
         plan: the engine's plan (breakpoints, extras, notes).
         engine: the engine adapter used.
+        untouched: why the request is sent exactly as the SDK built it (``body`` is then the
+            caller's body and the patch layer sends the SDK's own request), or ``None``.
     """
 
     body: dict[str, Any]
     ir: TelosIR
     plan: EmitPlan
     engine: EngineAdapter
+    untouched: str | None = None
 
 
 def prepare(
@@ -152,4 +158,26 @@ def prepare(
                 else None
             )
             memo.settle(memo_key, raw, ir, latest, tail, hooks.settled_side())
+    if options.only_what_pays:
+        with stage("gate"):
+            why = untouched(api, options.engine, body)
+        if why is not None:
+            return Prepared(
+                body=dict(body),
+                ir=ir,
+                plan=EmitPlan(notes=(f"left untouched: {why}",)),
+                engine=engine,
+                untouched=why,
+            )
     return Prepared(body=wire, ir=ir, plan=plan, engine=engine)
+
+
+def untouched(api: Api, engine: str, body: Mapping[str, Any]) -> str | None:
+    """Why ``body`` goes out exactly as the SDK built it (docs/engines.md, *Touch only what pays*)."""
+    held = server_held(api, body)
+    if held == "thread":
+        return (
+            "an Anthropic message thread (the server holds the conversation and its tools): "
+            "sent as built"
+        )
+    return untouched_reason(engine, body)

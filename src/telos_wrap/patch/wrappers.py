@@ -193,6 +193,10 @@ class _Turn:
         )
 
     def rewritten(self, index: int, prepared: Prepared) -> tuple[Any, CallContext]:
+        if prepared.untouched is not None:
+            # Nothing in it can be cached: the SDK's own request goes out, byte for byte.
+            ctx = CallContext(engine=prepared.engine, session=self.session, index=index, strict=self.strict)
+            return self.options, ctx
         new_options = self.options.model_copy(update={"json_data": prepared.body, "extra_json": None})
         # The engine asked for stream usage the caller did not: the usage-only chunk is ours to swallow.
         hide = _includes_usage(prepared.body) and not _includes_usage(self.body)

@@ -251,10 +251,29 @@ def run_turn(
                 volatile = (*volatile, *learned)
     hooks.after_settle(prepared.ir)
     current = prompt_print(prepared, options.engine, now, memo=hooks.history_memo())
+    if prepared.untouched is not None:
+        # Sent as built, below any minimum: nothing was cached, so nothing can break next turn.
+        current = replace(current, cached_upto=-1, breakpoints=())
+    elif state.last is not None and state.last.cached_upto < 0 and state.requests > 0:
+        prepared = replace(
+            prepared,
+            plan=replace(
+                prepared.plan,
+                notes=(
+                    *prepared.plan.notes,
+                    "first request telos touches in this session: from here on its changes can pay "
+                    "(the requests before were left as built, and cached nothing)",
+                ),
+            ),
+        )
     cache_break = detect_break(state.last, current, index)
     route = (api, options.engine, str(prepared.ir.params.get("model", "")))
-    wire = conversation_entry(
-        index, prepared.ir.messages, prepared.body, hooks.app_hashes, hooks.forms, HASH_LEN, route
+    wire = (
+        None
+        if prepared.untouched is not None
+        else conversation_entry(
+            index, prepared.ir.messages, prepared.body, hooks.app_hashes, hooks.forms, HASH_LEN, route
+        )
     )
     # Range folds renumber the messages after the lift: wire index and application index differ.
     if ledger is not None and wire is not None and state.last is not None and not state.range_folds:
