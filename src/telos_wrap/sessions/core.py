@@ -38,6 +38,7 @@ from telos_wrap.errors import (
     StoreConflictError,
     StoreUnavailableError,
     TelosError,
+    TelosInvariantError,
     TelosStageError,
 )
 from telos_wrap.failopen import report_failure
@@ -55,6 +56,7 @@ from telos_wrap.sessions.state import EngineUsage, SessionState
 from telos_wrap.sessions.stats import PriceMultipliers, SessionStats
 from telos_wrap.sessions.store import SessionStore, Versioned, default_store, store_ops
 from telos_wrap.sessions.turn import StateHooks, TurnResult, run_turn
+from telos_wrap.sessions.wire_i2 import WireLedger, note_telos_rewrote
 
 __all__ = [
     "RequestRecord",
@@ -71,6 +73,8 @@ _stack: contextvars.ContextVar[tuple[Session, ...]] = contextvars.ContextVar(
     "telos_wrap_sessions", default=()
 )
 _IMPLICIT_LIMIT = 1024
+#: How many unanswered writes of one session are remembered (to recognize one that landed).
+_UNCONFIRMED_LIMIT = 16
 #: How often a compare-and-set is retried before ``StoreConflictError``.
 MAX_ATTEMPTS = 200
 T = TypeVar("T")
@@ -231,13 +235,15 @@ class Session:
         self._last_request: tuple[Api, dict[str, Any], PrepareOptions] | None = None
         self._last_sent: dict[str, Any] | None = None
         self._memo = HistoryMemo()
+        self._ledger = WireLedger()
         #: The store's copy as this process last saw it: (revision, text, state); revision 0 = absent.
         self._parsed: tuple[int, str | None, SessionState] | None = None
         self._bound: SessionStore | None = None  # the store ``_parsed`` / ``_dirty`` belong to
         #: State computed here while the store was unavailable, not yet written (reconciled later).
         self._dirty: SessionState | None = None
-        #: A write whose answer never came (text, state): it may have landed all the same.
-        self._unconfirmed: tuple[str, SessionState] | None = None
+        #: Writes whose answer never came (text, state), since the last confirmed one: any may
+        #: have landed all the same.
+        self._unconfirmed: list[tuple[str, SessionState]] = []
         #: Usage recorded here, written with the session's next write.
         self._pending: list[tuple[int, UsageReport | None, str | None]] = []
         self._alocks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
@@ -291,7 +297,8 @@ class Session:
         if store is not self._bound:
             if self._bound is not None and (self._pending or self._dirty is not None):
                 logger.debug("telos_wrap: session %s moved stores; unwritten state dropped", self.id)
-            self._bound, self._parsed, self._dirty, self._unconfirmed = store, None, None, None
+            self._bound, self._parsed, self._dirty = store, None, None
+            self._unconfirmed.clear()
             self._pending.clear()
 
     def _breaker(self) -> StoreBreaker:
@@ -390,11 +397,12 @@ class Session:
                 self._unavailable(outcome.exc, strict, reported)
                 self._keep_local(target, pending)
                 # The write may still have landed (only its answer was lost): recognized later.
-                self._unconfirmed = (text, target)
+                self._unconfirmed.append((text, target))
+                del self._unconfirmed[:-_UNCONFIRMED_LIMIT]
                 return result
             breaker.success()
             if outcome.revision is not None:
-                self._unconfirmed = None
+                self._unconfirmed.clear()
                 if restoring:
                     self._event(
                         "restored", target, "the store had lost the session; this copy was written back"
@@ -417,10 +425,11 @@ class Session:
                 self._dirty = None
                 restoring = True
                 continue
-            unconfirmed, self._unconfirmed = self._unconfirmed, None
-            if self._dirty is not None and unconfirmed is not None and current.text == unconfirmed[0]:
-                # It is this process's own write, whose answer timed out: build on it.
-                self._parsed = (current.revision, current.text, unconfirmed[1])
+            landed = next((s for t, s in self._unconfirmed if t == current.text), None)
+            self._unconfirmed.clear()
+            if self._dirty is not None and landed is not None:
+                # It is one of this process's own writes whose answer was lost: build on it.
+                self._parsed = (current.revision, current.text, landed)
                 continue
             if self._dirty is not None:
                 self._drop(f"another worker wrote the session (revision {current.revision}) meanwhile")
@@ -632,6 +641,7 @@ class Session:
                 learn_volatility=self.learn_volatility,
                 diagnostics=self.diagnostics,
                 memo=self._memo,
+                ledger=self._ledger,
             )
             return result.state, result
 
@@ -678,6 +688,7 @@ class Session:
     ) -> None:
         self._last_request = (api, dict(body), options)
         self._last_sent = result.prepared.body
+        self._ledger.remember(result.wire)
         self._remember(
             RequestRecord(
                 result.index,
@@ -701,10 +712,18 @@ class Session:
             )
         if result.cache_break is not None:
             self._report_break(result.cache_break)
+            if result.cache_break.reason == "telos_rewrote":
+                note_telos_rewrote(result.cache_break)
+                strict = self.strict if self.strict is not None else current_config().strict
+                if strict:
+                    raise TelosStageError(
+                        "wire.i2", TelosInvariantError(result.cache_break.detail, segment="messages")
+                    )
         return result.index, result.prepared
 
     def _report_break(self, brk: CacheBreak) -> None:
-        logger.warning(
+        logger.log(
+            logging.ERROR if brk.reason == "telos_rewrote" else logging.WARNING,
             "telos_wrap: cache break in session %s at request %d: %s at %s (~%d tokens at risk): %s",
             self.id,
             brk.request,
