@@ -176,8 +176,8 @@ def untouched(api: Api, engine: str, body: Mapping[str, Any]) -> str | None:
     """Why ``body`` goes out exactly as the SDK built it (docs/engines.md, *Touch only what pays*)."""
     held = server_held(api, body)
     if held == "thread":
-        return (
-            "an Anthropic message thread (the server holds the conversation and its tools): "
-            "sent as built"
-        )
+        return "an Anthropic message thread (the server holds the conversation and its tools): sent as built"
+    if held is not None:
+        # The server holds earlier turns: the prompt's length is unknown here, so it may pay.
+        return None
     return untouched_reason(engine, body)

@@ -130,6 +130,7 @@ class TelosCache:
                     enabled=previous.enabled,
                     refpool_threshold=previous.refpool_threshold,
                     keep_past_drop=previous.keep_past_drop,
+                    only_what_pays=previous.only_what_pays,
                 )
             set_config(previous)
 

@@ -140,8 +140,8 @@ def untouched_reason(engine: str, body: Mapping[str, Any]) -> str | None:
         return None
     which = f"for {minimum.model}" if minimum.known else f"assumed for {minimum.model!r} (not in the table)"
     return (
-        f"below the {minimum.tokens:,}-token minimum cacheable prefix {which}: the whole prompt is at "
-        f"most ~{estimate:,} tokens, so nothing in it can be cached and telos sends it as built"
+        f"below the {minimum.tokens:,}-token minimum {which} (the minimum cacheable prefix): the whole "
+        f"prompt is at most ~{estimate:,} tokens, so nothing in it can be cached and telos sends it as built"
     )
 
 

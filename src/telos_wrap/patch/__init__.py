@@ -163,6 +163,7 @@ def patch(
     enabled: bool = True,
     refpool_threshold: int | None = 2048,
     keep_past_drop: bool = False,
+    only_what_pays: bool = True,
 ) -> dict[str, bool]:
     """Patch the installed ``anthropic`` and ``openai`` SDKs. Calling it again only updates the options.
 
@@ -173,6 +174,8 @@ def patch(
         enabled: False makes every call pass through untouched while staying patched.
         refpool_threshold: system text longer than this goes to the ref-pool (``None``: never).
         keep_past_drop: keep past turns' per-turn envelopes as history instead of pruning them.
+        only_what_pays: send a request exactly as the SDK built it when nothing in it can be cached
+            (below the model's minimum cacheable prefix, docs/engines.md); False: always rewrite.
 
     Returns:
         ``coverage()``: which targets are wrapped.
@@ -185,6 +188,7 @@ def patch(
                 engines=MappingProxyType(dict(engines or {})),
                 refpool_threshold=refpool_threshold,
                 keep_past_drop=keep_past_drop,
+                only_what_pays=only_what_pays,
             )
         )
         set_rewriting(True)

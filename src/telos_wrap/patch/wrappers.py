@@ -254,6 +254,7 @@ def _route(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None
             count_only=route.count_only,
             bridge=BridgeOptions(keep_past_drop=config.keep_past_drop),
             refpool_threshold=config.refpool_threshold,
+            only_what_pays=config.only_what_pays,
         )
     is_turn = route.turn and not route.count_only
     turn = _Turn(options, route.api, route.engine, body, session, strict, is_turn, prepare_options)

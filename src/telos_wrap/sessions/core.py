@@ -934,6 +934,7 @@ class Session:
                     session_id=self.id,
                     bridge=BridgeOptions(keep_past_drop=config.keep_past_drop),
                     refpool_threshold=config.refpool_threshold,
+                    only_what_pays=config.only_what_pays,
                 )
             state = self.state
             pins = self._pins(state)
@@ -999,6 +1000,8 @@ class Session:
                 if record.kind == "refresh"
                 else "  sent unchanged (telos disabled for it, or it failed open)"
             )
+        elif record.prepared.untouched is not None:
+            lines.append(f"  left untouched (sent as the SDK built it): {record.prepared.untouched}")
         else:
             for bp in record.prepared.plan.breakpoints:
                 where = bp.segment if bp.message is None else f"messages[{bp.message}]"
