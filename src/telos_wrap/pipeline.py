@@ -77,8 +77,8 @@ class PrepareOptions:
     refpool_threshold: int | None = 2048
     count_only: bool = False
     #: Leave a request exactly as built when nothing in it can be cached (``engines.minimums``). A
-    #: policy of ``patch(only_what_pays=)`` (default on there); a direct ``prepare()`` call is the
-    #: bare transformation and leaves it off unless asked.
+    #: policy of ``patch(only_what_pays=True)``; a direct ``prepare()`` call is the bare
+    #: transformation and leaves it off unless asked.
     only_what_pays: bool = False
 
 

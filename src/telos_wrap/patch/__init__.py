@@ -163,7 +163,7 @@ def patch(
     enabled: bool = True,
     refpool_threshold: int | None = 2048,
     keep_past_drop: bool = False,
-    only_what_pays: bool = True,
+    only_what_pays: bool = False,
 ) -> dict[str, bool]:
     """Patch the installed ``anthropic`` and ``openai`` SDKs. Calling it again only updates the options.
 
@@ -175,7 +175,7 @@ def patch(
         refpool_threshold: system text longer than this goes to the ref-pool (``None``: never).
         keep_past_drop: keep past turns' per-turn envelopes as history instead of pruning them.
         only_what_pays: send a request exactly as the SDK built it when nothing in it can be cached
-            (below the model's minimum cacheable prefix, docs/engines.md); False: always rewrite.
+            (below the model's minimum cacheable prefix, docs/engines.md). Off by default for now.
 
     Returns:
         ``coverage()``: which targets are wrapped.
