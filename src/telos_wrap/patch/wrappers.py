@@ -26,7 +26,14 @@ from telos_wrap.errors import TelosStageError
 from telos_wrap.failopen import report_failure
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Api
-from telos_wrap.patch.calls import HINT_HEADER, CallContext, current_call, hint_headers, read_hint_header
+from telos_wrap.patch.calls import (
+    HINT_HEADER,
+    CallContext,
+    current_call,
+    hint_headers,
+    hint_token,
+    read_hint_header,
+)
 from telos_wrap.patch.mode import rewriting
 from telos_wrap.patch.observers import OBSERVERS, notify_request, notify_usage
 from telos_wrap.patch.routing import Route, route_request
@@ -133,7 +140,7 @@ def _strip_hint_header(options: Any) -> tuple[Any, str | None]:
         return options, None
     value = headers[HINT_HEADER]
     kept = {key: item for key, item in headers.items() if key != HINT_HEADER}
-    return options.model_copy(update={"headers": kept}), value if isinstance(value, str) else None
+    return options.model_copy(update={"headers": kept}), hint_token(value)
 
 
 #: A caller's name for the conversation (docs/sessions.md), per call (``extra_headers``) or per client
