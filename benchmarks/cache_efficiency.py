@@ -2,7 +2,7 @@
 
     python benchmarks/cache_efficiency.py [--traces DIR] [--styles all|clean,NAME,...]
         [--modes rendered,byte-exact] [--vendors anthropic,openai] [--sources NAME,...]
-        [--sessions-per-source N] [--max-turns N] [--quick] [--telos-sdk]
+        [--sessions-per-source N] [--max-turns N] [--quick] [--jobs N] [--telos-sdk]
         [--json FILE] [--write-md BENCHMARKS.md]
 
 Every request goes through the real SDK to the built-in engine emulator (a fresh emulator per
@@ -31,17 +31,20 @@ automatic caching (Anthropic) or as sent (OpenAI)); and every place where the tw
 Anthropic rules run on every Anthropic-shaped source (the ``*.as-anthropic`` conversions and the
 Anthropic sessions of the cassette sources); OpenAI rules on the OpenAI-API sessions, with the
 provider-specific fields the OpenAI API rejects (e.g. OpenRouter's ``usage``) dropped first.
-``--quick`` (2 sessions per source, 6 turns each) is the smoke version the test suite runs.
+``--quick`` (2 sessions per source, 6 turns each) is a smoke version; ``--jobs N`` replays
+sessions in N worker processes (results are summed per cell, so they do not depend on N).
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import inspect
 import json
+import multiprocessing
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -212,57 +215,120 @@ def styled(session: Sequence[TraceRequest], style: str) -> tuple[list[TraceReque
 # -- running ----------------------------------------------------------------------------------------
 
 
+Cells = dict[Key, Cell]
+
+
+def _strategies(vendor: str, ref: reference.ReferenceStrategy | None) -> list[Strategy]:
+    found = [AS_SENT, AUTO_CACHING, TELOS] if vendor == "anthropic" else [AS_SENT, TELOS]
+    return found + ([ref.strategy()] if ref is not None else [])
+
+
+def run_session(
+    vendor: str,
+    source: str,
+    session: Sequence[TraceRequest],
+    styles: Sequence[str],
+    modes: Sequence[str],
+    ref: reference.ReferenceStrategy | None = None,
+    progress: Progress | None = None,
+) -> Cells:
+    """One session, every style, mode and strategy: the cells it adds to (needs ``patched()``)."""
+    cells: Cells = {}
+    for style in styles:
+        requests, volatile = styled(session, style)
+        bounds_state = SessionBound()
+        bounds = [bounds_state.add(r.api, r.kwargs, v) for r, v in zip(requests, volatile, strict=True)]
+        for mode in modes:
+            runs: dict[str, RunResult] = {}
+            for strategy in _strategies(vendor, ref):
+                before = sum(ref.fallbacks.values()) if ref is not None else 0
+                run = replay(
+                    [requests],
+                    strategy,
+                    engine=vendor,
+                    emulator_mode=mode,
+                    progress=progress,
+                    label=f"{vendor} {source} {style} {mode} {strategy.name}",
+                )
+                if ref is not None and strategy.name == reference.NAME:
+                    run.fallbacks += sum(ref.fallbacks.values()) - before
+                runs[strategy.name] = run
+            as_sent = runs[AS_SENT.name]
+            for name, run in runs.items():
+                cells.setdefault((source, style, mode, name), Cell()).add(run, as_sent, bounds)
+    return cells
+
+
+def _worker(
+    vendor: str, source: str, session: Sequence[TraceRequest], styles: Sequence[str], modes: Sequence[str]
+) -> Cells:
+    with patched():
+        return run_session(vendor, source, session, styles, modes)
+
+
 def run_section(
     section: Section,
     files: Sequence[Path],
-    strategies: Callable[[], list[Strategy]],
     limit: int | None,
     max_turns: int | None,
     ref: reference.ReferenceStrategy | None,
     show_progress: bool | None = None,
+    jobs: int = 1,
 ) -> None:
     """Replay every session of ``files`` for the section's vendor, per style, mode and strategy."""
-    work = []
+    work: list[tuple[str, list[TraceRequest]]] = []
     for path in files:
         sessions, total = sessions_of(path, section.vendor, limit, max_turns)
         if sessions:
             name = source_name(path)
-            work.append((name, sessions))
+            work += [(name, session) for session in sessions]
             section.sessions[name] = len(sessions)
             if len(sessions) < total or max_turns is not None:
                 section.sampled[name] = (len(sessions), total)
-    per_run = sum(len(s) for _, group in work for s in group)
+    for source in section.sessions:  # every cell exists, in source order, even if a run adds nothing
+        for key in _keys(section, source):
+            section.cells.setdefault(key, Cell())
+    if jobs > 1 and ref is None:
+        # Longest sessions first, so the last worker to finish is not the one with the longest.
+        work.sort(key=lambda item: -sum(len(str(r.kwargs)) for r in item[1][-1:]))
+        with patched():  # the SDKs import their types lazily on the first call: once, before forking
+            replay([work[0][1][:1]], AS_SENT, engine=section.vendor)
+        context = multiprocessing.get_context("fork")
+        with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
+            futures = [
+                pool.submit(_worker, section.vendor, source, session, section.styles, section.modes)
+                for source, session in work
+            ]
+            for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
+                _merge(section, future.result())
+                if show_progress:
+                    print(f"  {section.vendor}: {done}/{len(work)} sessions", file=sys.stderr)
+        return
+    per_run = sum(len(session) for _, session in work)
     progress = Progress(
-        per_run * len(section.styles) * len(section.modes) * len(strategies()), enabled=show_progress
+        per_run * len(section.styles) * len(section.modes) * len(section.strategies), enabled=show_progress
     )
     with patched():
-        for source, sessions in work:
-            for session in sessions:
-                for style in section.styles:
-                    requests, volatile = styled(session, style)
-                    bounds_state = SessionBound()
-                    bounds = [
-                        bounds_state.add(r.api, r.kwargs, v) for r, v in zip(requests, volatile, strict=True)
-                    ]
-                    for mode in section.modes:
-                        runs: dict[str, RunResult] = {}
-                        for strategy in strategies():
-                            before = sum(ref.fallbacks.values()) if ref is not None else 0
-                            run = replay(
-                                [requests],
-                                strategy,
-                                engine=section.vendor,
-                                emulator_mode=mode,
-                                progress=progress,
-                                label=f"{section.vendor} {source} {style} {mode} {strategy.name}",
-                            )
-                            if ref is not None and strategy.name == reference.NAME:
-                                run.fallbacks += sum(ref.fallbacks.values()) - before
-                            runs[strategy.name] = run
-                        as_sent = runs[AS_SENT.name]
-                        for name, run in runs.items():
-                            section.cell(source, style, mode, name).add(run, as_sent, bounds)
+        for source, session in work:
+            _merge(
+                section,
+                run_session(section.vendor, source, session, section.styles, section.modes, ref, progress),
+            )
     progress.close()
+
+
+def _keys(section: Section, source: str) -> list[Key]:
+    return [
+        (source, style, mode, name)
+        for style in section.styles
+        for mode in section.modes
+        for name in section.strategies
+    ]
+
+
+def _merge(section: Section, cells: Cells) -> None:
+    for key, cell in cells.items():
+        section.cells.setdefault(key, Cell()).merge(cell)
 
 
 # -- output -----------------------------------------------------------------------------------------
@@ -488,6 +554,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     add(
         "--quick", action="store_true", help=f"{QUICK_SESSIONS} sessions per source, {QUICK_TURNS} turns each"
     )
+    add("--jobs", type=int, default=1, metavar="N", help="worker processes (default 1; not with --telos-sdk)")
     add("--telos-sdk", action="store_true", help="also run the reference telos-sdk (if installed)")
     add("--progress", action="store_true", default=None, help="show progress (default: when on a terminal)")
     add("--json", type=Path, metavar="FILE", help="write every number as JSON")
@@ -516,15 +583,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if ref is not None:
             refs[vendor] = ref
 
-        def strategies(vendor: str = vendor, ref: reference.ReferenceStrategy | None = ref) -> list[Strategy]:
-            found = [AS_SENT, AUTO_CACHING, TELOS] if vendor == "anthropic" else [AS_SENT, TELOS]
-            return found + ([ref.strategy()] if ref is not None else [])
-
-        section = Section(vendor, VENDORS[vendor], [s.name for s in strategies()], styles, modes)
+        section = Section(vendor, VENDORS[vendor], [s.name for s in _strategies(vendor, ref)], styles, modes)
         vendor_files = files if vendor == "anthropic" else [f for f in files if ".as-anthropic" not in f.name]
-        run_section(
-            section, vendor_files, strategies, args.sessions_per_source, args.max_turns, ref, args.progress
-        )
+        limit, turns = args.sessions_per_source, args.max_turns
+        run_section(section, vendor_files, limit, turns, ref, args.progress, args.jobs)
         sections.append(section)
     elapsed = time.monotonic() - started
 

@@ -123,6 +123,14 @@ class TelosCache:
             was_patched, previous = self._restore
             if not was_patched:
                 telos_wrap.unpatch()
+            elif not telos_wrap.is_patched():  # the test unpatched what it found patched: put it back
+                telos_wrap.patch(
+                    strict=previous.strict,
+                    engines=previous.engines,
+                    enabled=previous.enabled,
+                    refpool_threshold=previous.refpool_threshold,
+                    keep_past_drop=previous.keep_past_drop,
+                )
             set_config(previous)
 
     # -- the live session ----------------------------------------------------------------------------

@@ -31,9 +31,20 @@ def long_session(name: str, min_turns: int) -> list[TraceRequest]:
 
 
 def replay(requests: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], Prepared]]:
-    """Send each request through the patched SDK; yield (wire body, the pipeline's own result)."""
+    """Send each request through the patched SDK; yield (wire body, the pipeline's own result).
+
+    The session learns nothing (tau-bench's system prompt states a fixed time of day, which a
+    learning session would carry as DROP): the wire must equal the stateless pipeline's output.
+    """
     capture = Capture()
     client = capture.client()
+    with telos_wrap.session(learn_volatility=False):
+        yield from _send(client, capture, requests)
+
+
+def _send(
+    client: Any, capture: Capture, requests: list[dict[str, Any]]
+) -> Iterator[tuple[dict[str, Any], Prepared]]:
     for kwargs in requests:
         client.messages.create(**create_kwargs(kwargs))
         body = capture.bodies[-1]

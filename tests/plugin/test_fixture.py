@@ -112,3 +112,35 @@ def test_marker_misuse_is_reported_clearly(pytester: pytest.Pytester) -> None:
 
 def test_project_files_exist() -> None:
     assert Path(agent.__file__).parent == HERE / "project"
+
+
+ASYNC = """\
+import datetime
+
+import anthropic
+import pytest
+
+import agent
+
+
+@pytest.mark.anyio
+@pytest.mark.vcr
+@pytest.mark.telos_cache(min_hit_ratio=0.5, max_breaks=0)
+async def test_async_agent(base_url, telos_cache):
+    history = []
+    async with anthropic.AsyncAnthropic(api_key="test-key", base_url=base_url, max_retries=0) as client:
+        for question in agent.QUESTIONS[:4]:
+            history.append({"role": "user", "content": question})
+            reply = await client.messages.create(
+                model=agent.ANTHROPIC_MODEL, max_tokens=32, messages=history,
+                system=agent.system_prompt("tagged", datetime.datetime.now()),
+            )
+            history.append({"role": "assistant", "content": reply.content[0].text})
+    assert telos_cache.stats.requests == 4  # the async calls landed in the test's session
+"""
+
+
+def test_async_tests_use_the_same_session(pytester: pytest.Pytester) -> None:
+    make_project(pytester, ASYNC)
+    pytester.runpytest_inprocess("--record-mode=once").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess("--record-mode=none").assert_outcomes(passed=1)

@@ -95,7 +95,13 @@ class VolatileSpan:
         block: index of the system block it was learned in.
         line: first line (0-based) of the span in that block when it was learned.
         lines: how many lines the span covers.
-        learned_at: the request index whose comparison with its predecessor taught it.
+        learned_at: the request index whose comparison with its predecessor taught it (for a
+            suspect: the request that first saw it change).
+        kind: ``"value"`` (a sentence around a changed digit-bearing value, learned at its first
+            change), ``"lines"`` (a run of lines) or ``"region"`` (lines replaced by another number
+            of lines) — the last two are learned when the same place changes a second time.
+        body: ``pattern`` without its anchors (what the span's DROP text itself matches; for
+            ``explain``); empty for spans stored by older versions.
     """
 
     pattern: str
@@ -103,6 +109,8 @@ class VolatileSpan:
     line: int
     lines: int
     learned_at: int
+    kind: Literal["value", "lines", "region"] = "lines"
+    body: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -111,16 +119,21 @@ class VolatileSpan:
             "line": self.line,
             "lines": self.lines,
             "learned_at": self.learned_at,
+            "kind": self.kind,
+            "body": self.body,
         }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> VolatileSpan:
+        kind = data.get("kind", "lines")
         return cls(
             pattern=str(data["pattern"]),
             block=int(data["block"]),
             line=int(data["line"]),
             lines=int(data["lines"]),
             learned_at=int(data["learned_at"]),
+            kind=kind if kind in ("value", "lines", "region") else "lines",
+            body=str(data.get("body", "")),
         )
 
 

@@ -8,13 +8,13 @@ usage counters. A 1,000-turn session stays well under 1 MB (see ``docs/sessions.
 
 Shape (JSON)::
 
-    {"schema": 2, "id": "chat-42", "requests": 12, "refreshes": 0, "refreshes_since_request": 0,
+    {"schema": 3, "id": "chat-42", "requests": 12, "refreshes": 0, "refreshes_since_request": 0,
      "unreported": 0, "breaks": 1, "by_engine": {"anthropic": 12},
      "usage": {"anthropic": {"responses": 12, "raw": .., "read": .., "write": .., "write_1h": ..,
                              "output": ..}},
      "last": {PromptPrint}, "app": {AppPrint}, "last_response": ["msg_…", 11],
      "pins": {"slug": "blob key"}, "slug_folds": [..], "range_folds": [..], "volatile": [..],
-     "recent_breaks": [..]}
+     "suspects": [..], "recent_breaks": [..]}
 
 Integer arrays of a print (``sizes``, ``msg_blocks``) are stored packed: base64 of little-endian
 uint32 values. At 1,000 turns they are thousands of numbers, and the C JSON encoder spends ~85 ns
@@ -48,9 +48,10 @@ __all__ = [
     "short_hash",
 ]
 
-SCHEMA = 2
-#: Schemas ``SessionState.loads`` reads (1 stored integer arrays as plain JSON lists).
-READABLE_SCHEMAS = (1, 2)
+SCHEMA = 3
+#: Schemas ``SessionState.loads`` reads (1 stored integer arrays as plain JSON lists; 1 and 2
+#: fingerprinted the system prompt as line hashes only: read, and learning restarts from the next request).
+READABLE_SCHEMAS = (1, 2, 3)
 #: Hex characters per position hash (48 bits: collisions are irrelevant at a session's scale).
 HASH_LEN = 12
 #: How many cache breaks the state keeps verbatim (all of them are counted).
@@ -207,14 +208,15 @@ class AppPrint:
         messages: one hash per lifted message, concatenated (range folds are checked against it).
         kinds: one character per message: ``u`` user text, ``t`` user with tool results, ``a``
             assistant, ``A`` assistant with tool use, ``o`` anything else.
-        system_lines: per system block, the hashes of its *stable* lines (lines no DROP pattern
-            touches), concatenated — what volatility learning compares.
+        system: the fingerprint of the lifted system segment (``volatility.fingerprint``: per PIN
+            block, per line a hash, plus skeleton and value hashes for lines with digits) — what
+            volatility learning compares; ``None`` when read from a schema-1/2 state.
         slugs: the ref-pool slugs the request had.
     """
 
     messages: str
     kinds: str
-    system_lines: tuple[str, ...]
+    system: tuple[str, ...] | None
     slugs: tuple[str, ...] = ()
     _text: str | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -225,7 +227,7 @@ class AppPrint:
         return {
             "messages": self.messages,
             "kinds": self.kinds,
-            "system_lines": list(self.system_lines),
+            "system": None if self.system is None else list(self.system),
             "slugs": list(self.slugs),
         }
 
@@ -234,7 +236,8 @@ class AppPrint:
         return cls(
             messages=str(data["messages"]),
             kinds=str(data["kinds"]),
-            system_lines=tuple(str(s) for s in data["system_lines"]),
+            # Schemas 1-2 kept ``system_lines`` (line hashes only): not comparable, learning restarts.
+            system=None if data.get("system") is None else tuple(str(s) for s in data["system"]),
             slugs=tuple(str(s) for s in data.get("slugs", ())),
         )
 
@@ -318,6 +321,7 @@ class SessionState:
     slug_folds: tuple[SlugFold, ...] = ()
     range_folds: tuple[RangeFold, ...] = ()
     volatile: tuple[VolatileSpan, ...] = ()
+    suspects: tuple[VolatileSpan, ...] = ()
     recent_breaks: tuple[CacheBreak, ...] = ()
 
     def with_break(self, brk: CacheBreak) -> SessionState:
@@ -348,6 +352,7 @@ class SessionState:
             "slug_folds": [fold.to_json() for fold in self.slug_folds],
             "range_folds": [fold.to_json() for fold in self.range_folds],
             "volatile": [span.to_json() for span in self.volatile],
+            "suspects": [span.to_json() for span in self.suspects],
             "recent_breaks": [brk.to_json() for brk in self.recent_breaks],
         }
 
@@ -396,6 +401,7 @@ class SessionState:
             slug_folds=tuple(SlugFold.from_json(f) for f in data["slug_folds"]),
             range_folds=tuple(RangeFold.from_json(f) for f in data["range_folds"]),
             volatile=tuple(VolatileSpan.from_json(v) for v in data["volatile"]),
+            suspects=tuple(VolatileSpan.from_json(v) for v in data.get("suspects", ())),
             recent_breaks=tuple(CacheBreak.from_json(b) for b in data["recent_breaks"]),
         )
 

@@ -1,22 +1,22 @@
 """One request of a session, as a pure function: ``(state, request) → (prepared body, next state)``.
 
-``run_turn`` learns a volatile span (if any), runs the pipeline with the session's hooks (learned
-DROP patterns, pins, folds), fingerprints the result, detects a cache break against the previous
-request, and returns the state to write. It does no I/O and reads no clock, so a store's
-compare-and-set loop can simply run it again after losing a race — and every worker that runs it on
-the same state and body emits the same bytes.
+``run_turn`` runs the pipeline with the session's hooks (learned DROP patterns, pins, folds),
+compares the lifted system segment with the previous request's (``volatility.learn``) and, when a
+span is learned, runs the pipeline again with it; then it fingerprints the result, detects a cache
+break against the previous request, and returns the state to write. It does no I/O and reads no
+clock, so a store's compare-and-set loop can simply run it again after losing a race — and every
+worker that runs it on the same state and body emits the same bytes.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, overload
 
 from telos_wrap.history import HistoryMemo
 from telos_wrap.ir.model import Api, TelosIR, Transformation
-from telos_wrap.lift.user_split import DEFAULT_PATTERNS, SplitPatterns
+from telos_wrap.lift.user_split import SplitPatterns
 from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks, prepare
 from telos_wrap.sessions.breaks import detect_break
 from telos_wrap.sessions.folds import apply_pins_and_slug_folds, apply_range_folds
@@ -25,9 +25,12 @@ from telos_wrap.sessions.records import CacheBreak, VolatileSpan
 from telos_wrap.sessions.state import HASH_LEN, AppPrint, SessionState, hash_list
 from telos_wrap.sessions.volatility import (
     MAX_LEARNED,
-    learn_volatile_span,
-    system_line_prints,
-    system_texts,
+    clock_spans,
+    expected_view,
+    fingerprint,
+    learn,
+    span_matches,
+    system_view,
 )
 
 __all__ = ["StateHooks", "TurnResult", "run_turn"]
@@ -44,8 +47,7 @@ class StateHooks(SessionHooks):
         state: SessionState,
         pins: Mapping[str, str],
         volatile: tuple[VolatileSpan, ...],
-        learned_now: VolatileSpan | None = None,
-        system_matches: tuple[VolatileSpan, ...] = (),
+        learned_now: tuple[VolatileSpan, ...] = (),
         memo: HistoryMemo | None = None,
     ) -> None:
         self.state = state
@@ -53,7 +55,8 @@ class StateHooks(SessionHooks):
         self.pins = pins
         self.volatile = volatile
         self.learned_now = learned_now
-        self.system_matches = system_matches
+        #: The lifted system segment (``volatility.system_view``), set by ``before_bridge``.
+        self.system_view: tuple[str | None, ...] = ()
         #: One hash per message as the application sent it (``AppPrint.messages``), and its kinds.
         self.app_hashes = ""
         self.kinds = ""
@@ -86,6 +89,8 @@ class StateHooks(SessionHooks):
         return base.extended(drop=[span.pattern for span in self.volatile])
 
     def before_bridge(self, ir: TelosIR) -> TelosIR:
+        self.system_view = system_view(ir)
+        learned_records = self._learned_records(ir)
         memo = self.history_memo()
         cached = memo.aggregate("app", ir.messages) if memo is not None else None
         start, (hashes, kinds) = cached if cached is not None else (0, ("", ""))
@@ -102,24 +107,38 @@ class StateHooks(SessionHooks):
         ir, range_records = apply_range_folds(ir, folds, hash_list(self.app_hashes) if folds else [])
         ir, pool_records = apply_pins_and_slug_folds(ir, self.pins, self.state.slug_folds)
         self.slugs = tuple(ir.ref_pool)
-        records = [*range_records, *pool_records]
-        for span in self.system_matches:
-            fresh = span is self.learned_now
+        records = [*range_records, *pool_records, *learned_records]
+        return replace(ir, records=ir.records + tuple(records)) if records else ir
+
+    def _learned_records(self, ir: TelosIR) -> list[Transformation]:
+        """One ``learned-volatile`` record per learned span that cut text out of this system segment."""
+        records = []
+        for span in self.volatile:
+            where = span_matches(span, ir)
+            if where is None:
+                continue
+            block, chars = where
+            fresh = span in self.learned_now
+            how = {
+                "value": "a value in it changed while the rest of its line stayed the same",
+                "lines": "these lines changed twice while the rest of the system prompt did not",
+                "region": "these lines were replaced twice while the rest of the system prompt was not",
+            }[span.kind]
             records.append(
                 Transformation(
                     kind="learned-volatile",
-                    where=f"system[{span.block}] line {span.line}",
+                    where=f"{block} (system block {span.block}, line {span.line})",
                     detail=(
-                        "this span changed while the rest of the system prompt stayed the same, so the "
-                        "session learned it is volatile"
+                        f"{how}, so the session learned it is volatile"
                         if fresh
                         else f"span learned volatile at request {span.learned_at}"
                     )
-                    + f" and treats it as DROP (pattern {span.pattern!r}); switch off with "
-                    "learn_volatility=False",
+                    + f"; it is DROP (pattern {span.pattern!r}) and travels at the end of the latest "
+                    "turn; switch off with learn_volatility=False",
+                    chars=chars,
                 )
             )
-        return replace(ir, records=ir.records + tuple(records)) if records else ir
+        return records
 
 
 class _AppRows(Sequence[tuple[str, str]]):
@@ -157,7 +176,8 @@ class TurnResult:
         prepared: the pipeline's result.
         state: the session state after this request.
         cache_break: the break this request causes, if any.
-        learned: the volatile span this request taught, if any.
+        learned: the first volatile span this request taught, if any (all of them: ``learned_all``).
+        learned_all: every volatile span this request taught.
     """
 
     index: int
@@ -165,11 +185,7 @@ class TurnResult:
     state: SessionState
     cache_break: CacheBreak | None
     learned: VolatileSpan | None
-
-
-def _all_drop(options: PrepareOptions, volatile: tuple[VolatileSpan, ...]) -> list[re.Pattern[str]]:
-    extra = [*options.hints.drop_patterns, *(span.pattern for span in volatile)]
-    return list(DEFAULT_PATTERNS.extended(drop=extra).drop)
+    learned_all: tuple[VolatileSpan, ...] = ()
 
 
 def run_turn(
@@ -195,33 +211,46 @@ def run_turn(
     if diagnostics and api == "anthropic" and commit:
         body = {**body, "diagnostics": {"previous_message_id": state.last_response_id}}
     volatile = state.volatile
-    learned: VolatileSpan | None = None
-    if learn_volatility and commit and state.app is not None and len(volatile) < MAX_LEARNED:
-        learned = learn_volatile_span(state.app.system_lines, api, body, _all_drop(options, volatile), index)
-        if learned is not None:
-            volatile = (*volatile, learned)
-    texts = [text for text in system_texts(api, body) if text is not None]
-    matching = tuple(
-        span for span in volatile if any(re.search(span.pattern, text, re.MULTILINE) for text in texts)
-    )
-    hooks = StateHooks(state, pins, volatile, learned, matching, memo=memo if commit else None)
+    memo = memo if commit else None
+    hooks = StateHooks(state, pins, volatile, memo=memo)
     prepared = prepare(api, body, options, hooks)
     if not commit:
         return TurnResult(index, prepared, state, None, None)
+    suspects = state.suspects
+    learned: tuple[VolatileSpan, ...] = ()
+    previous = state.app.system if state.app is not None else None
+    if learn_volatility and len(volatile) < MAX_LEARNED:
+        known = {span.pattern for span in volatile}
+        fresh = [span for span in clock_spans(hooks.system_view, index) if span.pattern not in known]
+        if previous is not None:
+            found = learn(previous, hooks.system_view, index, suspects)
+            suspects = found.suspects
+            fresh += [span for span in found.learned if span.pattern not in known]
+        fresh = list({span.pattern: span for span in fresh}.values())[: MAX_LEARNED - len(volatile)]
+        if fresh:
+            again = StateHooks(state, pins, (*volatile, *fresh), tuple(fresh), memo=memo)
+            retried = prepare(api, body, options, again)
+            # The lift applies the patterns to the request's own text: use them only if they cut
+            # there exactly what they cut from the lifted text they were learned on.
+            wanted = tuple(t for t in expected_view(hooks.system_view, fresh) if t != "")
+            if again.system_view == wanted:
+                hooks, prepared, learned = again, retried, tuple(fresh)
+                volatile = (*volatile, *learned)
     hooks.after_settle(prepared.ir)
     current = prompt_print(prepared, options.engine, now, memo=hooks.history_memo())
     cache_break = detect_break(state.last, current, index)
-    if cache_break is not None and learned is not None and cache_break.reason == "system_changed":
+    if cache_break is not None and learned and cache_break.reason == "system_changed":
+        where = ", ".join(f"system block {span.block} line {span.line}" for span in learned)
         cache_break = replace(
             cache_break,
             detail=cache_break.detail
-            + f"; the changing span (system[{learned.block}] line {learned.line}) is now learned as "
-            "volatile, so later requests keep the system cache",
+            + f"; the changing span ({where}) is now learned as volatile, so later requests keep the "
+            "system cache",
         )
     app = AppPrint(
         messages=hooks.app_hashes,
         kinds=hooks.kinds,
-        system_lines=system_line_prints(api, body, _all_drop(options, volatile)),
+        system=fingerprint(hooks.system_view),
         slugs=hooks.slugs,
     )
     by_engine = dict(state.by_engine)
@@ -234,7 +263,8 @@ def run_turn(
         last=current,
         app=app,
         volatile=volatile,
+        suspects=suspects,
     )
     if cache_break is not None:
         new_state = new_state.with_break(cache_break)
-    return TurnResult(index, prepared, new_state, cache_break, learned)
+    return TurnResult(index, prepared, new_state, cache_break, learned[0] if learned else None, learned)

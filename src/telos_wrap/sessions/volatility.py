@@ -1,188 +1,437 @@
-"""Learned volatility: find the one span of the system prompt that changes every turn, make it DROP.
+"""Learned volatility: the parts of the system prompt that change from turn to turn become DROP.
 
 The default DROP patterns only catch envelopes someone tagged (``<environment_info>``,
-``Current time:``). A harness that writes ``Date: 2026-05-01 10:22`` or ``cwd: /tmp/x`` into its
-system prompt without a tag changes the cached prefix on every turn. When two consecutive requests
-of a session differ **only** in one run of at most ``MAX_SPAN_LINES`` lines of one system block,
-the session learns a DROP pattern for that run, anchored on the stable line(s) right before it (or
-after it, for a first line) — never on the changing bytes themselves — and uses it from the request
-that taught it onward. That request misses the system cache once (the line leaves the prefix);
-every later one hits.
+``Current time:``). A harness that writes ``Date: 2026-11-23 10:02`` into its system prompt, gives a
+clock its own system block or its own leading ``system`` message, or rewrites a ``cwd:`` line,
+changes the cached prefix on every turn. The session compares each request's **lifted system
+segment** (the PIN text of ``ir.system`` as the lift produced it — Anthropic ``system`` blocks, the
+leading system/developer messages of Chat Completions, Responses ``instructions`` alike, tagged
+envelopes and already-learned spans removed, ref-pool stubs read as the text they stand for) with
+a fingerprint of the previous request's, and learns a DROP pattern for what changed:
 
-Everything here is pure and deterministic: the pattern depends only on the stored line hashes and
-the current request, so every worker of a shared session learns the same pattern.
+* **a live value** — a line whose text outside its digit-bearing tokens (its *skeleton*) is unchanged
+  while one of those tokens changed (``10:02`` → ``10:09``, ``2026-11-23``, ``3 jobs``, a hex id): the
+  sentence around the changed value(s) is learned **at the first change**. A sentence is the text
+  between sentence ends (``. ``, ``! ``, ``? ``) of the line — so ``Date: 2026-11-23 10:02.`` inside
+  ``…You are helping Ana. Date: 2026-11-23 10:02. Be brief…`` — or, for a sentence longer than
+  ``MAX_SENTENCE`` characters, just the changed token. The pattern is the sentence's skeleton with
+  ``\\S+`` for every value, anchored on the value-free stable text around it;
+* **any other change** (words changed, lines added or removed) is what a real prompt edit looks like:
+  it is remembered as a *suspect* (its anchored pattern) and learned only when **the same place
+  changes again** (a one-off edit costs its one cache break and is never learned). A run of at most
+  ``MAX_SPAN_LINES`` lines (same line count: line-anchored; another line count: anchored on the
+  stable lines before and after), anywhere in the block, first, last or only line included.
+
+A learned span is never forgotten while its value rests (the pattern matches any value), stays
+capped at ``MAX_LEARNED`` per session, and is verified before use: the pattern, applied by the lift to
+the request, must remove exactly what it removed from the lifted text here.
+
+Fingerprints hold hashes only (``fingerprint``): per line a hash of the line, and for lines with
+digit-bearing tokens a hash of the skeleton and one short hash per value. Everything here is pure and
+deterministic: the result depends only on the stored fingerprint, suspects and the lifted request, so
+every worker of a shared session learns the same patterns.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass, replace
 
-from telos_wrap.ir.model import Api
+from telos_wrap.ir.canon import canonical_bytes
+from telos_wrap.ir.model import Band, BlockKind, TelosIR
+from telos_wrap.ir.refpool import entry_payload_text, parse_rendered
+from telos_wrap.lift.user_split import SplitPatterns, split_text
 from telos_wrap.sessions.records import VolatileSpan
-from telos_wrap.sessions.state import HASH_LEN, short_hash
 
 __all__ = [
+    "MAX_LEARNED",
     "MAX_SPAN_LINES",
-    "learn_volatile_span",
-    "stable_lines",
-    "system_line_prints",
-    "system_texts",
+    "Learning",
+    "clock_spans",
+    "expected_view",
+    "fingerprint",
+    "learn",
+    "span_matches",
+    "system_view",
 ]
 
-#: The longest run of changing lines that is learned (a longer change is a real prompt edit).
-MAX_SPAN_LINES = 3
-#: How many stable lines an anchor may use to be unique in its block.
-MAX_ANCHOR_LINES = 4
-#: A block needs at least this many stable lines besides the span for learning to make sense.
-MIN_STABLE_LINES = 2
-#: Session-wide cap on learned spans.
-MAX_LEARNED = 16
-_NON_TEXT = short_hash(b"\x00non-text")
-#: Anchor lengths tried (characters of the neighbouring stable text), shortest first.
-_SIZES = (24, 48, 96, 192)
+#: The longest run of changed lines (not a live value) that is learned.
+MAX_SPAN_LINES = 8
+#: Session-wide cap on learned spans, and on remembered suspects.
+MAX_LEARNED = 32
+MAX_SUSPECTS = 16
+#: A sentence longer than this (characters) is not learned whole: only its changed value is.
+MAX_SENTENCE = 240
+#: Stable anchor text tried around a span (characters), shortest first.
+_ANCHOR_SIZES = (16, 32, 64)
+#: A pattern without anchors needs at least this much literal (non-value) text to be specific.
+_MIN_LITERAL = 10
+_MIN_ANCHOR = 4
+
+#: A digit-bearing token: whitespace-delimited, leading ``(["'<`` and trailing punctuation left out,
+#: ``KEY=`` left out (``UPTIME=42s``: the value is ``42s``).
+VALUE = re.compile(r"[^\s(\[\"'<>=]*\d[^\s<>=]*?(?=[.,;:!?)\]\"'>]*(?:[\s=]|$))")
+#: A time of day (``10:02``, ``10:02:07``, ``10:02:07.123456``): a clock, learned on sight.
+CLOCK = re.compile(r"(?<![\d:])\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?![\d:])")
+#: Where a sentence ends inside a line: after ``.``, ``!`` or ``?`` and before whitespace.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_VALUE_RE = r"\S+"
+#: Any number of whole lines (the shortest that reaches the anchor after it).
+_REGION_BODY = r"^[^\n]*(?:\n[^\n]*)*?$"
 
 
-def system_texts(api: Api, body: Mapping[str, Any]) -> list[str | None]:
-    """The text of each system block of ``body`` (``None`` for a non-text block)."""
-    if api == "anthropic":
-        system = body.get("system")
-        if isinstance(system, str):
-            return [system]
-        if not isinstance(system, list):
-            return []
-        return [_block_text(block) for block in system]
-    if api == "openai_responses":
-        instructions = body.get("instructions")
-        return [instructions] if isinstance(instructions, str) and instructions else []
+@dataclass(frozen=True, slots=True)
+class Learning:
+    """What one comparison found: spans to use from this request on, and the suspects to keep."""
+
+    learned: tuple[VolatileSpan, ...]
+    suspects: tuple[VolatileSpan, ...]
+
+
+# -- the lifted view and its fingerprint -----------------------------------------------------------
+
+
+def system_view(ir: TelosIR) -> tuple[str | None, ...]:
+    """The text of each PIN block of the lifted ``ir.system`` (``None`` for a non-text block).
+
+    A ref-pool stub is read as the text it stands for (the lift moves long system text into the pool).
+    DROP pieces — tagged envelopes and learned spans — are not part of it.
+    """
     texts: list[str | None] = []
-    messages = body.get("messages")
-    for message in messages if isinstance(messages, list) else []:
-        if not isinstance(message, Mapping) or message.get("role") not in ("system", "developer"):
-            break
-        content = message.get("content")
-        if isinstance(content, str):
-            texts.append(content)
-        elif isinstance(content, list):
-            texts.extend(_block_text(part) for part in content)
+    for block in ir.system:
+        if block.band is not Band.PIN:
+            continue
+        entry = ir.ref_pool.get(block.ref_slug) if block.ref_slug is not None else None
+        if entry is not None:
+            rendered = parse_rendered(entry_payload_text(entry))
+            texts.append(rendered[1] if rendered is not None else entry_payload_text(entry))
+            continue
+        payload = block.payload
+        text = payload.get("text") if isinstance(payload, Mapping) else None
+        if block.kind is BlockKind.TEXT and isinstance(text, str):
+            texts.append(text)
         else:
-            texts.append(None)
-    return texts
+            texts.append("\x00" + _hash(canonical_bytes(payload), 8))
+    return tuple(texts)
 
 
-def _block_text(block: Any) -> str | None:
-    if isinstance(block, Mapping) and block.get("type") == "text" and isinstance(block.get("text"), str):
-        return str(block["text"])
+def _hash(data: bytes, size: int) -> str:
+    return hashlib.blake2b(data, digest_size=size // 2).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class _Line:
+    line: str  # hash of the line
+    skeleton: str  # hash of the line with its values masked ("" when it has no value)
+    values: tuple[str, ...]  # one short hash per value
+
+
+def _line_print(line: str) -> str:
+    values = [m.group() for m in VALUE.finditer(line)]
+    own = _hash(line.encode("utf-8"), 8)
+    if not values:
+        return own
+    skeleton = VALUE.sub("\x00", line)
+    return (
+        own + "/" + _hash(skeleton.encode("utf-8"), 8) + "/" + "".join(_hash(v.encode(), 6) for v in values)
+    )
+
+
+def _parse_line(entry: str) -> _Line:
+    parts = entry.split("/")
+    if len(parts) == 1:
+        return _Line(parts[0], "", ())
+    values = parts[2]
+    return _Line(parts[0], parts[1], tuple(values[i : i + 6] for i in range(0, len(values), 6)))
+
+
+@functools.lru_cache(maxsize=256)
+def _block_print(text: str | None) -> str:
+    if text is None:
+        return "~"
+    if text.startswith("\x00"):
+        return "~" + text[1:]
+    return ",".join(_line_print(line) for line in text.split("\n"))
+
+
+def fingerprint(view: Sequence[str | None]) -> tuple[str, ...]:
+    """What the state keeps of a lifted system segment: per block, per line, hashes only."""
+    return tuple(_block_print(text) for text in view)
+
+
+# -- learning ---------------------------------------------------------------------------------------
+
+
+def learn(
+    previous: Sequence[str],
+    view: Sequence[str | None],
+    index: int,
+    suspects: Sequence[VolatileSpan] = (),
+    room: int = MAX_LEARNED,
+) -> Learning:
+    """Compare ``view`` (this request's lifted system segment) with ``previous`` (the last fingerprint).
+
+    Returns the spans learned now (live values; suspects seen changing again) and the suspects to
+    keep. Nothing is learned when the number of system blocks changed (a restructured prompt).
+    """
+    kept = tuple(suspects)
+    if len(previous) != len(view):
+        return Learning((), kept)
+    learned: list[VolatileSpan] = []
+    for block, (old, text) in enumerate(zip(previous, view, strict=True)):
+        if text is None or text.startswith("\x00") or old.startswith("~") or _block_print(text) == old:
+            continue
+        for span in _block_changes(block, old, text, index):
+            if span.kind != "value":
+                again = _changed_again(span, text, kept)
+                if again is None:
+                    kept = (*kept, span)[-MAX_SUSPECTS:]
+                    continue
+                suspect, span = again
+                kept = tuple(s for s in kept if s is not suspect)
+            if all(s.pattern != span.pattern for s in learned):
+                learned.append(span)
+    return Learning(tuple(learned[:room]), kept)
+
+
+def _changed_again(
+    span: VolatileSpan, text: str, suspects: Sequence[VolatileSpan]
+) -> tuple[VolatileSpan, VolatileSpan] | None:
+    """``(suspect, span to learn)`` when ``span`` changed where a suspect of its block changed before.
+
+    The same place is the same anchored pattern, or lines that touch what a suspect's pattern matches
+    now (a list whose items come and go changes at a different line each time): then the union of
+    both is learned as one region.
+    """
+    for suspect in suspects:
+        if suspect.block != span.block:
+            continue
+        if suspect.pattern == span.pattern:
+            return suspect, span
+        if suspect.kind != "region" or span.kind != "region":
+            continue  # edits of neighbouring lines are not a list that grows and shrinks
+        match = re.search(suspect.pattern, text, re.MULTILINE)
+        if match is None:
+            continue
+        low, high = text.count("\n", 0, match.start()), text.count("\n", 0, match.end())
+        first, last = span.line, span.line + span.lines - 1
+        if first > high + 1 or last < low - 1:
+            continue
+        lines = text.split("\n")
+        first, last = min(first, low), max(last, high)
+        if last - first + 1 > MAX_SPAN_LINES:
+            continue
+        body = _REGION_BODY
+        pattern = _line_anchored(lines, first, last, body, fixed=False)
+        if pattern is not None:
+            return suspect, VolatileSpan(
+                pattern, span.block, first, last - first + 1, span.learned_at, kind="region", body=body
+            )
     return None
 
 
-def _drop_spans(text: str, patterns: Sequence[re.Pattern[str]]) -> list[tuple[int, int]]:
-    return [m.span() for pattern in patterns for m in pattern.finditer(text) if m.end() > m.start()]
+def _block_changes(block: int, old: str, text: str, index: int) -> list[VolatileSpan]:
+    before = [_parse_line(entry) for entry in old.split(",")]
+    lines = text.split("\n")
+    now = [_parse_line(_line_print(line)) for line in lines]
+    if len(before) != len(now):
+        region = _region(block, before, now, lines, index)
+        return [region] if region is not None else []
+    changed = [i for i, (a, b) in enumerate(zip(before, now, strict=True)) if a.line != b.line]
+    spans: list[VolatileSpan] = []
+    run: list[int] = []
+    for i in changed:
+        if before[i].skeleton and before[i].skeleton == now[i].skeleton:
+            spans.extend(_value_spans(block, lines, i, before[i], now[i], index))
+            continue
+        if run and run[-1] != i - 1:
+            spans.extend(_run_span(block, lines, run, index))
+            run = []
+        run.append(i)
+    if run:
+        spans.extend(_run_span(block, lines, run, index))
+    return spans
 
 
-def stable_lines(text: str, patterns: Sequence[re.Pattern[str]]) -> list[tuple[int, str]]:
-    """``(line number, line)`` of every line of ``text`` that no DROP match touches."""
-    spans = _drop_spans(text, patterns)
-    found: list[tuple[int, str]] = []
-    offset = 0
-    for number, line in enumerate(text.split("\n")):
-        start, end = offset, offset + len(line)
-        offset = end + 1
-        if not any(s <= end and e > start for s, e in spans):
-            found.append((number, line))
-    return found
+# -- live values inside a line ----------------------------------------------------------------------
 
 
-def _line_print(text: str | None, patterns: Sequence[re.Pattern[str]]) -> str:
-    if text is None:
-        return _NON_TEXT
-    return _line_print_of(text, tuple(patterns))
+def _sentences(line: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of each sentence of ``line`` (trailing whitespace excluded)."""
+    found, start = [], 0
+    for match in _SENTENCE_END.finditer(line):
+        found.append((start, match.start()))
+        start = match.end()
+    found.append((start, len(line)))
+    return [(s, e) for s, e in found if e > s]
 
 
-@functools.lru_cache(maxsize=512)
-def _line_print_of(text: str, patterns: tuple[re.Pattern[str], ...]) -> str:
-    # Memoized by content (the text itself): a system prompt is fingerprinted twice per turn
-    # (learning, then storing) and is usually the same string turn after turn.
-    return "".join(short_hash(line.encode("utf-8")) for _, line in stable_lines(text, patterns))
+def _value_spans(
+    block: int, lines: Sequence[str], number: int, old: _Line, new: _Line, index: int
+) -> list[VolatileSpan]:
+    values = [m.span() for m in VALUE.finditer(lines[number])]
+    changed = [values[k] for k, (a, b) in enumerate(zip(old.values, new.values, strict=False)) if a != b]
+    return _sentence_spans(block, lines, number, changed, index)
 
 
-def system_line_prints(
-    api: Api, body: Mapping[str, Any], patterns: Sequence[re.Pattern[str]]
-) -> tuple[str, ...]:
-    """Per system block, the concatenated hashes of its stable lines (stored in ``AppPrint``)."""
-    return tuple(_line_print(text, patterns) for text in system_texts(api, body))
+def _sentence_spans(
+    block: int, lines: Sequence[str], number: int, changed: Sequence[tuple[int, int]], index: int
+) -> list[VolatileSpan]:
+    """A ``value`` span for the sentence(s) of line ``number`` holding the ``changed`` value spans."""
+    line = lines[number]
+    ranges: list[tuple[int, int]] = []
+    for start, end in changed:
+        sentence = next(((s, e) for s, e in _sentences(line) if s <= start and end <= e), (start, end))
+        if sentence[1] - sentence[0] > MAX_SENTENCE:
+            sentence = (start, end)
+        if ranges and sentence[0] <= ranges[-1][1] + 1:
+            ranges[-1] = (ranges[-1][0], max(ranges[-1][1], sentence[1]))
+        else:
+            ranges.append(sentence)
+    offset = sum(len(text) + 1 for text in lines[:number])
+    text = "\n".join(lines)
+    spans = []
+    for start, end in ranges:
+        found = _anchored(text, offset + start, offset + end)
+        if found is not None:
+            spans.append(VolatileSpan(found[0], block, number, 1, index, kind="value", body=found[1]))
+    return spans
 
 
-def learn_volatile_span(
-    previous: Sequence[str],
-    api: Api,
-    body: Mapping[str, Any],
-    patterns: Sequence[re.Pattern[str]],
-    index: int,
+def clock_spans(view: Sequence[str | None], index: int) -> tuple[VolatileSpan, ...]:
+    """``value`` spans for every sentence of the system segment that holds a time of day.
+
+    A clock changes on every request, so it is learned on sight (from the first request on) instead
+    of costing the cache break of its first change.
+    """
+    spans: list[VolatileSpan] = []
+    for block, text in enumerate(view):
+        if text is not None and not text.startswith("\x00"):
+            spans.extend(replace(span, learned_at=index) for span in _clock_spans_of(block, text))
+    return tuple(spans)
+
+
+@functools.lru_cache(maxsize=256)
+def _clock_spans_of(block: int, text: str) -> tuple[VolatileSpan, ...]:
+    if CLOCK.search(text) is None:
+        return ()
+    lines = text.split("\n")
+    spans: list[VolatileSpan] = []
+    for number, line in enumerate(lines):
+        clocks = [
+            m.span() for m in VALUE.finditer(line) if CLOCK.search(line, m.start(), m.end()) is not None
+        ]
+        if clocks:
+            spans.extend(_sentence_spans(block, lines, number, clocks, 0))
+    return tuple(spans)
+
+
+def _skeleton_regex(fragment: str) -> tuple[str, int]:
+    """``fragment`` as a regex with ``\\S+`` for each value, and its count of literal characters."""
+    out, literal, cursor = [], 0, 0
+    for match in VALUE.finditer(fragment):
+        out.append(re.escape(fragment[cursor : match.start()]))
+        literal += match.start() - cursor
+        out.append(_VALUE_RE)
+        cursor = match.end()
+    out.append(re.escape(fragment[cursor:]))
+    literal += len(fragment) - cursor
+    return "".join(out), literal
+
+
+def _literal_tail(text: str) -> str:
+    """The end of ``text`` after its last value (what a fixed-width look-behind may use)."""
+    ends = [match.end() for match in VALUE.finditer(text)]
+    return text[ends[-1] :] if ends else text
+
+
+def _literal_head(text: str) -> str:
+    first = VALUE.search(text)
+    return text[: first.start()] if first is not None else text
+
+
+def _anchored(text: str, start: int, end: int) -> tuple[str, str] | None:
+    """A pattern matching exactly ``text[start:end]`` (a span with values), anchored on stable text."""
+    body, literal = _skeleton_regex(text[start:end])
+    head = "^" if start == 0 or text[start - 1] == "\n" else ""
+    tail = "$" if end == len(text) or text[end] == "\n" else ""
+    body = head + body + tail
+    candidates: list[str] = []
+    before = _literal_tail(text[:start])
+    after = _literal_head(text[end:])
+    for size in _ANCHOR_SIZES:
+        piece = before[-size:]
+        if len(piece.strip()) >= _MIN_ANCHOR:
+            candidates.append(f"(?<={re.escape(piece)}){body}")
+        piece = after[:size]
+        if len(piece.strip()) >= _MIN_ANCHOR:
+            candidates.append(f"{body}(?={re.escape(piece)})")
+    if literal >= _MIN_LITERAL:
+        candidates.append(body)
+    pattern = next((c for c in candidates if _matches_exactly(c, text, start, end)), None)
+    return None if pattern is None else (pattern, body)
+
+
+# -- runs of lines ----------------------------------------------------------------------------------
+
+
+def _run_span(block: int, lines: Sequence[str], run: Sequence[int], index: int) -> list[VolatileSpan]:
+    first, last = run[0], run[-1]
+    if last - first + 1 > MAX_SPAN_LINES or len(run) >= len(lines):
+        return []
+    body = r"^[^\n]*" + r"\n[^\n]*" * (last - first) + "$"
+    pattern = _line_anchored(lines, first, last, body, fixed=True)
+    return [VolatileSpan(pattern, block, first, len(run), index, kind="lines", body=body)] if pattern else []
+
+
+def _region(
+    block: int, before: Sequence[_Line], now: Sequence[_Line], lines: Sequence[str], index: int
 ) -> VolatileSpan | None:
-    """A new ``VolatileSpan`` if ``body``'s system differs from ``previous`` in exactly one small span."""
-    texts = system_texts(api, body)
-    if len(texts) != len(previous):
+    """Lines replaced by another number of lines: one region between a common prefix and suffix."""
+    prefix = 0
+    while prefix < min(len(before), len(now)) and before[prefix].line == now[prefix].line:
+        prefix += 1
+    suffix = 0
+    while suffix < min(len(before), len(now)) - prefix and before[-1 - suffix].line == now[-1 - suffix].line:
+        suffix += 1
+    first, last = prefix, len(now) - suffix - 1
+    if last < first or last - first + 1 > MAX_SPAN_LINES or (prefix == 0 and suffix == 0):
         return None
-    changed = [i for i, text in enumerate(texts) if _line_print(text, patterns) != previous[i]]
-    if len(changed) != 1:
-        return None
-    block = changed[0]
-    text = texts[block]
-    if text is None:
-        return None
-    stable = stable_lines(text, patterns)
-    old = [previous[block][i : i + HASH_LEN] for i in range(0, len(previous[block]), HASH_LEN)]
-    if len(old) != len(stable):
-        return None  # lines added or removed: a real edit, not a live value
-    diff = [k for k, (_, line) in enumerate(stable) if short_hash(line.encode("utf-8")) != old[k]]
-    if not diff or len(diff) > MAX_SPAN_LINES or len(stable) - len(diff) < MIN_STABLE_LINES:
-        return None
-    if diff[-1] - diff[0] + 1 != len(diff):
-        return None
-    first, last = stable[diff[0]][0], stable[diff[-1]][0]
-    if last - first + 1 != len(diff):
-        return None
-    masked = set(range(text.count("\n") + 1)) - {number for number, _ in stable}
-    pattern = _anchored(text, first, last, masked)
+    body = _REGION_BODY
+    pattern = _line_anchored(lines, first, last, body, fixed=False)
     if pattern is None:
         return None
-    return VolatileSpan(pattern=pattern, block=block, line=first, lines=len(diff), learned_at=index)
+    return VolatileSpan(pattern, block, first, last - first + 1, index, kind="region", body=body)
 
 
-def _anchored(text: str, first: int, last: int, masked: set[int]) -> str | None:
-    """A pattern matching exactly lines ``first..last`` of ``text``, anchored on stable neighbours.
+def _line_anchored(lines: Sequence[str], first: int, last: int, body: str, *, fixed: bool) -> str | None:
+    """``body`` (lines ``first..last``) anchored on the value-free stable text of its neighbour lines.
 
-    The anchor is the shortest tail of the preceding stable line(s) (or head of the following ones)
-    that makes the match unique, so patterns stay short even after very long lines.
+    A fixed line count may use either neighbour; a variable one needs both ends pinned (a neighbour,
+    or the start / end of the block).
     """
-    lines = text.split("\n")
-    span_start = sum(len(line) + 1 for line in lines[:first])
-    span_end = sum(len(line) + 1 for line in lines[: last + 1]) - 1
-    body = r"[^\n]*" + r"(?:\n[^\n]*)" * (last - first)
+    text = "\n".join(lines)
+    start = sum(len(line) + 1 for line in lines[:first])
+    end = sum(len(line) + 1 for line in lines[: last + 1]) - 1
+    behind = [] if first == 0 else [_literal_tail(lines[first - 1])[-size:] + "\n" for size in _ANCHOR_SIZES]
+    ahead = (
+        []
+        if last == len(lines) - 1
+        else ["\n" + _literal_head(lines[last + 1])[:size] for size in _ANCHOR_SIZES]
+    )
+    behind = list(dict.fromkeys(b for b in behind if len(b.strip()) >= _MIN_ANCHOR))
+    ahead = list(dict.fromkeys(a for a in ahead if len(a.strip()) >= _MIN_ANCHOR))
+    start_pin = [r"\A"] if first == 0 else [f"(?<={re.escape(b)})" for b in behind]
+    end_pin = [r"\Z"] if last == len(lines) - 1 else [f"(?={re.escape(a)})" for a in ahead]
     candidates: list[str] = []
-    for k in range(first - 1, max(-1, first - 1 - MAX_ANCHOR_LINES), -1):
-        if k in masked:
-            break
-        anchor = "\n".join(lines[k:first])
-        if anchor.strip():
-            candidates.extend(
-                rf"(?<={re.escape(anchor[-size:])}\n){body}" for size in _SIZES if size < len(anchor)
-            )
-            whole = re.escape(anchor)
-            candidates.append(rf"(?:(?<=\A{whole}\n)|(?<=\n{whole}\n)){body}")
-    for k in range(last + 1, min(len(lines), last + 1 + MAX_ANCHOR_LINES)):
-        if k in masked:
-            break
-        anchor = "\n".join(lines[last + 1 : k + 1])
-        if anchor.strip():
-            candidates.extend(
-                rf"^{body}(?=\n{re.escape(anchor[:size])})" for size in _SIZES if size < len(anchor)
-            )
-            candidates.append(rf"^{body}(?=\n{re.escape(anchor)}(?:\n|\Z))")
-    return next((c for c in candidates if _matches_exactly(c, text, span_start, span_end)), None)
+    if fixed:
+        candidates += [f"(?<={re.escape(b)}){body}" for b in behind]
+        candidates += [f"{body}(?={re.escape(a)})" for a in ahead]
+    candidates += [f"{s}{body}{e}" for s in start_pin for e in end_pin if (s, e) != (r"\A", r"\Z")]
+    return next((c for c in candidates if _matches_exactly(c, text, start, end)), None)
 
 
 def _matches_exactly(pattern: str, text: str, start: int, end: int) -> bool:
@@ -191,3 +440,30 @@ def _matches_exactly(pattern: str, text: str, start: int, end: int) -> bool:
     except re.error:  # pragma: no cover - escaped literals always compile
         return False
     return found == [(start, end)]
+
+
+# -- what the model then sees --------------------------------------------------------------------------
+
+
+def span_matches(span: VolatileSpan, ir: TelosIR) -> tuple[str, int] | None:
+    """``(block id, characters)`` of the lifted DROP text of ``ir.system`` that ``span`` cut, if any."""
+    body = re.compile(span.body or span.pattern, re.MULTILINE)
+    for block in ir.system:
+        text = block.payload.get("text") if isinstance(block.payload, Mapping) else None
+        if block.band is Band.DROP and isinstance(text, str):
+            match = body.search(text)
+            if match is not None and match.end() > match.start():
+                return block.id, match.end() - match.start()
+    return None
+
+
+# -- verification -----------------------------------------------------------------------------------
+
+
+def expected_view(view: Sequence[str | None], spans: Sequence[VolatileSpan]) -> tuple[str | None, ...]:
+    """``view`` with ``spans`` cut out the way the lift cuts DROP matches (for verification)."""
+    patterns = SplitPatterns(drop=(), fold=()).extended(drop=[span.pattern for span in spans])
+    return tuple(
+        text if text is None or text.startswith("\x00") else split_text(text, patterns, with_fold=False).pin
+        for text in view
+    )

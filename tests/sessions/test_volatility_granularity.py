@@ -1,0 +1,193 @@
+"""Learned volatility at every granularity, through the pure session step (``run_turn``).
+
+Each case sends a conversation whose system prompt changes the way a careless harness changes it,
+and checks: which request taught which span, how many cache breaks it cost, that the system segment
+is byte-stable from then on, and that the changing text still reaches the model (DROP, recorded).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from telos_wrap.sessions.state import SessionState
+
+from .volatile_driver import RULES, Driver, anthropic_body, openai_body
+
+TURNS = 8
+
+
+def clock(turn: int) -> str:
+    return f"2026-11-23 10:{turn * 7 % 60:02d}"
+
+
+def run(make: Callable[[int], dict[str, Any]], turns: int = TURNS, api: str = "anthropic") -> Driver:
+    driver = Driver(api, "anthropic" if api == "anthropic" else "openai")  # type: ignore[arg-type]
+    for turn in range(turns):
+        driver.send(make(turn))
+    return driver
+
+
+def stable_from(driver: Driver, turn: int) -> None:
+    first = driver.system_bytes(turn)
+    for later in range(turn + 1, len(driver.results)):
+        assert driver.system_bytes(later) == first, later
+
+
+def learned(driver: Driver) -> list[tuple[int, str, int, int]]:
+    return [(s.learned_at, s.kind, s.block, s.line) for s in driver.state.volatile]
+
+
+def reaches_the_model(driver: Driver, text: str) -> None:
+    body = repr(driver.results[-1].prepared.body)
+    assert text in body
+    records = [r for r in driver.results[-1].prepared.ir.records if r.kind == "learned-volatile"]
+    assert records, "a learned span that moved text must be recorded"
+
+
+def test_a_system_block_of_its_own() -> None:
+    def body(turn: int) -> dict[str, Any]:
+        live = f"Today is {clock(turn)[:10]}; clock {clock(turn)[11:]}; {3 + turn // 4} jobs running"
+        return anthropic_body([{"type": "text", "text": live}, {"type": "text", "text": RULES}], turn)
+
+    driver = run(body)
+    assert learned(driver) == [(0, "value", 0, 0)]  # a clock is learned on sight
+    assert driver.breaks == []  # the jobs count in the same sentence changes at turn 4: no break
+    stable_from(driver, 0)
+    reaches_the_model(driver, f"clock {clock(TURNS - 1)[11:]}")
+    # The whole block became DROP: nothing of it is left in the system segment.
+    assert "jobs running" not in repr(driver.results[-1].prepared.body["system"])
+
+
+def live(kind: str, turn: int) -> str:
+    """A clock (learned on sight) or another live value (learned at its first change)."""
+    return f"Server clock: {clock(turn)}" if kind == "clock" else f"Build queue id q{4711 + 13 * turn}"
+
+
+@pytest.mark.parametrize("kind", ["clock", "queue"])
+@pytest.mark.parametrize("where", ["first", "last", "only", "mid"])
+def test_a_line_anywhere(where: str, kind: str) -> None:
+    def body(turn: int) -> dict[str, Any]:
+        line = live(kind, turn)
+        text = {
+            "first": f"{line}\nYou are the support assistant.\n{RULES}",
+            "last": f"You are the support assistant.\n{RULES}{line}",
+            "only": line,
+            "mid": f"You are the support assistant.\n{line}\n{RULES}",
+        }[where]
+        system = [{"type": "text", "text": text}]
+        if where == "only":
+            system.append({"type": "text", "text": RULES})
+        return anthropic_body(system, turn)
+
+    driver = run(body)
+    at = 0 if kind == "clock" else 1
+    assert [(a, k) for a, k, _, _ in learned(driver)] == [(at, "value")]
+    assert driver.breaks == ([] if kind == "clock" else [(1, "system_changed")])
+    stable_from(driver, at)
+    reaches_the_model(driver, live(kind, TURNS - 1))
+
+
+def test_a_span_inside_a_stable_line_and_several_spans() -> None:
+    def body(turn: int) -> dict[str, Any]:
+        text = (
+            f"You are helping Ana. Date: {clock(turn)}. Be brief and cite the policy.\n{RULES}"
+            f"Workspace (run id {4000 + turn}) is ready. Answer in English.\n"
+        )
+        return anthropic_body(text, turn)
+
+    driver = run(body)
+    spans = driver.state.volatile
+    # The clock on sight; the run id at its first change (the request that breaks once).
+    assert [(s.learned_at, s.kind, s.line) for s in spans] == [(0, "value", 0), (1, "value", 61)]
+    assert driver.breaks == [(1, "system_changed")]
+    stable_from(driver, 1)
+    system = driver.results[-1].prepared.body["system"]
+    text = "".join(block["text"] for block in system)
+    # Only the sentences with the live values left the line; the rest of it stays cached.
+    assert "You are helping Ana. Be brief and cite the policy." in text
+    assert "Date:" not in text and "run id" not in text
+    reaches_the_model(driver, f"Date: {clock(TURNS - 1)}.")
+
+
+def test_a_value_that_rests_then_changes_is_learned_at_its_first_change() -> None:
+    def branch(turn: int) -> str:
+        return "17" if turn < 4 else "18" if turn < 6 else "19"
+
+    def body(turn: int) -> dict[str, Any]:
+        return anthropic_body(f"You are a coding agent.\nOpen pull requests: {branch(turn)}\n{RULES}", turn)
+
+    driver = run(body)
+    assert learned(driver) == [(4, "value", 0, 1)]
+    assert driver.breaks == [(4, "system_changed")]  # the change at turn 6 is free: never forgotten
+    stable_from(driver, 4)
+
+
+def test_a_leading_volatile_system_message_openai() -> None:
+    def body(turn: int) -> dict[str, Any]:
+        return openai_body(
+            [
+                {"role": "system", "content": f"Current date and time: {clock(turn)}"},
+                {"role": "developer", "content": RULES},
+            ],
+            turn,
+        )
+
+    driver = run(body, api="openai_chat")
+    assert learned(driver) == [(0, "value", 0, 0)]
+    assert driver.breaks == []
+    stable_from(driver, 0)
+    reaches_the_model(driver, f"Current date and time: {clock(TURNS - 1)}")
+
+
+def test_a_real_prompt_edit_costs_one_break_and_is_not_learned() -> None:
+    def body(turn: int) -> dict[str, Any]:
+        tone = "Be concise." if turn < 4 else "Be thorough and explain each step."
+        return anthropic_body(f"You are the support assistant.\n{tone}\n{RULES}Sign as Example Corp.", turn)
+
+    driver = run(body)
+    assert driver.state.volatile == ()
+    assert driver.breaks == [(4, "system_changed")]
+    assert len(driver.state.suspects) == 1  # remembered; learned only if the same place changes again
+    stable_from(driver, 4)
+    assert "Be thorough" in repr(driver.results[-1].prepared.body["system"])
+
+
+def test_a_changing_line_without_digits_is_learned_at_its_second_change() -> None:
+    moods = ["calm", "busy", "tired", "happy", "curious", "sleepy", "eager", "bored"]
+
+    def body(turn: int) -> dict[str, Any]:
+        return anthropic_body(f"You are the support assistant.\nUser mood: {moods[turn]}\n{RULES}", turn)
+
+    driver = run(body)
+    assert learned(driver) == [(2, "lines", 0, 1)]
+    assert driver.breaks == [(1, "system_changed"), (2, "system_changed")]
+    stable_from(driver, 2)
+
+
+def test_a_region_of_varying_line_count_is_learned_at_its_second_change() -> None:
+    def body(turn: int) -> dict[str, Any]:
+        files = "\n".join(f"- src/module_{chr(97 + k)}.py modified" for k in range(1 + turn % 3))
+        return anthropic_body(
+            f"You are a coding agent.\nChanged files:\n{files}\nEnd of status.\n{RULES}", turn
+        )
+
+    driver = run(body)
+    assert [(at, kind) for at, kind, _, _ in learned(driver)] == [(2, "region")]
+    assert len(driver.breaks) == 2
+    stable_from(driver, 2)
+
+
+def test_state_round_trips_and_old_schemas_are_read() -> None:
+    driver = run(lambda turn: anthropic_body(f"Intro line.\nClock: {clock(turn)}\n{RULES}", turn), turns=3)
+    text = driver.state.dumps()
+    again = SessionState.loads(text)
+    assert again.volatile == driver.state.volatile and again.app == driver.state.app
+    assert '"schema":3' in text
+    old = re.sub(r'"system":\[[^\]]*\]', '"system_lines":["abc"]', text).replace('"schema":3', '"schema":2')
+    legacy = SessionState.loads(old)
+    assert legacy.app is not None and legacy.app.system is None  # learning restarts, nothing breaks
+    assert legacy.volatile == driver.state.volatile
