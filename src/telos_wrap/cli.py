@@ -2,7 +2,8 @@
 
 ``telos-wrap demo`` replays the bundled session (``telos_wrap/data/demo_session.jsonl.xz``, see
 ``DEMO_SOURCE.md``); ``telos-wrap replay FILE`` replays a recording (``telos_wrap.record``) or a
-trace file. Every request goes through the real ``anthropic`` / ``openai`` SDK and
+trace file (``--api responses`` converts its chat requests into OpenAI Responses requests,
+``telos_wrap.replay.responses``). Every request goes through the real ``anthropic`` / ``openai`` SDK and
 ``telos_wrap.patch()`` to the built-in engine emulator (``telos_wrap.emulator``), once as the
 agent sent it (telos disabled for the call) and once through telos_wrap; the emulator's usage
 fields give input tokens, cache reads and writes, and the cost relative to sending everything
@@ -23,6 +24,7 @@ from pathlib import Path
 
 from telos_wrap.replay.comparison import Comparison, check_engine, compare, run_demo
 from telos_wrap.replay.report import plot_comparison, print_comparison
+from telos_wrap.replay.responses import responses_sessions
 from telos_wrap.replay.runner import AS_SENT, AUTO_CACHING, ENGINES, TELOS, load_sessions
 from telos_wrap.traces import TraceRequest
 
@@ -43,6 +45,13 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("file", metavar="FILE.jsonl[.xz]")
     rep.add_argument(
         "--engine", choices=list(ENGINES), default="anthropic", help="emulated engine (default: anthropic)"
+    )
+    rep.add_argument(
+        "--api",
+        choices=["native", "responses"],
+        default="native",
+        help="native: each request as recorded; responses: chat requests converted to OpenAI "
+        "Responses requests (instructions + input items), for --engine openai|vllm|sglang",
     )
     rep.add_argument("--json", action="store_true", help="print the results as JSON")
     rep.add_argument(
@@ -98,6 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _emit(comparison, args, per_turn=True)
         return 0
     sessions = check_engine(args.engine, _load_user_file(args.file, args.limit))
+    if args.api == "responses":
+        sessions = _as_responses(args.engine, sessions)
     variants = ["recorded", "jittered"] if args.jitter else ["recorded"]
     strategies = [AS_SENT, AUTO_CACHING, TELOS] if args.engine == "anthropic" else [AS_SENT, TELOS]
     comparison = compare(
@@ -109,6 +120,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     _emit(comparison, args, per_turn=args.per_turn or len(sessions) == 1)
     return 0
+
+
+def _as_responses(engine: str, sessions: list[list[TraceRequest]]) -> list[list[TraceRequest]]:
+    if engine not in ("openai", "vllm", "sglang"):
+        raise SystemExit(
+            f"telos-wrap: --api responses needs --engine openai, vllm or sglang (not {engine}): "
+            "those serve the Responses API"
+        )
+    return responses_sessions(sessions)
 
 
 def _check_plot_target(path: str) -> None:

@@ -83,19 +83,18 @@ def test_items_never_dropped_reordered_or_altered() -> None:
     assert sent["instructions"] == INSTRUCTIONS
 
 
-def test_clock_moves_to_the_latest_user_message() -> None:
+def test_clock_moves_to_an_item_of_its_own_after_the_latest_turn() -> None:
+    """The user's message keeps its wire form (string or parts), so it is the same bytes as history."""
     body = {"model": "m", "instructions": CLOCK + INSTRUCTIONS, "input": "Where is order 42?"}
     sent = _send(body, "generic")
     assert sent["instructions"] == INSTRUCTIONS
     assert sent["input"] == [
-        {
-            "role": "user",
-            "content": [
-                {"type": "input_text", "text": "Where is order 42?"},
-                {"type": "input_text", "text": CLOCK},
-            ],
-        }
+        {"role": "user", "content": "Where is order 42?"},
+        {"role": "system", "content": CLOCK},
     ]
+    parts = [{"type": "input_text", "text": "Where is order 42?"}]
+    listed = _send({**body, "input": [{"role": "user", "content": parts}]}, "generic")
+    assert listed["input"] == [{"role": "user", "content": parts}, {"role": "system", "content": CLOCK}]
     # a string input with nothing to move stays a string
     assert _send({"model": "m", "instructions": INSTRUCTIONS, "input": "hi"}, "generic")["input"] == "hi"
 
@@ -141,10 +140,13 @@ def test_careless_harness_is_byte_stable() -> None:
 
 
 def test_engine_fields_per_engine() -> None:
-    base = {"model": "gpt-5.6", "instructions": INSTRUCTIONS, "input": "hi", "stream": True}
+    parts = [{"role": "user", "content": [{"type": "input_text", "text": "hi"}]}]
+    base = {"model": "gpt-5.6", "instructions": INSTRUCTIONS, "input": parts, "stream": True}
     openai = _send(base)
     assert openai["prompt_cache_options"] == {"mode": "implicit"}
     assert openai["input"][0]["content"][0]["prompt_cache_breakpoint"] == {"mode": "explicit"}
+    # never on a string-content message: the marker would flip its wire form for one request only
+    assert _send({**base, "input": "hi"})["input"] == "hi"
     assert "stream_options" not in openai  # Responses streams end with their usage anyway
     twelve = prepare(
         "openai_responses", base, PrepareOptions(engine="openai", hints=telos_wrap.TelosHints(ttl="12h"))
@@ -152,7 +154,7 @@ def test_engine_fields_per_engine() -> None:
     assert twelve["prompt_cache_options"] == {"mode": "implicit", "ttl": "12h"}
     assert _send({**base, "prompt_cache_key": "mine"})["prompt_cache_key"] == "mine"
     old = _send({**base, "model": "gpt-4.1"})
-    assert "prompt_cache_options" not in old and old["input"] == "hi"
+    assert "prompt_cache_options" not in old and old["input"] == parts
     vllm = prepare(
         "openai_responses", base, PrepareOptions(engine="vllm", hints=telos_wrap.TelosHints(ttl="12h"))
     ).body

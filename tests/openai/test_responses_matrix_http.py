@@ -70,7 +70,7 @@ INPUT: list[dict[str, Any]] = [
     {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAAA-opaque+/="},
     {"type": "function_call", "call_id": "call_1", "name": "lookup_order", "arguments": '{"order_id": 42}'},
     {"type": "function_call_output", "call_id": "call_1", "output": "shipped on Monday"},
-    {"role": "user", "content": QUESTION},
+    {"role": "user", "content": [{"type": "input_text", "text": QUESTION}]},
 ]
 
 
@@ -116,9 +116,7 @@ def _expected(name: str, baseline: Mapping[str, Any], entry: str) -> dict[str, A
         if not count:
             body["prompt_cache_options"] = {"mode": "implicit"}
         last = body["input"][-1]
-        last["content"] = [
-            {"prompt_cache_breakpoint": {"mode": "explicit"}, "text": QUESTION, "type": "input_text"}
-        ]
+        last["content"][0]["prompt_cache_breakpoint"] = {"mode": "explicit"}
     if name == "sglang" and not count:
         body["tier_hint"] = "gpu"
     return body

@@ -119,20 +119,22 @@ class Fault:
     def fires(self, entry: Entry) -> bool:
         """Whether this fault is reached by a call through ``entry``."""
         if self.name == "history":
-            return not entry.count_only
+            # Responses requests carry only what they send: no history memo, no "history" stage.
+            return not entry.count_only and entry.sdk != "responses"
         if self.name == "usage":
             return entry.has_usage
         if self.name == "stream-usage":
             return entry.streaming
         if self.name == "store.write-after-send":
-            return not entry.count_only
+            return not entry.count_only and entry.turn
         if self.name == "store.write":
-            return not entry.count_only  # a token count is not a turn: it only reads the session
+            # a token count (or a Responses compaction) is not a turn: it only reads the session
+            return not entry.count_only and entry.turn
         return True
 
     def rewrites_anyway(self, entry: Entry) -> bool:
-        """A token count that cannot read its session still counts the stateless rewrite."""
-        return entry.count_only and self.stage == "session.store"
+        """A token count (or compaction) that cannot read its session still sends the stateless rewrite."""
+        return (entry.count_only or not entry.turn) and self.stage == "session.store"
 
     def stage_for(self, entry: Entry) -> str:
         if self.name == "store.write-after-send":

@@ -99,6 +99,16 @@ class Wire:
             return _anthropic_stream(body) if body.get("stream") else _anthropic_message(body)
         if path.endswith("/chat/completions"):
             return _openai_stream(body) if body.get("stream") else _openai_completion(body)
+        if path.endswith("/responses/input_tokens"):
+            return httpx2.Response(200, json={"object": "response.input_tokens", "input_tokens": 42})
+        if path.endswith("/responses/compact"):
+            return httpx2.Response(200, json=_responses_json(body, object_="response.compaction"))
+        if path.endswith("/responses"):
+            return (
+                _responses_stream(body)
+                if body.get("stream")
+                else httpx2.Response(200, json=_responses_json(body))
+            )
         return httpx2.Response(404, json={"error": {"message": f"no route {path}"}})
 
     @property
@@ -234,6 +244,100 @@ def _openai_stream(body: dict[str, Any]) -> httpx2.Response:
     return httpx2.Response(200, content=_sse(chunks), headers={"content-type": "text/event-stream"})
 
 
+RESPONSES_USAGE = {
+    "input_tokens": 20,
+    "input_tokens_details": {"cached_tokens": 8, "cache_write_tokens": 0},
+    "output_tokens": 2,
+    "output_tokens_details": {"reasoning_tokens": 0},
+    "total_tokens": 22,
+}
+
+
+def _responses_json(
+    body: dict[str, Any], *, object_: str = "response", text: str | None = None
+) -> dict[str, Any]:
+    """An OpenAI Responses ``Response`` (or ``compact`` result) answering ``body``."""
+    message = {
+        "type": "message",
+        "id": "msg_reliability",
+        "role": "assistant",
+        "status": "completed",
+        "content": [
+            {"type": "output_text", "text": _echo(body) if text is None else text, "annotations": []}
+        ],
+    }
+    if object_ != "response":
+        return {
+            "id": "resp_reliability",
+            "object": object_,
+            "created_at": 1_700_000_000,
+            "output": [message],
+            "usage": dict(RESPONSES_USAGE),
+        }
+    return {
+        "id": "resp_reliability",
+        "object": "response",
+        "created_at": 1_700_000_000,
+        "status": "completed",
+        "model": body.get("model") or OPENAI_MODEL,
+        "output": [message],
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": dict(RESPONSES_USAGE),
+    }
+
+
+def _responses_stream(body: dict[str, Any]) -> httpx2.Response:
+    """The Responses event sequence; usage only on ``response.completed``."""
+    text = _echo(body)
+    final = _responses_json(body)
+    pending = {**final, "status": "in_progress", "output": [], "usage": None}
+    item = final["output"][0]
+    base = {"item_id": item["id"], "output_index": 0, "content_index": 0}
+    events: list[tuple[str | None, Any]] = [
+        ("response.created", {"type": "response.created", "sequence_number": 0, "response": pending}),
+        (
+            "response.output_item.added",
+            {
+                "type": "response.output_item.added",
+                "sequence_number": 1,
+                "output_index": 0,
+                "item": {**item, "content": [], "status": "in_progress"},
+            },
+        ),
+        (
+            "response.content_part.added",
+            {
+                "type": "response.content_part.added",
+                "sequence_number": 2,
+                "part": {"type": "output_text", "text": "", "annotations": []},
+                **base,
+            },
+        ),
+        (
+            "response.output_text.delta",
+            {
+                "type": "response.output_text.delta",
+                "sequence_number": 2,
+                "delta": text,
+                "logprobs": [],
+                **base,
+            },
+        ),
+        (
+            "response.output_text.done",
+            {"type": "response.output_text.done", "sequence_number": 3, "text": text, "logprobs": [], **base},
+        ),
+        (
+            "response.output_item.done",
+            {"type": "response.output_item.done", "sequence_number": 4, "output_index": 0, "item": item},
+        ),
+        ("response.completed", {"type": "response.completed", "sequence_number": 5, "response": final}),
+    ]
+    return httpx2.Response(200, content=_sse(events), headers={"content-type": "text/event-stream"})
+
+
 # -- clients ------------------------------------------------------------------------------------
 
 
@@ -266,6 +370,7 @@ def openai_client(wire: Wire, *, is_async: bool = False, max_retries: int = 0) -
 
 
 def client_for(sdk: str, wire: Wire, *, is_async: bool = False, max_retries: int = 0) -> Any:
+    """A client of ``sdk``: ``"anthropic"``, ``"openai"`` or ``"responses"`` (the openai client)."""
     make = anthropic_client if sdk == "anthropic" else openai_client
     return make(wire, is_async=is_async, max_retries=max_retries)
 
@@ -329,7 +434,40 @@ def openai_kwargs(tag: str = "r") -> dict[str, Any]:
     }
 
 
+def responses_kwargs(tag: str = "r") -> dict[str, Any]:
+    """The Responses twin: a clock line in ``instructions``, unsorted flat tools, items of several kinds."""
+    b_params = {
+        "type": "object",
+        "required": ["y", "x"],
+        "additionalProperties": False,
+        "properties": {"x": {"type": "string"}, "y": {"type": "string"}},
+    }
+    a_params = {"type": "object", "properties": {}, "required": [], "additionalProperties": False}
+    return {
+        "model": OPENAI_MODEL,
+        "instructions": "You are terse.\nCurrent time: 2026-11-21T10:00:00",
+        "tools": [
+            {"type": "function", "name": "b_tool", "strict": True, "parameters": b_params},
+            {"type": "web_search"},
+            {"type": "function", "name": "a_tool", "strict": True, "parameters": a_params},
+        ],
+        "input": [
+            {"role": "user", "content": "first question"},
+            {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "opaque=="},
+            {"type": "function_call", "call_id": "c1", "name": "a_tool", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "done"},
+            {"role": "assistant", "content": "first answer"},
+            {
+                "role": "user",
+                "content": f"second question [req:{tag}]\n<system-reminder>be brief</system-reminder>",
+            },
+        ],
+    }
+
+
 def kwargs_for(sdk: str, tag: str = "r") -> dict[str, Any]:
+    if sdk == "responses":
+        return responses_kwargs(tag)
     return anthropic_kwargs(tag) if sdk == "anthropic" else openai_kwargs(tag)
 
 
@@ -591,6 +729,7 @@ class Entry:
         streaming: the caller consumes a stream of events.
         count_only: a token count (no turn, no usage).
         call: makes the call and consumes it; a coroutine function when ``is_async``.
+        turn: a turn of the session (False for a token count and for Responses ``compact``).
     """
 
     sdk: str
@@ -599,6 +738,7 @@ class Entry:
     streaming: bool
     count_only: bool
     call: Callable[..., Any]
+    turn: bool = True
 
     @property
     def id(self) -> str:
@@ -656,5 +796,119 @@ ENTRIES: tuple[Entry, ...] = (
 ENTRY_IDS = [entry.id for entry in ENTRIES]
 
 
+# OpenAI Responses (``sdk="responses"``: the openai client's ``responses`` resource).
+def r_create(c: Any, kw: dict[str, Any]) -> Outcome:
+    m = c.responses.create(**kw)
+    return Outcome(m, m)
+
+
+def r_create_stream(c: Any, kw: dict[str, Any]) -> Outcome:
+    stream = c.responses.create(**kw, stream=True)
+    with stream:
+        events = [_dump(e) for e in stream]
+    return Outcome(stream, stream, events)
+
+
+def _dump_event(event: Any) -> Any:
+    """A Responses helper event; its ``ParsedResponse`` snapshot does not match the declared union, which
+    pydantic warns about on every dump (an SDK quirk, not what is being tested)."""
+    return event.model_dump(mode="json", warnings=False)
+
+
+def r_stream_helper(c: Any, kw: dict[str, Any]) -> Outcome:
+    with c.responses.stream(**kw) as stream:
+        events = [_dump_event(e) for e in stream]
+        final = stream.get_final_response()
+    return Outcome(stream, stream, events, {"text": final.output_text})
+
+
+def r_parse(c: Any, kw: dict[str, Any]) -> Outcome:
+    m = c.responses.parse(**kw)
+    return Outcome(m, m)
+
+
+def r_raw(c: Any, kw: dict[str, Any]) -> Outcome:
+    raw = c.responses.with_raw_response.create(**kw)
+    return Outcome(raw, raw.parse())
+
+
+def r_streaming_response(c: Any, kw: dict[str, Any]) -> Outcome:
+    with c.responses.with_streaming_response.create(**kw) as response:
+        m = response.parse()
+    return Outcome(response, m)
+
+
+def r_count(c: Any, kw: dict[str, Any]) -> Outcome:
+    return Outcome(c.responses.input_tokens.count(**kw), None)
+
+
+def r_compact(c: Any, kw: dict[str, Any]) -> Outcome:
+    m = c.responses.compact(**{k: v for k, v in kw.items() if k != "tools"})
+    return Outcome(m, m)
+
+
+async def ar_create(c: Any, kw: dict[str, Any]) -> Outcome:
+    m = await c.responses.create(**kw)
+    return Outcome(m, m)
+
+
+async def ar_create_stream(c: Any, kw: dict[str, Any]) -> Outcome:
+    stream = await c.responses.create(**kw, stream=True)
+    async with stream:
+        events = [_dump(e) async for e in stream]
+    return Outcome(stream, stream, events)
+
+
+async def ar_stream_helper(c: Any, kw: dict[str, Any]) -> Outcome:
+    async with c.responses.stream(**kw) as stream:
+        events = [_dump_event(e) async for e in stream]
+        final = await stream.get_final_response()
+    return Outcome(stream, stream, events, {"text": final.output_text})
+
+
+async def ar_parse(c: Any, kw: dict[str, Any]) -> Outcome:
+    m = await c.responses.parse(**kw)
+    return Outcome(m, m)
+
+
+async def ar_raw(c: Any, kw: dict[str, Any]) -> Outcome:
+    raw = await c.responses.with_raw_response.create(**kw)
+    return Outcome(raw, raw.parse())
+
+
+async def ar_streaming_response(c: Any, kw: dict[str, Any]) -> Outcome:
+    async with c.responses.with_streaming_response.create(**kw) as response:
+        m = await response.parse()
+    return Outcome(response, m)
+
+
+async def ar_count(c: Any, kw: dict[str, Any]) -> Outcome:
+    return Outcome(await c.responses.input_tokens.count(**kw), None)
+
+
+async def ar_compact(c: Any, kw: dict[str, Any]) -> Outcome:
+    m = await c.responses.compact(**{k: v for k, v in kw.items() if k != "tools"})
+    return Outcome(m, m)
+
+
+# name, sync call, async call, streaming, count_only, turn
+_R = [
+    ("create", r_create, ar_create, False, False, True),
+    ("create_stream", r_create_stream, ar_create_stream, True, False, True),
+    ("stream_helper", r_stream_helper, ar_stream_helper, True, False, True),
+    ("parse", r_parse, ar_parse, False, False, True),
+    ("with_raw_response", r_raw, ar_raw, False, False, True),
+    ("with_streaming_response", r_streaming_response, ar_streaming_response, False, False, True),
+    ("input_tokens_count", r_count, ar_count, False, True, False),
+    ("compact", r_compact, ar_compact, False, False, False),
+]
+#: Every Responses entry point (kept apart from ``ENTRIES``: ``test_responses_reliability.py``).
+RESPONSES_ENTRIES: tuple[Entry, ...] = tuple(
+    Entry("responses", name, is_async, streaming, count, r_call if not is_async else ar_call, turn)
+    for name, r_call, ar_call, streaming, count, turn in _R
+    for is_async in (False, True)
+)
+
+
 def entry(entry_id: str) -> Entry:
-    return next(e for e in ENTRIES if e.id == entry_id)
+    return next(e for e in (*ENTRIES, *RESPONSES_ENTRIES) if e.id == entry_id)

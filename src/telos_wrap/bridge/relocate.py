@@ -81,12 +81,14 @@ def relocate_drop(ir: TelosIR, *, keep_past_drop: bool = False) -> TelosIR:
 
     system = ir.system
     moved = tuple(block for block in system if block.band is Band.DROP)
-    if moved and latest is not None:
+    # OpenAI Responses: the envelope always gets a message item of its own at the end of ``input``
+    # (a tool output item has no content parts to extend, and a user message left as the caller
+    # sent it keeps its wire form — string or parts — when it becomes history next turn: I2). That
+    # also holds when ``input`` has no turn at all (only the model's items, or nothing).
+    item_turn = ir.api == "openai_responses"
+    if moved and (latest is not None or item_turn):
         system = tuple(block for block in system if block.band is not Band.DROP)
-        trailing = latest < len(messages) - 1
-        # OpenAI Responses: a latest turn that is a tool output item (``function_call_output``) has no
-        # content parts to extend; the envelope gets a message item of its own after it.
-        item_turn = ir.api == "openai_responses" and messages[latest].role != "user"
+        trailing = latest is not None and latest < len(messages) - 1
         if ir.api in ("openai_chat", "openai_responses") and (trailing or item_turn):
             # Assistant messages follow the latest turn (an agent appending its own steps): the
             # envelope goes after them, in a system message of its own (OpenAI takes system
@@ -96,12 +98,13 @@ def relocate_drop(ir: TelosIR, *, keep_past_drop: bool = False) -> TelosIR:
             form: ContentForm = "string" if len(relocated) == 1 else "list"
             messages.append(TelosMessage(role="system", blocks=relocated, content_form=form))
             how = (
-                "appended as a trailing system message after the tool output item of the latest turn"
+                "appended as a trailing system message item after the latest turn"
                 if item_turn and not trailing
                 else "appended as a trailing system message after the assistant messages "
                 "that follow the latest turn"
             )
         else:
+            assert latest is not None  # only Responses relocates without a turn, and always trailing
             where = f"messages[{latest}]"
             relocated = tuple(_moved(block, where) for block in moved)
             target = messages[latest]

@@ -20,9 +20,10 @@ Shapes follow the installed ``openai`` SDK (``types/responses/response.py``, ``r
   5.6-only cache fields by model and allows ``ttl`` ``"30m"``/``"12h"``; vLLM accepts
   ``prompt_cache_options`` but rejects ``ttl: "12h"`` (§4.2); SGLang accepts everything.
 * **Reply**: with a function tool offered (``tool_choice`` not ``"none"``) and a user message as the
-  newest input item, a ``function_call`` of the first function tool by name, with arguments built from
-  its required properties; otherwise the deterministic text reply. Streams send the SDK's event
-  sequence, ``response.created`` … ``response.completed`` (usage only on the last, §2.5).
+  newest input item (system/developer items after it do not count), a ``function_call`` of the first
+  function tool by name, with arguments built from its required properties; otherwise the
+  deterministic text reply. Streams send the SDK's event sequence, ``response.created`` …
+  ``response.completed`` (usage only on the last, §2.5).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ RESPONSES_FLAVOURS = frozenset({"openai", "vllm", "sglang"})
 _REQUEST_TTLS = frozenset({"30m", "12h"})  # SDK Responses PromptCacheOptions.ttl
 _VLLM_TTLS = frozenset({"30m"})  # vLLM's ResponsesRequest: ttl Literal["30m"] (§4.2)
 _CALLER_OUTPUTS = ("_output", "mcp_approval_response")
+_TEXT_PARTS = frozenset({"input_text", "output_text"})
 
 
 def _typed_dict_keys(cls: type) -> frozenset[str]:
@@ -66,8 +68,19 @@ def _item_role(item: Mapping[str, Any]) -> str:
     return "tool" if kind.endswith(_CALLER_OUTPUTS) else "assistant"
 
 
-def _as_chat(items: Sequence[Any], instructions: Any) -> list[dict[str, Any]]:
-    """Input items as chat-shaped messages for the renderer (one position per non-message item)."""
+def _rendered_part(part: Any) -> Any:
+    """An ``input_text`` / ``output_text`` part as the text the model sees (a plain ``text`` part)."""
+    if isinstance(part, Mapping) and part.get("type") in _TEXT_PARTS and isinstance(part.get("text"), str):
+        return {**part, "type": "text"}
+    return part
+
+
+def _as_chat(items: Sequence[Any], instructions: Any, mode: RenderMode) -> list[dict[str, Any]]:
+    """Input items as chat-shaped messages for the renderer (one position per non-message item).
+
+    In ``rendered`` mode a text part is a ``text`` part whatever its Responses type, so a string
+    ``content`` equals a one-part list, as for chat; ``byte-exact`` keeps the parts as sent.
+    """
     messages: list[dict[str, Any]] = []
     if isinstance(instructions, str) and instructions:
         messages.append({"role": "system", "content": instructions})
@@ -75,7 +88,11 @@ def _as_chat(items: Sequence[Any], instructions: Any) -> list[dict[str, Any]]:
         if not isinstance(item, Mapping):
             continue
         if item.get("type", "message") == "message" and isinstance(item.get("role"), str):
-            messages.append(dict(item))
+            message = dict(item)
+            content = message.get("content")
+            if mode == "rendered" and isinstance(content, list):
+                message["content"] = [_rendered_part(part) for part in content]
+            messages.append(message)
         else:
             messages.append({"role": _item_role(item), "content": [dict(item)]})
     return messages
@@ -88,7 +105,7 @@ def render_responses(
 
     ``mode`` is the emulator's render mode (docs/emulator.md, "Render modes"), as for chat.
     """
-    return render_chat({"tools": tools, "messages": _as_chat(items, instructions)}, mode=mode)
+    return render_chat({"tools": tools, "messages": _as_chat(items, instructions, mode)}, mode=mode)
 
 
 def _items(value: Any) -> list[Any]:
@@ -129,9 +146,15 @@ def _arguments(tool: Mapping[str, Any]) -> str:
 
 def _tool_to_call(body: Mapping[str, Any], items: Sequence[Any]) -> Mapping[str, Any] | None:
     """The function tool the reply calls, or ``None`` for a text reply (see module docstring)."""
-    if body.get("tool_choice") == "none" or not items:
+    # The newest item that is not a system/developer message (an envelope item after the turn is context).
+    turn = [
+        item
+        for item in items
+        if not (isinstance(item, Mapping) and item.get("role") in ("system", "developer"))
+    ]
+    if body.get("tool_choice") == "none" or not turn:
         return None
-    newest = items[-1]
+    newest = turn[-1]
     if not (
         isinstance(newest, Mapping)
         and newest.get("role") == "user"

@@ -85,9 +85,13 @@ def _last_system(ir: TelosIR, band: Band) -> Location | None:
 
 def _conversation_end(ir: TelosIR) -> Location | None:
     """The last markable block before the first DROP block of the conversation, outside assistant turns."""
+    # Responses: a marker on a string-content message would turn it into a parts list on this request
+    # only; next turn, as history, it is a string again — a wire flip (I2). Such messages are skipped.
+    responses = not is_chat(ir)
     flat = [
         (m_index, b_index, message.role, block)
         for m_index, message in enumerate(ir.messages)
+        if not (responses and message.content_form == "string")
         for b_index, block in enumerate(message.blocks)
     ]
     first_drop = next((i for i, item in enumerate(flat) if item[3].band is Band.DROP), len(flat))

@@ -25,6 +25,7 @@ import telos_wrap
 from telos_wrap.config import current_config, set_config
 from telos_wrap.emulator import Emulator, EmulatorTransport, ManualClock
 from telos_wrap.ir.model import UsageReport
+from telos_wrap.replay.responses import jitter_responses
 from telos_wrap.replay.results import RunResult, TurnResult, prices_for
 from telos_wrap.traces import TraceRequest, jitter, load_trace
 
@@ -79,6 +80,10 @@ def _accepted(api: str) -> frozenset[str]:
         from anthropic.resources.messages import Messages
 
         params = inspect.signature(Messages.create).parameters
+    elif api == "responses":
+        from openai.resources.responses import Responses
+
+        params = inspect.signature(Responses.create).parameters
     else:
         from openai.resources.chat.completions import Completions
 
@@ -132,6 +137,8 @@ class _Clients:
             self._openai = openai.OpenAI(
                 api_key="emulator", base_url=base_url, http_client=self.http(), max_retries=0
             )
+        if api == "responses":
+            return self._openai.responses.create(**kwargs)
         return self._openai.chat.completions.create(**kwargs)
 
     def close(self) -> None:
@@ -262,7 +269,9 @@ def _replay_sessions(
         with make(f"replay-{run}-{requests[0].session}" if requests else f"replay-{run}"):
             for request in requests:
                 kwargs = request.kwargs
-                if jitter_seed is not None:
+                if jitter_seed is not None and request.api == "responses":
+                    kwargs = jitter_responses(kwargs, request.turn, seed=jitter_seed)
+                elif jitter_seed is not None:
                     kwargs = jitter(request.api, kwargs, request.turn, seed=jitter_seed)
                 if strategy.rewrite is not None:
                     kwargs = strategy.rewrite(request, kwargs)

@@ -619,7 +619,8 @@ def session(
         strict: raise instead of failing open, for this session's calls.
         hints: default ``TelosHints`` (or a dict, validated) for every call in the session.
         on_cache_break: called with each ``CacheBreak`` (after the warning is logged).
-        learn_volatility: learn untagged volatile system lines as DROP (on by default).
+        learn_volatility: learn the live values and changing lines of the system prompt as DROP
+            (on by default; docs/sessions.md, "Learned volatility").
         diagnostics: on Anthropic, send ``diagnostics.previous_message_id`` so the server's
             ``cache_miss_reason`` lands in each ``UsageReport``.
         prices: price multipliers per engine over ``DEFAULT_PRICES`` (for ``stats.cost``).
