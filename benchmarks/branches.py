@@ -44,7 +44,9 @@ def run(schedule: list[str], rounds: int, minutes: float, patched: bool) -> dict
     """Input tokens read from cache / total, per branch, for requests following ``schedule``."""
     clock = ManualClock(0.0)
     client = anthropic.Anthropic(
-        api_key="x", http_client=httpx2.Client(transport=EmulatorTransport(Emulator(clock=clock))), max_retries=0
+        api_key="x",
+        http_client=httpx2.Client(transport=EmulatorTransport(Emulator(clock=clock))),
+        max_retries=0,
     )
     if patched:
         telos_wrap.patch()
