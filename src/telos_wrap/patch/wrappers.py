@@ -400,11 +400,11 @@ def _observe_result(result: Any, ctx: CallContext) -> None:
         if usage is None or not hasattr(usage, "model_dump"):
             return
         diagnostics = getattr(result, "diagnostics", None)
-        dumped = (
-            diagnostics.model_dump(mode="json")
-            if diagnostics is not None and hasattr(diagnostics, "model_dump")
-            else None
-        )
+        dumped: Mapping[str, Any] | None = None
+        if diagnostics is not None and hasattr(diagnostics, "model_dump"):
+            dumped = diagnostics.model_dump(mode="json")
+        elif isinstance(diagnostics, Mapping):  # an SDK line without the type keeps the raw JSON
+            dumped = diagnostics
         report = ctx.engine.parse_usage(usage.model_dump(mode="json"), diagnostics=dumped)
         attach_usage(result, report)
         notify_usage(ctx, report)
