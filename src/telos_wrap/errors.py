@@ -7,7 +7,8 @@ The tree::
     ├── RefPoolError                bad slug, duplicate registration, or a dangling [ref:slug]
     ├── TelosHintError (+TypeError) a ``telos_hint=`` / session option has a wrong type or key
     ├── TelosStageError             a stage failed; raised only with ``strict=True`` (else fail open)
-    └── StoreConflictError          a session store update lost an optimistic-concurrency race too many times
+    ├── StoreConflictError          a session store update lost an optimistic-concurrency race too many times
+    └── StoreUnavailableError       the session store's circuit breaker is open (strict mode only)
 
 Vendor and SDK exceptions (``anthropic.APIStatusError``, ``openai.APITimeoutError``, ...) are never
 wrapped or mapped: they reach the caller exactly as the SDK raised them.
@@ -18,6 +19,7 @@ from __future__ import annotations
 __all__ = [
     "RefPoolError",
     "StoreConflictError",
+    "StoreUnavailableError",
     "TelosError",
     "TelosHintError",
     "TelosInvariantError",
@@ -73,3 +75,8 @@ class TelosStageError(TelosError):
 
 class StoreConflictError(TelosError):
     """A session-store update kept losing the compare-and-set race (another worker wrote in between)."""
+
+
+class StoreUnavailableError(TelosError):
+    """The session store failed recently and is left alone for a back-off window (its circuit breaker
+    is open); chained in the ``TelosStageError("session.store", ...)`` a ``strict`` call raises."""

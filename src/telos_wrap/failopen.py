@@ -44,10 +44,19 @@ def _call_site() -> str:
     return "<unknown>"
 
 
-def report_failure(error: TelosStageError, *, strict: bool | None = None) -> None:
-    """Count ``error`` and log it (once per stage, error type and call site); raise it if strict."""
+def report_failure(error: TelosStageError, *, strict: bool | None = None, warn: bool = True) -> None:
+    """Count ``error`` and log it (once per stage, error type and call site); raise it if strict.
+
+    ``warn=False``: count it and log it at DEBUG only, for failures that warn on their own schedule
+    (the session store's circuit breaker warns once per back-off window).
+    """
     if strict if strict is not None else current_config().strict:
         raise error
+    if not warn:
+        with _lock:
+            _failures[error.stage] += 1
+        logger.debug("telos_wrap stage %r failed: %r", error.stage, error.__cause__ or error)
+        return
     cause = error.__cause__ or error
     key = (error.stage, type(cause).__name__, _call_site())
     with _lock:

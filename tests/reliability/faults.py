@@ -20,7 +20,7 @@ from telos_wrap import pipeline
 from telos_wrap.engines._openai_compat import OpenAICompatEngine
 from telos_wrap.engines.anthropic import AnthropicEngine
 from telos_wrap.patch import wrappers
-from telos_wrap.sessions import MemoryStore, set_default_store
+from telos_wrap.sessions import MemoryStore, Session, set_default_store
 from telos_wrap.sessions.redis_store import RedisStore
 
 from .harness import Entry
@@ -62,20 +62,6 @@ class FailingStore(MemoryStore):
         return super().compare_and_set(session_id, expected, text)
 
 
-class FlakyWriteStore(MemoryStore):
-    """Every second write of a session fails: the turn is stored, recording its usage is not."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.writes: dict[str, int] = {}
-
-    def compare_and_set(self, session_id: str, expected: int, text: str) -> int | None:
-        self.writes[session_id] = self.writes.get(session_id, 0) + 1
-        if self.writes[session_id] % 2 == 0:
-            raise redis.exceptions.TimeoutError("Timeout reading from socket")
-        return super().compare_and_set(session_id, expected, text)
-
-
 class BrokenAccumulator:
     """A stream-usage accumulator that fails on the first event."""
 
@@ -104,8 +90,10 @@ class Fault:
     Attributes:
         name: test id.
         stage: the stage ``TelosStageError.stage`` must name (fail-open count key).
-        side: ``"request"`` (the request cannot be rewritten: the original goes out) or
-            ``"response"`` (the rewrite went out; reading the response fails).
+        side: ``"request"`` (the request cannot be rewritten: the original goes out),
+            ``"response"`` (the rewrite went out; reading the response fails) or ``"store"`` (the
+            session store is unavailable: the rewrite goes out, made from the state this process
+            holds, and strict mode raises before sending).
         install: injects the fault (``monkeypatch``); restored by pytest.
         cause: the exception type at the root of the ``TelosStageError`` chain.
     """
@@ -125,7 +113,7 @@ class Fault:
             return entry.has_usage
         if self.name == "stream-usage":
             return entry.streaming
-        if self.name == "store.write-after-send":
+        if self.name == "session.record-usage":
             return not entry.count_only and entry.turn
         if self.name == "store.write":
             # a token count (or a Responses compaction) is not a turn: it only reads the session
@@ -137,7 +125,7 @@ class Fault:
         return (entry.count_only or not entry.turn) and self.stage == "session.store"
 
     def stage_for(self, entry: Entry) -> str:
-        if self.name == "store.write-after-send":
+        if self.name == "session.record-usage":
             return "stream-usage" if entry.streaming else "usage"
         return self.stage
 
@@ -157,7 +145,8 @@ def _store_fault(name: str, make: Callable[[], Any], cause: type[BaseException])
     def install(monkeypatch: pytest.MonkeyPatch) -> None:
         set_default_store(make())  # the autouse fixture puts the previous store back
 
-    return Fault(name, "session.store", "request", install, cause)
+    # The store is down, not telos: the call is still rewritten, on the state this process holds.
+    return Fault(name, "session.store", "store", install, cause)
 
 
 def _patch_fault(name: str, stage: str, side: str, target: Any, attribute: str, value: Any) -> Fault:
@@ -183,11 +172,14 @@ def _stream_usage_fault() -> Fault:
     return Fault("stream-usage", "stream-usage", "response", install)
 
 
-def _write_after_send_fault() -> Fault:
-    def install(monkeypatch: pytest.MonkeyPatch) -> None:
-        set_default_store(FlakyWriteStore())
+def _record_usage_fault() -> Fault:
+    """Recording the usage in the session fails, after the rewrite went out (the usage has no store
+    I/O of its own: it is folded into the session's next write, see docs/sessions.md)."""
 
-    return Fault("store.write-after-send", "usage", "response", install, redis.exceptions.TimeoutError)
+    def install(monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(Session, "record_usage", _raise)
+
+    return Fault("session.record-usage", "usage", "response", install)
 
 
 FAULTS: tuple[Fault, ...] = (
@@ -211,7 +203,7 @@ FAULTS: tuple[Fault, ...] = (
     ),
     _usage_fault(),
     _stream_usage_fault(),
-    _write_after_send_fault(),
+    _record_usage_fault(),
 )
 FAULT_IDS = [fault.name for fault in FAULTS]
 STORE_FAULTS = frozenset(f.name for f in FAULTS if f.stage == "session.store")

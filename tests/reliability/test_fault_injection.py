@@ -147,7 +147,7 @@ STRICT_CASES = [
     )
     for e_id in STRICT_ENTRIES
     for f in FAULTS
-    if f.fires(entry(e_id)) and not (f.name == "store.write-after-send" and entry(e_id).streaming)
+    if f.fires(entry(e_id)) and not (f.name == "session.record-usage" and entry(e_id).streaming)
 ]
 
 
@@ -165,7 +165,7 @@ def test_strict_mode_raises_naming_the_stage(
     assert info.value.stage == f.stage_for(e)
     assert f"stage {f.stage_for(e)!r} failed" in str(info.value)
     assert f.cause.__name__ in str(info.value), "the message says what failed"
-    if f.side == "request":
+    if f.side in ("request", "store"):
         assert wire.sent == [], "strict mode raises before anything is sent"
 
 
@@ -190,7 +190,7 @@ def test_strict_mode_raises_for_a_failure_at_stream_end(
     """Regression: recording a stream's usage at its end reported with strict=False."""
     e = entry(entry_id)
     telos_wrap.patch(strict=True)
-    fault("store.write-after-send").install(monkeypatch)
+    fault("session.record-usage").install(monkeypatch)
     with pytest.raises(TelosStageError) as info:
         e.run(client_for(e.sdk, Wire(), is_async=e.is_async), kwargs_for(e.sdk))
     assert info.value.stage == "stream-usage"
@@ -251,8 +251,9 @@ def _call_in_thread(budget: float) -> tuple[bool, list[Any]]:
 
 
 def test_a_hung_redis_with_timeouts_fails_open_quickly() -> None:
-    """With socket timeouts and no retries on the client, a Redis that never answers costs two timeouts
-    (the turn, then the pass-through note), then the call goes out unchanged."""
+    """With socket timeouts and no retries on the client, a Redis that never answers costs one timeout
+    (the turn's read); the store's circuit breaker then leaves it alone and the call goes out,
+    rewritten on the state this process holds."""
     import redis
     from redis.backoff import NoBackoff
     from redis.retry import Retry

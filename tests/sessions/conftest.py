@@ -109,5 +109,65 @@ def redis_prefix() -> str:
     return f"telos-test:{uuid.uuid4().hex[:12]}:"
 
 
+class RedisServer:
+    """A ``redis-server`` of the test's own, with an append-only file, that can be restarted on its port."""
+
+    def __init__(self, data: Path) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            pytest.skip("redis-server is not installed (apt-get install redis-server)")
+        data.mkdir(parents=True, exist_ok=True)
+        self.binary, self.data, self.port = binary, data, _free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.restarts = 0
+        self.process: subprocess.Popen[bytes] | None = None
+        self.start()
+
+    def start(self) -> None:
+        import redis
+
+        self.process = subprocess.Popen(
+            [
+                self.binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+                "--dir",
+                str(self.data),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        client = redis.Redis.from_url(self.url)
+        try:
+            for _ in range(400):
+                try:
+                    if client.ping():
+                        return
+                except redis.exceptions.ConnectionError:
+                    time.sleep(0.025)
+            pytest.fail("redis-server did not start")
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()  # SIGTERM: redis-server flushes its append-only file and exits
+            self.process.wait(timeout=10)
+            self.process = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+        self.restarts += 1
+
+
 #: ``benchmarks/`` (its oracle bound is what the end-to-end efficiency tests measure against).
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"

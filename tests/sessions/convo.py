@@ -69,3 +69,23 @@ def run_shared_turn(client: Any, sess: Any, turn: int) -> Any:
         return client.messages.create(
             model=MODEL, max_tokens=32, system=system_prompt(turn), messages=messages_for(turn)
         )
+
+
+async def run_shared_turn_async(client: Any, sess: Any, turn: int) -> Any:
+    """``run_shared_turn`` with an async client (the session primitives are sync: run in a thread)."""
+    import asyncio
+
+    if turn == 0:
+        await asyncio.to_thread(sess.pin, "handbook", HANDBOOK)
+    if turn == 6:
+        await asyncio.to_thread(
+            sess.fold, message_range=(0, 4), summary="The user asked about refunds for orders 1000 and 1001."
+        )
+    if turn == 8:
+        await asyncio.to_thread(
+            sess.fold, slugs=["handbook"], summary="Handbook: refunds within fourteen days."
+        )
+    async with sess:
+        return await client.messages.create(
+            model=MODEL, max_tokens=32, system=system_prompt(turn), messages=messages_for(turn)
+        )

@@ -184,6 +184,7 @@ class Durable:
 
     @staticmethod
     def of(session: Session) -> Durable:
+        session.flush()  # usage this process still holds (it rides along with the next write)
         stored = session.store.load(session.id)
         keys = session.state.pins.values() if stored is not None else ()
         return Durable(stored, {key: session.store.get_blob(session.id, key) or "" for key in keys})
@@ -191,7 +192,7 @@ class Durable:
     def restore(self, session_id: str) -> RecordingStore:
         store = RecordingStore()
         if self.state is not None:
-            assert store.compare_and_set(session_id, 0, self.state.text) == 1
+            assert store.compare_and_set(session_id, 0, self.state.text) is not None  # revisions are opaque
         for key, text in self.blobs.items():
             store.put_blob(session_id, key, text)
         store.writes.clear()
@@ -263,7 +264,7 @@ class SessionsMachine(RuleBasedStateMachine):
         assert messages == caller_view, "the caller's messages were mutated"
         assert len(self.transport.bodies) == sent_before + 1
         sent = self.transport.bodies[-1]
-        written = self.store.writes[writes_before]  # the request's state (usage is written after)
+        written = self.store.writes[writes_before]  # the request's state (one write per call)
         self.sent = True
 
         # A fresh process: the same durable state, no memo, no tables, no parsed-state cache.

@@ -92,12 +92,17 @@ def test_integer_arrays_are_packed_and_schema_1_lists_still_read() -> None:
 
 def test_memory_store_compare_and_set_and_lru() -> None:
     store = MemoryStore(max_sessions=2)
-    assert store.compare_and_set("a", 0, "1") == 1
+    a = store.compare_and_set("a", 0, "1")
+    assert a is not None
     assert store.compare_and_set("a", 0, "x") is None
-    assert store.compare_and_set("b", 0, "2") == 1
+    assert store.compare_and_set("a", a, "y") not in (None, a)
+    assert store.compare_and_set("b", 0, "2") is not None
     assert store.load("a") is not None  # a is now the most recent
-    assert store.compare_and_set("c", 0, "3") == 1
+    assert store.compare_and_set("c", 0, "3") is not None
     assert store.load("b") is None and len(store) == 2
+    # Revisions are never reused: "b" created again cannot take a revision any session had.
+    seen = {a, store.load("a").revision, store.load("c").revision}  # type: ignore[union-attr]
+    assert store.compare_and_set("b", 0, "4") not in seen
     with pytest.raises(ValueError):
         MemoryStore(max_sessions=0)
 

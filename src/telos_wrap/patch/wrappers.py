@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
 
@@ -31,7 +32,7 @@ from telos_wrap.patch.mode import rewriting
 from telos_wrap.patch.observers import OBSERVERS, notify_request, notify_usage
 from telos_wrap.patch.routing import Route, route_request
 from telos_wrap.patch.streams import hook_stream, is_stream
-from telos_wrap.pipeline import PrepareOptions, prepare
+from telos_wrap.pipeline import Prepared, PrepareOptions, prepare
 from telos_wrap.sessions import Session, current_session, implicit_session, named_session
 from telos_wrap.usage import attach_usage
 
@@ -173,8 +174,45 @@ def _resolve_session(
     return implicit_session(api, body, drop_patterns=hints.drop_patterns)
 
 
-def _prepare(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None]:
-    """Rewrite ``options`` for sending; returns the options to send and the call's context."""
+@dataclass(frozen=True, slots=True)
+class _Turn:
+    """A call that needs its session: what ``_route`` decided, for the sync or async finish."""
+
+    options: Any
+    api: Api
+    engine_name: str
+    body: dict[str, Any]
+    session: Session
+    strict: bool
+    is_turn: bool  # False for a token count or a compaction: rewritten, never a turn of the session
+    prepare_options: PrepareOptions | None  # None: telos is disabled for this call (pass-through)
+
+    def context(self, index: int) -> CallContext:
+        return CallContext(
+            engine=get_engine(self.engine_name), session=self.session, index=index, strict=self.strict
+        )
+
+    def rewritten(self, index: int, prepared: Prepared) -> tuple[Any, CallContext]:
+        new_options = self.options.model_copy(update={"json_data": prepared.body, "extra_json": None})
+        # The engine asked for stream usage the caller did not: the usage-only chunk is ours to swallow.
+        hide = _includes_usage(prepared.body) and not _includes_usage(self.body)
+        return new_options, CallContext(
+            engine=prepared.engine,
+            session=self.session,
+            index=index,
+            strict=self.strict,
+            hide_usage_chunk=hide,
+        )
+
+    def failed(self, error: TelosStageError) -> bool:
+        """Report a failure (raises if strict); whether the pass-through should be recorded."""
+        report_failure(error, strict=self.strict)
+        # When the store itself failed, recording the pass-through would wait on it a second time.
+        return self.is_turn and error.stage != "session.store"
+
+
+def _route(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None, _Turn | None]:
+    """Everything before the session's I/O: hints, route, body, session. No store access."""
     config = current_config()
     try:
         options, header = _strip_hint_header(_materialize(options))
@@ -182,58 +220,85 @@ def _prepare(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | No
         hints, carried = read_hint_header(header)
     except Exception as exc:  # a telos bug must never break the call
         report_failure(TelosStageError("hint", exc))
-        return options, None
+        return options, None, None
     try:
         route: Route | None = route_request(
             sdk, options.method, options.url, str(client.base_url), hints, config
         )
     except Exception as exc:
         report_failure(TelosStageError("route", exc))
-        return options, None
+        return options, None, None
     if route is None:
-        return options, None
+        return options, None, None
     # Observe only (record() without patch(), or patch(enabled=False)): the request goes out as the
     # SDK built it; with no observer there is nothing to do at all.
     observe_only = not config.enabled or not rewriting()
     if observe_only and not OBSERVERS:
-        return options, None
+        return options, None, None
     body = _plain_body(options)
     if body is None:
-        return options, None
+        return options, None, None
     session = _resolve_session(route.api, body, hints, carried, named)
     hints = hints.merged_over(session.hints)
     strict = session.strict if session.strict is not None else config.strict
-    engine = get_engine(route.engine)
-    turn = route.turn and not route.count_only
-    if hints.disable or observe_only:
-        index = session.note_passthrough(route.api, route.engine, body) if turn else -1
-        return options, CallContext(engine=engine, session=session, index=index, strict=strict)
-    prepare_options = PrepareOptions(
-        engine=route.engine,
-        hints=hints,
-        session_id=session.id,
-        count_only=route.count_only,
-        bridge=BridgeOptions(keep_past_drop=config.keep_past_drop),
-        refpool_threshold=config.refpool_threshold,
-    )
+    prepare_options = None
+    if not (hints.disable or observe_only):
+        prepare_options = PrepareOptions(
+            engine=route.engine,
+            hints=hints,
+            session_id=session.id,
+            count_only=route.count_only,
+            bridge=BridgeOptions(keep_past_drop=config.keep_past_drop),
+            refpool_threshold=config.refpool_threshold,
+        )
+    is_turn = route.turn and not route.count_only
+    turn = _Turn(options, route.api, route.engine, body, session, strict, is_turn, prepare_options)
+    return options, None, turn
+
+
+def _prepare(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None]:
+    """Rewrite ``options`` for sending; returns the options to send and the call's context."""
+    options, ctx, turn = _route(sdk, client, options)
+    if turn is None:
+        return options, ctx
+    session, po = turn.session, turn.prepare_options
+    if po is None:
+        index = session.note_passthrough(turn.api, turn.engine_name, turn.body) if turn.is_turn else -1
+        return options, turn.context(index)
     try:
-        if not turn:  # a token count or a compaction: the same rewrite, never a turn of the session
-            prepared = prepare(route.api, body, prepare_options, session.hooks())
-            index = -1
-        else:
-            index, prepared = session.prepare_request(route.api, body, prepare_options)
+        if not turn.is_turn:
+            return turn.rewritten(-1, prepare(turn.api, turn.body, po, session.hooks(strict=turn.strict)))
+        return turn.rewritten(*session.prepare_request(turn.api, turn.body, po, strict=turn.strict))
     except TelosStageError as error:
-        report_failure(error, strict=strict)
-        # When the store itself failed, recording the pass-through would wait on it a second time.
-        skip = not turn or error.stage == "session.store"
-        index = -1 if skip else session.note_passthrough(route.api, route.engine, body)
-        return options, CallContext(engine=engine, session=session, index=index, strict=strict)
-    new_options = options.model_copy(update={"json_data": prepared.body, "extra_json": None})
-    # The engine asked for stream usage the caller did not: the usage-only chunk is ours to swallow.
-    hide = _includes_usage(prepared.body) and not _includes_usage(body)
-    return new_options, CallContext(
-        engine=prepared.engine, session=session, index=index, strict=strict, hide_usage_chunk=hide
-    )
+        record = turn.failed(error)
+        index = session.note_passthrough(turn.api, turn.engine_name, turn.body) if record else -1
+        return options, turn.context(index)
+
+
+async def _aprepare(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None]:
+    """``_prepare`` for async clients: the session's store I/O is awaited, never blocking the loop."""
+    options, ctx, turn = _route(sdk, client, options)
+    if turn is None:
+        return options, ctx
+    session, po = turn.session, turn.prepare_options
+    if po is None:
+        index = (
+            await session.note_passthrough_async(turn.api, turn.engine_name, turn.body)
+            if turn.is_turn
+            else -1
+        )
+        return options, turn.context(index)
+    try:
+        if not turn.is_turn:
+            hooks = await session.ahooks(strict=turn.strict)
+            return turn.rewritten(-1, prepare(turn.api, turn.body, po, hooks))
+        return turn.rewritten(
+            *await session.prepare_request_async(turn.api, turn.body, po, strict=turn.strict)
+        )
+    except TelosStageError as error:
+        record = turn.failed(error)
+        index = await session.note_passthrough_async(turn.api, turn.engine_name, turn.body) if record else -1
+        return options, turn.context(index)
 
 
 def _includes_usage(body: Mapping[str, Any]) -> bool:
@@ -299,7 +364,7 @@ def make_async_request_wrapper(sdk: str) -> Callable[..., Awaitable[Any]]:
         wrapped: Callable[..., Awaitable[Any]], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         original = _original_options(args, kwargs)
-        options, ctx = _prepare(sdk, instance, original)
+        options, ctx = await _aprepare(sdk, instance, original)
         if OBSERVERS:
             notify_request(sdk, ctx, _plain_body(original))
         args, kwargs = _swap_options(args, kwargs, options)

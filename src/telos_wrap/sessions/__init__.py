@@ -7,11 +7,13 @@ request, its folds, pins and learned volatile spans, and exact usage counters â€
 conversation. See ``docs/sessions.md``.
 
 Modules: ``core`` (``Session``, context), ``turn`` (one request, pure), ``state`` / ``records``
-(durable values), ``store`` / ``redis_store`` (compare-and-set stores), ``prints`` / ``breaks``
+(durable values), ``store`` / ``redis_store`` (compare-and-set stores, sync and async),
+``breaker`` (the stores' circuit breaker), ``prints`` / ``breaks``
 (cache-break detection), ``volatility`` (learned DROP spans), ``folds`` (pins and folds),
 ``stats`` (costs), ``refresh`` / ``refresh_io`` (R8 keep-alive).
 """
 
+from telos_wrap.sessions.breaker import BreakerStats, StoreBreaker, StoreEvent
 from telos_wrap.sessions.core import (
     RequestRecord,
     Session,
@@ -31,6 +33,7 @@ from telos_wrap.sessions.store import MemoryStore, SessionStore, Versioned, defa
 __all__ = [
     "DEFAULT_PRICES",
     "REFRESH_THRESHOLD",
+    "BreakerStats",
     "CacheBreak",
     "FoldError",
     "MemoryStore",
@@ -44,6 +47,8 @@ __all__ = [
     "SessionStats",
     "SessionStore",
     "SlugFold",
+    "StoreBreaker",
+    "StoreEvent",
     "Versioned",
     "VolatileSpan",
     "current_session",

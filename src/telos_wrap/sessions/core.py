@@ -13,6 +13,9 @@ Every request is one compare-and-set on the session's state (see ``store.py``): 
 
 from __future__ import annotations
 
+import asyncio
+import atexit
+import contextlib
 import contextvars
 import hashlib
 import logging
@@ -22,7 +25,7 @@ import time
 import uuid
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any, TypeVar
@@ -30,20 +33,27 @@ from typing import Any, TypeVar
 from telos_wrap.bridge import BridgeOptions
 from telos_wrap.config import current_config
 from telos_wrap.engines.base import EmitPlan
-from telos_wrap.errors import RefPoolError, StoreConflictError, TelosError, TelosStageError
+from telos_wrap.errors import (
+    RefPoolError,
+    StoreConflictError,
+    StoreUnavailableError,
+    TelosError,
+    TelosStageError,
+)
 from telos_wrap.failopen import report_failure
 from telos_wrap.history import HistoryMemo
 from telos_wrap.ir.canon import canonical_json
 from telos_wrap.ir.hints import TelosHints, parse_hints
 from telos_wrap.ir.model import Api, UsageReport
 from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks
+from telos_wrap.sessions.breaker import StoreBreaker, StoreEvent, breaker_of
 from telos_wrap.sessions.folds import FoldError, validate_range, validate_slug
 from telos_wrap.sessions.identity import conversation_key
 from telos_wrap.sessions.records import CacheBreak, RangeFold, SlugFold, VolatileSpan
 from telos_wrap.sessions.refresh import RefreshDecision, decide_refresh
 from telos_wrap.sessions.state import EngineUsage, SessionState
 from telos_wrap.sessions.stats import PriceMultipliers, SessionStats
-from telos_wrap.sessions.store import SessionStore, default_store
+from telos_wrap.sessions.store import SessionStore, Versioned, default_store, store_ops
 from telos_wrap.sessions.turn import StateHooks, TurnResult, run_turn
 
 __all__ = [
@@ -88,6 +98,92 @@ class RequestRecord:
     cache_break: CacheBreak | None = None
     learned: VolatileSpan | None = None
     usage: UsageReport | None = None
+
+
+# -- the store operations a plan yields (see ``Session._plan``) ----------------------------------------
+
+
+class _StoreOp:
+    __slots__ = ()
+
+
+class _Load(_StoreOp):
+    __slots__ = ()
+
+
+_LOAD = _Load()
+
+
+@dataclass(frozen=True, slots=True)
+class _Swap(_StoreOp):
+    expected: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class _GetBlob(_StoreOp):
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Sleep(_StoreOp):
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Failed:
+    """What a driver sends back into a plan when a store operation raised."""
+
+    exc: BaseException | None
+
+
+#: An async store call given up because the breaker tripped meanwhile (not a new failure).
+_ABANDONED = _Failed(None)
+
+
+async def _race_trip(call: Coroutine[Any, Any, Any], breaker: StoreBreaker) -> Any:
+    """Await a store call; if the breaker trips first (another call failed), give up on it."""
+    task = asyncio.ensure_future(call)
+    trip = breaker.trip_future()
+    try:
+        await asyncio.wait((task, trip), return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if task.done():
+        try:
+            return task.result()
+        except Exception as exc:
+            return _Failed(exc)
+    task.cancel()
+    breaker.abandoned()
+    return _ABANDONED
+
+
+def _unchanged(state: SessionState) -> tuple[None, None]:
+    return None, None
+
+
+def _apply_usage(
+    state: SessionState, index: int, report: UsageReport | None, response_id: str | None
+) -> SessionState:
+    """``state`` with one response's usage added (the fold of ``record_usage``)."""
+    if report is None or report.raw_input is None:
+        new = replace(state, unreported=state.unreported + 1)
+    else:
+        by_ttl = report.cache_write_by_ttl or {}
+        usage = dict(state.usage)
+        usage[report.engine] = usage.get(report.engine, EngineUsage()).plus(
+            raw=report.raw_input,
+            read=report.cache_read or 0,
+            write=report.cache_write or 0,
+            write_1h=by_ttl.get("1h", 0) + by_ttl.get("12h", 0),
+            output=report.output or 0,
+        )
+        new = replace(state, usage=usage)
+    if response_id is not None and index >= state.last_response_index:
+        new = replace(new, last_response_id=response_id, last_response_index=index)
+    return new
 
 
 def _blob_key(text: str) -> str:
@@ -135,7 +231,18 @@ class Session:
         self._last_request: tuple[Api, dict[str, Any], PrepareOptions] | None = None
         self._last_sent: dict[str, Any] | None = None
         self._memo = HistoryMemo()
-        self._parsed: tuple[int, str, SessionState] | None = None
+        #: The store's copy as this process last saw it: (revision, text, state); revision 0 = absent.
+        self._parsed: tuple[int, str | None, SessionState] | None = None
+        self._bound: SessionStore | None = None  # the store ``_parsed`` / ``_dirty`` belong to
+        #: State computed here while the store was unavailable, not yet written (reconciled later).
+        self._dirty: SessionState | None = None
+        #: A write whose answer never came (text, state): it may have landed all the same.
+        self._unconfirmed: tuple[str, SessionState] | None = None
+        #: Usage recorded here, written with the session's next write.
+        self._pending: list[tuple[int, UsageReport | None, str | None]] = []
+        self._alocks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
         _live[self.id] = self
 
     @property
@@ -169,47 +276,286 @@ class Session:
         self.__exit__(exc_type, exc, tb)
 
     # -- durable state ------------------------------------------------------------------------------
+    #
+    # Every change of the session's state is planned by ``_plan`` (a generator that yields the store
+    # operations it needs and decides what to do with their results) and run by ``_run`` (sync: the
+    # store's methods) or ``_arun`` (async: their ``a``-twins, awaited). The plan is the only place
+    # that knows the protocol: compare-and-set on the revision this process last saw (one round trip
+    # when nobody else wrote), the current state back when it loses, pending usage folded in, the
+    # circuit breaker, and reconciliation after an outage.
 
-    def _load(self) -> tuple[int, SessionState]:
-        try:
-            stored = self.store.load(self.id)
-        except Exception as exc:
-            raise TelosStageError("session.store", exc) from exc
+    def _bind_store(self) -> None:
+        """Forget what this process knows of the state if the session now uses another store (the
+        process default was replaced): that store's copy is the truth from now on."""
+        store = self.store
+        if store is not self._bound:
+            if self._bound is not None and (self._pending or self._dirty is not None):
+                logger.debug("telos_wrap: session %s moved stores; unwritten state dropped", self.id)
+            self._bound, self._parsed, self._dirty, self._unconfirmed = store, None, None, None
+            self._pending.clear()
+
+    def _breaker(self) -> StoreBreaker:
+        return breaker_of(self.store)
+
+    def _adopt(self, stored: Versioned | None) -> None:
+        """Take ``stored`` (the store's current copy, or None: absent) as this process's base."""
         if stored is None:
-            return 0, SessionState(session_id=self.id)
+            self._parsed = (0, None, SessionState(session_id=self.id))
+            return
         cached = self._parsed
         # The state this process last wrote or read, if the store still holds exactly that text:
         # skip re-parsing it (the revision alone is not trusted; the text must be equal too).
         if cached is not None and cached[0] == stored.revision and cached[1] == stored.text:
-            return stored.revision, cached[2]
-        state = SessionState.loads(stored.text)
-        self._parsed = (stored.revision, stored.text, state)
-        return stored.revision, state
+            return
+        self._parsed = (stored.revision, stored.text, SessionState.loads(stored.text))
 
-    def _update(self, step: Callable[[SessionState], tuple[SessionState | None, T]]) -> T:
-        """Run ``step`` on the latest state and write its result with compare-and-set (retrying)."""
+    def _view(self) -> SessionState | None:
+        """The newest state this process holds (written or not), without pending usage."""
+        if self._dirty is not None:
+            return self._dirty
+        return None if self._parsed is None else self._parsed[2]
+
+    def _with_pending(self, state: SessionState) -> SessionState:
+        for index, report, response_id in self._pending:
+            state = _apply_usage(state, index, report, response_id)
+        return state
+
+    def _unavailable(self, exc: BaseException | None, strict: bool | None, reported: list[bool]) -> None:
+        """The store cannot be used for this call: open the breaker (if it just failed) and count it."""
+        breaker = self._breaker()
+        if exc is not None:
+            breaker.failure(exc)
+        if reported:
+            return
+        reported.append(True)
+        cause = (
+            exc
+            if exc is not None
+            else StoreUnavailableError(
+                f"the session store failed recently; it is probed again after {breaker.backoff:.1f} s"
+            )
+        )
+        # Warned about by the breaker (once per window); counted here once per call.
+        report_failure(TelosStageError("session.store", cause), strict=strict, warn=False)
+
+    def _plan(
+        self,
+        step: Callable[[SessionState], tuple[SessionState | None, T]],
+        strict: bool | None,
+        *,
+        readonly: bool = False,
+    ) -> Generator[_StoreOp, Any, T]:
+        """Run ``step`` on the newest state and make its result durable (see the comment above)."""
+        self._bind_store()
+        breaker = self._breaker()
+        reported: list[bool] = []
+        restoring = False
         for attempt in range(MAX_ATTEMPTS):
-            revision, state = self._load()
+            if self._parsed is None:
+                if breaker.allow():
+                    loaded = yield _LOAD
+                    if isinstance(loaded, _Failed):
+                        self._unavailable(loaded.exc, strict, reported)
+                    else:
+                        breaker.success()
+                        self._adopt(loaded)
+                        if self._dirty is not None and loaded is not None:
+                            self._drop("the store holds a state this process had not read before the outage")
+                else:
+                    self._unavailable(None, strict, reported)
+            base = self._view() or SessionState(session_id=self.id)
+            for key in base.pins.values():
+                if key not in self._blobs and self._parsed is not None and breaker.allow():
+                    blob = yield _GetBlob(key)
+                    if isinstance(blob, _Failed):
+                        self._unavailable(blob.exc, strict, reported)
+                    elif blob is not None:
+                        breaker.success()
+                        self._blobs[key] = blob
+            pending = len(self._pending)
+            state = self._with_pending(base)
             new_state, result = step(state)
-            if new_state is None:
+            target = state if new_state is None else new_state
+            if readonly or (target is base and self._dirty is None and not restoring):
+                return result  # nothing durable changed: no store round trip
+            if self._parsed is None or not breaker.allow():
+                if self._parsed is not None:
+                    self._unavailable(None, strict, reported)
+                self._keep_local(target, pending)
                 return result
-            text = new_state.dumps()
-            try:
-                written = self.store.compare_and_set(self.id, revision, text)
-            except Exception as exc:
-                raise TelosStageError("session.store", exc) from exc
-            if written is not None:
-                self._parsed = (written, text, new_state)
+            expected = self._parsed[0]
+            text = target.dumps()
+            outcome = yield _Swap(expected, text)
+            if isinstance(outcome, _Failed):
+                self._unavailable(outcome.exc, strict, reported)
+                self._keep_local(target, pending)
+                # The write may still have landed (only its answer was lost): recognized later.
+                self._unconfirmed = (text, target)
                 return result
-            time.sleep(random.uniform(0, 0.0005 * min(attempt + 1, 20)))
+            breaker.success()
+            if outcome.revision is not None:
+                self._unconfirmed = None
+                if restoring:
+                    self._event(
+                        "restored", target, "the store had lost the session; this copy was written back"
+                    )
+                elif self._dirty is not None:
+                    self._event(
+                        "reconciled", target, "state kept in-process during a store outage was written"
+                    )
+                self._parsed = (outcome.revision, text, target)
+                self._dirty = None
+                del self._pending[:pending]
+                if not self._pending:
+                    _release(self)
+                return result
+            current = outcome.current
+            if current is None:
+                # The store lost the session (restarted without persistence, evicted, expired):
+                # write this process's copy back, as a new session (expected revision 0).
+                self._parsed = (0, None, base)
+                self._dirty = None
+                restoring = True
+                continue
+            unconfirmed, self._unconfirmed = self._unconfirmed, None
+            if self._dirty is not None and unconfirmed is not None and current.text == unconfirmed[0]:
+                # It is this process's own write, whose answer timed out: build on it.
+                self._parsed = (current.revision, current.text, unconfirmed[1])
+                continue
+            if self._dirty is not None:
+                self._drop(f"another worker wrote the session (revision {current.revision}) meanwhile")
+            known = self._parsed[2].requests
+            self._adopt(current)
+            if self._parsed[2].requests < known:
+                # Request counts only grow: the store's copy went back in time (another worker put
+                # back an older copy after the store lost the session). Not merged: recorded.
+                self._event(
+                    "dropped",
+                    self._parsed[2],
+                    f"the store's copy has {self._parsed[2].requests} requests, this process had seen "
+                    f"{known}: an older copy was put back after the store lost the session",
+                )
+            restoring = False
+            if attempt >= 2:
+                yield _Sleep(random.uniform(0, 0.0005 * min(attempt, 20)))
         raise StoreConflictError(
             f"session {self.id!r}: lost the store's compare-and-set {MAX_ATTEMPTS} times in a row"
         )
 
+    def _keep_local(self, state: SessionState, pending: int) -> None:
+        """The store is unavailable: ``state`` lives in this process until it can be written."""
+        self._dirty = state
+        del self._pending[:pending]
+        _hold(self)
+
+    def _update(self, step: Callable[[SessionState], tuple[SessionState | None, T]]) -> T:
+        """Apply a primitive's ``step`` durably (raises ``TelosStageError`` if the store is unavailable)."""
+        with self._lock:
+            return self._run(self._plan(step, strict=True))
+
+    def _drop(self, reason: str) -> None:
+        assert self._dirty is not None
+        self._event("dropped", self._dirty, reason)
+        self._dirty = None
+
+    def _event(self, kind: str, state: SessionState, reason: str) -> None:
+        self._breaker().record(StoreEvent(kind, self.id, state.requests, reason, self.clock()))
+
+    def _run(self, plan: Generator[_StoreOp, Any, T]) -> T:
+        """Run a plan with the store's sync methods (the caller holds ``self._lock``)."""
+        ops = store_ops(self.store)
+        value: Any = None
+        while True:
+            try:
+                op = plan.send(value)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            if isinstance(op, _Sleep):
+                time.sleep(op.seconds)
+                value = None
+                continue
+            try:
+                if op is _LOAD:
+                    value = ops.load(self.id)
+                elif isinstance(op, _Swap):
+                    value = ops.swap(self.id, op.expected, op.text)
+                else:
+                    assert isinstance(op, _GetBlob)
+                    value = ops.get_blob(self.id, op.key)
+            except Exception as exc:
+                value = _Failed(exc)
+
+    async def _arun(self, plan: Generator[_StoreOp, Any, T]) -> T:
+        """Run a plan with the store's async methods, one plan per session at a time."""
+        ops = store_ops(self.store)
+        breaker = self._breaker()
+        async with self._async_lock():
+            value: Any = None
+            while True:
+                try:
+                    op = plan.send(value)
+                except StopIteration as stop:
+                    return stop.value  # type: ignore[no-any-return]
+                if isinstance(op, _Sleep):
+                    await asyncio.sleep(op.seconds)
+                    value = None
+                    continue
+                call: Coroutine[Any, Any, Any]
+                if op is _LOAD:
+                    call = ops.aload(self.id)
+                elif isinstance(op, _Swap):
+                    call = ops.aswap(self.id, op.expected, op.text)
+                else:
+                    assert isinstance(op, _GetBlob)
+                    call = ops.aget_blob(self.id, op.key)
+                value = await _race_trip(call, breaker)
+
+    def _async_lock(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        lock = self._alocks.get(loop)
+        if lock is None:
+            lock = self._alocks[loop] = asyncio.Lock()
+        return lock
+
+    def flush(self) -> None:
+        """Write what this process holds and the store does not yet (pending usage, outage state).
+
+        Usage is folded into the session's next write (see ``docs/sessions.md``); ``flush`` writes
+        it now. No store round trip when there is nothing to write. Never raises (fail open).
+        """
+        with self._lock:
+            if self._pending or self._dirty is not None:
+                with contextlib.suppress(TelosError):
+                    self._run(self._plan(_unchanged, strict=False))
+
+    async def aflush(self) -> None:
+        """``flush`` for async code (the store's async client; nothing blocks the event loop)."""
+        if self._pending or self._dirty is not None:
+            with contextlib.suppress(TelosError):
+                await self._arun(self._plan(_unchanged, strict=False))
+
+    def _read(self) -> SessionState:
+        """The store's current state (after writing this process's pending usage), else this process's."""
+        for other in _held():
+            if other.id == self.id and other is not self and other.store is self.store:
+                other.flush()
+        with self._lock:
+            self.flush()
+            if self._dirty is None and self._breaker().allow():
+                try:
+                    loaded = store_ops(self.store).load(self.id)
+                except Exception as exc:
+                    self._breaker().failure(exc)
+                else:
+                    self._breaker().success()
+                    self._adopt(loaded)
+            view = self._view()
+            return self._with_pending(view) if view is not None else SessionState(session_id=self.id)
+
     @property
     def state(self) -> SessionState:
         """A snapshot of the session's durable state (as stored; JSON-serializable via ``to_json``)."""
-        return self._load()[1]
+        return self._read()
 
     def _pins(self, state: SessionState) -> dict[str, str]:
         pins: dict[str, str] = {}
@@ -223,28 +569,56 @@ class Session:
             pins[slug] = text
         return pins
 
+    def _cached_pins(self, state: SessionState) -> dict[str, str]:
+        """The pinned texts of ``state`` from this process's blob cache (filled by the plan)."""
+        pins: dict[str, str] = {}
+        for slug, key in state.pins.items():
+            text = self._blobs.get(key)
+            if text is None:
+                raise RefPoolError(f"pinned document {slug!r} is missing from the session store")
+            pins[slug] = text
+        return pins
+
     # -- the request path (called by the patch layer) ---------------------------------------------
 
-    def hooks(self) -> SessionHooks:
+    def _hooks_plan(self, strict: bool | None) -> Generator[_StoreOp, Any, SessionHooks]:
+        def step(state: SessionState) -> tuple[None, SessionHooks]:
+            return None, StateHooks(state, self._cached_pins(state), state.volatile)
+
+        return self._plan(step, strict, readonly=True)
+
+    def hooks(self, *, strict: bool | None = None) -> SessionHooks:
         """The session's current pipeline hooks (for calls that are not turns, e.g. token counts).
 
-        Never raises: if the state cannot be read, the stateless hooks are returned (and logged).
+        Reads the store only when this process holds nothing of the session yet. Never raises
+        unless ``strict``: if the state cannot be read, the stateless hooks are returned (counted).
         """
         try:
-            state = self._load()[1]
-            return StateHooks(state, self._pins(state), state.volatile)
-        except Exception as exc:  # counted, and warned once per call site (telos_wrap.failopen)
-            report_failure(TelosStageError("session.store", exc), strict=self.strict)
+            with self._lock:
+                return self._run(self._hooks_plan(strict))
+        except TelosStageError:
+            if strict:
+                raise
+            return SessionHooks()
+        except Exception as exc:
+            report_failure(TelosStageError("session", exc), strict=strict)
             return SessionHooks()
 
-    def prepare_request(
-        self, api: Api, body: Mapping[str, Any], options: PrepareOptions
-    ) -> tuple[int, Prepared]:
-        """Prepare one request of this session; returns ``(request index, prepared)``.
+    async def ahooks(self, *, strict: bool | None = None) -> SessionHooks:
+        """``hooks`` for async clients."""
+        try:
+            return await self._arun(self._hooks_plan(strict))
+        except TelosStageError:
+            if strict:
+                raise
+            return SessionHooks()
+        except Exception as exc:
+            report_failure(TelosStageError("session", exc), strict=strict)
+            return SessionHooks()
 
-        Raises ``TelosStageError`` on any failure (the patch layer then fails open or, with
-        ``strict``, raises it).
-        """
+    def _turn_step(
+        self, api: Api, body: Mapping[str, Any], options: PrepareOptions
+    ) -> Callable[[SessionState], tuple[SessionState, TurnResult]]:
         now = self.clock()
 
         def step(state: SessionState) -> tuple[SessionState, TurnResult]:
@@ -253,7 +627,7 @@ class Session:
                 api,
                 body,
                 options,
-                pins=self._pins(state),
+                pins=self._cached_pins(state),
                 now=now,
                 learn_volatility=self.learn_volatility,
                 diagnostics=self.diagnostics,
@@ -261,26 +635,62 @@ class Session:
             )
             return result.state, result
 
+        return step
+
+    def prepare_request(
+        self, api: Api, body: Mapping[str, Any], options: PrepareOptions, *, strict: bool | None = None
+    ) -> tuple[int, Prepared]:
+        """Prepare one request of this session; returns ``(request index, prepared)``.
+
+        One compare-and-set on the store (none while its circuit breaker is open: the turn then runs
+        on this process's state). Raises ``TelosStageError`` on any failure of telos (the patch
+        layer then fails open or, with ``strict``, raises it); a store failure raises only if
+        ``strict``.
+        """
+        plan = self._plan(self._turn_step(api, body, options), strict)
         with self._lock:
             try:
-                result = self._update(step)
+                result = self._run(plan)
             except TelosStageError:
                 raise
             except Exception as exc:
                 raise TelosStageError("session", exc) from exc
-            self._last_request = (api, dict(body), options)
-            self._last_sent = result.prepared.body
-            self._remember(
-                RequestRecord(
-                    result.index,
-                    api,
-                    options.engine,
-                    "telos",
-                    result.prepared,
-                    result.cache_break,
-                    result.learned,
-                )
+            self._after_turn(api, body, options, result)
+        return self._report_turn(result)
+
+    async def prepare_request_async(
+        self, api: Api, body: Mapping[str, Any], options: PrepareOptions, *, strict: bool | None = None
+    ) -> tuple[int, Prepared]:
+        """``prepare_request`` for async clients: the same turn, with the store's async I/O."""
+        plan = self._plan(self._turn_step(api, body, options), strict)
+        try:
+            result = await self._arun(plan)
+        except TelosStageError:
+            raise
+        except Exception as exc:
+            raise TelosStageError("session", exc) from exc
+        with self._lock:
+            self._after_turn(api, body, options, result)
+        return self._report_turn(result)
+
+    def _after_turn(
+        self, api: Api, body: Mapping[str, Any], options: PrepareOptions, result: TurnResult
+    ) -> None:
+        self._last_request = (api, dict(body), options)
+        self._last_sent = result.prepared.body
+        self._remember(
+            RequestRecord(
+                result.index,
+                api,
+                options.engine,
+                "telos",
+                result.prepared,
+                result.cache_break,
+                result.learned,
             )
+        )
+
+    def _report_turn(self, result: TurnResult) -> tuple[int, Prepared]:
         if result.learned is not None:
             # DEBUG: the pattern is anchored on text of the caller's system prompt.
             logger.debug(
@@ -309,11 +719,9 @@ class Session:
             except Exception:
                 logger.exception("telos_wrap: on_cache_break callback of session %s raised", self.id)
 
-    def note_passthrough(self, api: Api, engine: str, body: Mapping[str, Any]) -> int:
-        """Record a request telos sent unchanged (disabled, failed open, or a ``max_tokens=0`` refresh).
-
-        Returns its index, or -1 if the store could not be updated (never raises).
-        """
+    def _passthrough_step(
+        self, engine: str, body: Mapping[str, Any]
+    ) -> Callable[[SessionState], tuple[SessionState, int]]:
         refresh = body.get("max_tokens") == 0
         now = self.clock()
 
@@ -333,10 +741,17 @@ class Session:
                 new = replace(new, refreshes_since_request=0)
             return new, state.requests
 
+        return step
+
+    def note_passthrough(self, api: Api, engine: str, body: Mapping[str, Any]) -> int:
+        """Record a request telos sent unchanged (disabled, failed open, or a ``max_tokens=0`` refresh).
+
+        Returns its index, or -1 if it could not be recorded (never raises).
+        """
         try:
             with self._lock:
-                index = self._update(step)
-                self._remember(RequestRecord(index, api, engine, "refresh" if refresh else "passthrough"))
+                index = self._run(self._plan(self._passthrough_step(engine, body), strict=False))
+                self._remember_passthrough(api, engine, body, index)
             return index
         except Exception:
             # Only reached after the same call already failed open (and was counted and warned
@@ -346,8 +761,30 @@ class Session:
             )
             return -1
 
+    async def note_passthrough_async(self, api: Api, engine: str, body: Mapping[str, Any]) -> int:
+        """``note_passthrough`` for async clients."""
+        try:
+            index = await self._arun(self._plan(self._passthrough_step(engine, body), strict=False))
+            with self._lock:
+                self._remember_passthrough(api, engine, body, index)
+            return index
+        except Exception:
+            logger.debug(
+                "telos_wrap: session %s could not record a pass-through request", self.id, exc_info=True
+            )
+            return -1
+
+    def _remember_passthrough(self, api: Api, engine: str, body: Mapping[str, Any], index: int) -> None:
+        refresh = body.get("max_tokens") == 0
+        self._remember(RequestRecord(index, api, engine, "refresh" if refresh else "passthrough"))
+
     def record_usage(self, index: int, report: UsageReport | None, *, response_id: str | None = None) -> None:
-        """Add a response's usage to the stats (exactly once per request index)."""
+        """Add a response's usage to the stats (exactly once per request index). No I/O.
+
+        The usage is folded into the session's next write from this process (its next request,
+        ``flush()``, a read of ``stats`` / ``state`` here, or interpreter exit): one durable write
+        per call instead of two (``docs/sessions.md``).
+        """
         if index < 0:
             return
         with self._lock:
@@ -356,27 +793,8 @@ class Session:
             self._usage_seen[index] = None
             while len(self._usage_seen) > 4 * self._history_limit:
                 self._usage_seen.popitem(last=False)
-
-            def step(state: SessionState) -> tuple[SessionState, None]:
-                new = state
-                if report is None or report.raw_input is None:
-                    new = replace(new, unreported=state.unreported + 1)
-                else:
-                    by_ttl = report.cache_write_by_ttl or {}
-                    usage = dict(state.usage)
-                    usage[report.engine] = usage.get(report.engine, EngineUsage()).plus(
-                        raw=report.raw_input,
-                        read=report.cache_read or 0,
-                        write=report.cache_write or 0,
-                        write_1h=by_ttl.get("1h", 0) + by_ttl.get("12h", 0),
-                        output=report.output or 0,
-                    )
-                    new = replace(new, usage=usage)
-                if response_id is not None and index >= state.last_response_index:
-                    new = replace(new, last_response_id=response_id, last_response_index=index)
-                return new, None
-
-            self._update(step)
+            self._pending.append((index, report, response_id))
+            _hold(self)
             record = self._records.get(index)
             if record is not None:
                 self._records[index] = replace(record, usage=report)
@@ -591,6 +1009,38 @@ def _break_line(brk: CacheBreak) -> str:
 # -- creating and finding sessions -------------------------------------------------------------------
 
 _live: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
+#: Sessions holding usage or outage state the store does not have yet, oldest first. Strong
+#: references: a ``Session`` the application dropped still gets its last usage written (on a read
+#: of that session id here, when more than ``_HOLD_LIMIT`` wait, or at interpreter exit).
+_holding: OrderedDict[int, Session] = OrderedDict()
+_HOLD_LIMIT = 10_000
+
+
+def _hold(held: Session) -> None:
+    with _registry_lock:
+        _holding[id(held)] = held
+        _holding.move_to_end(id(held))
+        oldest = next(iter(_holding.values())) if len(_holding) > _HOLD_LIMIT else None
+    if oldest is not None:
+        oldest.flush()
+
+
+def _release(held: Session) -> None:
+    with _registry_lock:
+        _holding.pop(id(held), None)
+
+
+def _held() -> list[Session]:
+    with _registry_lock:
+        return list(_holding.values())
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    """Write every session's pending usage before the interpreter exits (best effort, bounded by
+    the stores' timeouts and skipped for stores whose circuit breaker is open)."""
+    for held in _held():
+        held.flush()
 
 
 def session(
@@ -619,7 +1069,8 @@ def session(
         strict: raise instead of failing open, for this session's calls.
         hints: default ``TelosHints`` (or a dict, validated) for every call in the session.
         on_cache_break: called with each ``CacheBreak`` (after the warning is logged).
-        learn_volatility: learn untagged volatile system lines as DROP (on by default).
+        learn_volatility: learn the live values and changing lines of the system prompt as DROP
+            (on by default; docs/sessions.md, "Learned volatility").
         diagnostics: on Anthropic, send ``diagnostics.previous_message_id`` so the server's
             ``cache_miss_reason`` lands in each ``UsageReport``.
         prices: price multipliers per engine over ``DEFAULT_PRICES`` (for ``stats.cost``).

@@ -7,24 +7,35 @@ Layout, per session id ``S`` under a key prefix ``P`` (default ``"telos:"``):
 
 Updates are atomic compare-and-set in one Lua script (``EVALSHA``): the state is written only if
 ``rev`` is still the one the writer read, so two workers can never overwrite each other's turn —
-the loser reloads and recomputes. Both keys get the store's TTL again on every write, so an active
-session never expires and an abandoned one disappears. JSON text only, never pickle.
+the loser gets the current state back in the same round trip and recomputes. A session created
+(or re-created after Redis lost it) starts at a random revision, so a revision is never reused for
+one id. Both keys get the store's TTL again on every write, so an active session never expires and
+an abandoned one disappears. JSON text only, never pickle.
+
+Sync clients use ``redis.Redis``; async clients use ``redis.asyncio.Redis`` (one per event loop, made
+from the same URL), so no Redis I/O runs on the event loop thread.
 """
 
 from __future__ import annotations
 
+import random
+import weakref
 from typing import Any
 
-from telos_wrap.sessions.store import Versioned
+from telos_wrap.sessions.breaker import StoreBreaker
+from telos_wrap.sessions.store import Swapped, Versioned
 
 __all__ = ["RedisStore"]
 
-_CAS = """
+_SWAP = """
 local current = redis.call('HGET', KEYS[1], 'rev')
 if (current or '') ~= ARGV[1] then
-  return false
+  if current then
+    return {0, current, redis.call('HGET', KEYS[1], 'state')}
+  end
+  return {0}
 end
-local revision = (tonumber(current) or 0) + 1
+local revision = current and (tonumber(current) + 1) or tonumber(ARGV[4])
 redis.call('HSET', KEYS[1], 'rev', revision, 'state', ARGV[2])
 local ttl = tonumber(ARGV[3])
 if ttl > 0 then
@@ -33,40 +44,86 @@ if ttl > 0 then
     redis.call('EXPIRE', KEYS[2], ttl)
   end
 end
-return revision
+return {1, revision}
 """
+#: First revisions are drawn below 2**48: exact in Lua's doubles for any realistic number of turns.
+_FIRST_REVISION_LIMIT = 2**48
 
 
 def _text(value: Any) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
+def _swapped(result: Any) -> Swapped:
+    if int(result[0]) == 1:
+        return Swapped(int(result[1]))
+    if len(result) >= 3:
+        return Swapped(None, Versioned(int(_text(result[1])), _text(result[2])))
+    return Swapped(None)
+
+
 class RedisStore:
-    """A ``SessionStore`` on Redis (``redis-py``).
+    """A ``SessionStore`` (and ``AsyncSessionStore``) on Redis (``redis-py``).
 
     Args:
         client: a ``redis.Redis`` instance or a URL (``redis://host:6379/0``).
         prefix: prepended to every key.
         ttl: seconds a session (and its blobs) lives after its last write; ``None`` = forever.
-        timeout: seconds to connect and per command, for a client built from a URL. The store sits
+        timeout: seconds to connect and per command, for clients built from a URL. The store sits
             in the path of every LLM call: a Redis that accepts connections but never answers
-            must make the call fail open quickly, not hang it (a client you pass keeps its own).
+            must make the call go on without it quickly, not hang it (a client you pass keeps its
+            own settings). A command is retried once on a connection error (a pooled connection
+            that died when Redis restarted), never after a timeout.
+        async_client: a ``redis.asyncio.Redis`` for async calls when ``client`` is an instance;
+            without it (and without a URL) async calls run the sync client in a worker thread.
+        backoff / max_backoff: the circuit breaker's first and longest window, in seconds: after
+            a failure or timeout no session calls this store for that long (``breaker.py``).
     """
 
     def __init__(
-        self, client: Any, *, prefix: str = "telos:", ttl: int | None = 7 * 24 * 3600, timeout: float = 1.0
+        self,
+        client: Any,
+        *,
+        prefix: str = "telos:",
+        ttl: int | None = 7 * 24 * 3600,
+        timeout: float = 1.0,
+        async_client: Any = None,
+        backoff: float = 5.0,
+        max_backoff: float = 60.0,
     ) -> None:
+        self.url: str | None = None
+        self.timeout = timeout
+        self.breaker = StoreBreaker(backoff, max_backoff)
         if isinstance(client, str):
             import redis
 
-            client = redis.Redis.from_url(client, socket_timeout=timeout, socket_connect_timeout=timeout)
+            self.url = client
+            client = redis.Redis.from_url(client, **self._client_options(redis.retry.Retry, redis))
         self.redis = client
         self.prefix = prefix
         self.ttl = ttl
-        self._cas = client.register_script(_CAS)
+        self._swap = client.register_script(_SWAP)
+        self._async_given = async_client
+        self._async: weakref.WeakKeyDictionary[Any, tuple[Any, Any]] = weakref.WeakKeyDictionary()
+
+    def _client_options(self, retry_type: Any, module: Any) -> dict[str, Any]:
+        from redis.backoff import NoBackoff
+
+        return {
+            "socket_timeout": self.timeout,
+            "socket_connect_timeout": self.timeout,
+            "retry": retry_type(NoBackoff(), 1, supported_errors=(module.exceptions.ConnectionError,)),
+            "retry_on_timeout": False,
+        }
 
     def _keys(self, session_id: str) -> tuple[str, str]:
         return f"{self.prefix}session:{session_id}", f"{self.prefix}blobs:{session_id}"
+
+    def _args(self, expected: int, text: str) -> list[str]:
+        first = random.randrange(1, _FIRST_REVISION_LIMIT)
+        return ["" if expected == 0 else str(expected), text, str(self.ttl or 0), str(first)]
+
+    # -- sync ---------------------------------------------------------------------------------------
 
     def load(self, session_id: str) -> Versioned | None:
         revision, text = self.redis.hmget(self._keys(session_id)[0], ["rev", "state"])
@@ -74,12 +131,12 @@ class RedisStore:
             return None
         return Versioned(int(_text(revision)), _text(text))
 
+    def swap(self, session_id: str, expected: int, text: str) -> Swapped:
+        """``compare_and_set`` that returns the current state when it loses (one round trip)."""
+        return _swapped(self._swap(keys=list(self._keys(session_id)), args=self._args(expected, text)))
+
     def compare_and_set(self, session_id: str, expected: int, text: str) -> int | None:
-        result = self._cas(
-            keys=list(self._keys(session_id)),
-            args=["" if expected == 0 else str(expected), text, str(self.ttl or 0)],
-        )
-        return None if result is None else int(result)
+        return self.swap(session_id, expected, text).revision
 
     def put_blob(self, session_id: str, key: str, text: str) -> None:
         blobs = self._keys(session_id)[1]
@@ -95,3 +152,96 @@ class RedisStore:
 
     def delete(self, session_id: str) -> None:
         self.redis.delete(*self._keys(session_id))
+
+    # -- async --------------------------------------------------------------------------------------
+
+    def _aclient(self) -> tuple[Any, Any]:
+        """``(redis.asyncio client, swap script)`` for the running event loop."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        found = self._async.get(loop)
+        if found is None:
+            import redis.asyncio
+
+            if self._async_given is not None:
+                client = self._async_given
+            elif self.url is not None:
+                client = redis.asyncio.Redis.from_url(
+                    self.url, **self._client_options(redis.asyncio.retry.Retry, redis)
+                )
+            else:
+                raise TypeError("no async client: pass a URL or async_client=")
+            found = self._async[loop] = (client, client.register_script(_SWAP))
+        return found
+
+    @property
+    def has_async_client(self) -> bool:
+        """Whether async calls use ``redis.asyncio`` (else they run the sync client in a thread)."""
+        return self.url is not None or self._async_given is not None
+
+    async def aload(self, session_id: str) -> Versioned | None:
+        if not self.has_async_client:
+            import asyncio
+
+            return await asyncio.to_thread(self.load, session_id)
+        client, _ = self._aclient()
+        revision, text = await client.hmget(self._keys(session_id)[0], ["rev", "state"])
+        if revision is None or text is None:
+            return None
+        return Versioned(int(_text(revision)), _text(text))
+
+    async def aswap(self, session_id: str, expected: int, text: str) -> Swapped:
+        if not self.has_async_client:
+            import asyncio
+
+            return await asyncio.to_thread(self.swap, session_id, expected, text)
+        _, script = self._aclient()
+        return _swapped(await script(keys=list(self._keys(session_id)), args=self._args(expected, text)))
+
+    async def acompare_and_set(self, session_id: str, expected: int, text: str) -> int | None:
+        return (await self.aswap(session_id, expected, text)).revision
+
+    async def aput_blob(self, session_id: str, key: str, text: str) -> None:
+        if not self.has_async_client:
+            import asyncio
+
+            await asyncio.to_thread(self.put_blob, session_id, key, text)
+            return
+        client, _ = self._aclient()
+        blobs = self._keys(session_id)[1]
+        async with client.pipeline() as pipe:
+            pipe.hset(blobs, key, text)
+            if self.ttl:
+                pipe.expire(blobs, self.ttl)
+            await pipe.execute()
+
+    async def aget_blob(self, session_id: str, key: str) -> str | None:
+        if not self.has_async_client:
+            import asyncio
+
+            return await asyncio.to_thread(self.get_blob, session_id, key)
+        client, _ = self._aclient()
+        value = await client.hget(self._keys(session_id)[1], key)
+        return None if value is None else _text(value)
+
+    async def adelete(self, session_id: str) -> None:
+        if not self.has_async_client:
+            import asyncio
+
+            await asyncio.to_thread(self.delete, session_id)
+            return
+        client, _ = self._aclient()
+        await client.delete(*self._keys(session_id))
+
+    async def aclose(self) -> None:
+        """Close the async client of the running loop (the sync client closes with ``close()``)."""
+        import asyncio
+
+        found = self._async.pop(asyncio.get_running_loop(), None)
+        if found is not None and self._async_given is None:
+            await found[0].aclose()
+
+    def close(self) -> None:
+        """Close the sync client's connections."""
+        self.redis.close()

@@ -7,18 +7,41 @@ still ``expected`` (``0`` = the session does not exist yet) and returns the new 
 Stores hold JSON text only (never pickle). Each session also owns a small map of *blobs*
 (content-addressed texts such as pinned documents) that lives and expires with it.
 
+Revisions are opaque and never reused for a session id: a session that disappears from the store
+(evicted, expired, a Redis restarted without persistence) and is created again starts at a fresh
+revision, so a worker still holding a revision of the old copy can never compare-and-set over the
+new one by accident.
+
+Async clients use the ``a``-prefixed twins (``AsyncSessionStore``) so no store I/O blocks the event
+loop; ``swap`` / ``aswap`` are compare-and-set that also return the current state when they lose, so
+a lost race costs one round trip, not two. ``store_ops`` gives every store these methods (a store
+without them gets a fallback: ``compare_and_set`` then ``load``; a sync-only store's calls run in a
+worker thread under asyncio).
+
 Two implementations: ``MemoryStore`` (the default: one process, bounded LRU) and
 ``telos_wrap.sessions.redis_store.RedisStore`` (several workers or hosts).
 """
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["MemoryStore", "SessionStore", "Versioned", "default_store", "set_default_store"]
+__all__ = [
+    "AsyncSessionStore",
+    "MemoryStore",
+    "SessionStore",
+    "StoreOps",
+    "Swapped",
+    "Versioned",
+    "default_store",
+    "set_default_store",
+    "store_ops",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +50,14 @@ class Versioned:
 
     revision: int
     text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Swapped:
+    """The outcome of a ``swap``: the new ``revision`` if written, else the ``current`` state (or None)."""
+
+    revision: int | None
+    current: Versioned | None = None
 
 
 @runtime_checkable
@@ -52,6 +83,84 @@ class SessionStore(Protocol):
     def delete(self, session_id: str) -> None:
         """Forget a session and its blobs."""
         ...
+
+
+@runtime_checkable
+class AsyncSessionStore(Protocol):
+    """The async twins a store offers to async clients (each does what its sync namesake does)."""
+
+    async def aload(self, session_id: str) -> Versioned | None: ...
+
+    async def acompare_and_set(self, session_id: str, expected: int, text: str) -> int | None: ...
+
+    async def aput_blob(self, session_id: str, key: str, text: str) -> None: ...
+
+    async def aget_blob(self, session_id: str, key: str) -> str | None: ...
+
+    async def adelete(self, session_id: str) -> None: ...
+
+
+class StoreOps:
+    """Every operation a session needs, sync and async, over any ``SessionStore`` (see ``store_ops``)."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self._native_async = isinstance(store, AsyncSessionStore)
+
+    def load(self, session_id: str) -> Versioned | None:
+        loaded: Versioned | None = self.store.load(session_id)
+        return loaded
+
+    def swap(self, session_id: str, expected: int, text: str) -> Swapped:
+        native = getattr(self.store, "swap", None)
+        if native is not None:
+            swapped: Swapped = native(session_id, expected, text)
+            return swapped
+        written = self.store.compare_and_set(session_id, expected, text)
+        return Swapped(written) if written is not None else Swapped(None, self.store.load(session_id))
+
+    def get_blob(self, session_id: str, key: str) -> str | None:
+        blob: str | None = self.store.get_blob(session_id, key)
+        return blob
+
+    async def aload(self, session_id: str) -> Versioned | None:
+        if self._native_async:
+            loaded: Versioned | None = await self.store.aload(session_id)
+            return loaded
+        return await asyncio.to_thread(self.load, session_id)
+
+    async def aswap(self, session_id: str, expected: int, text: str) -> Swapped:
+        native = getattr(self.store, "aswap", None)
+        if native is not None:
+            swapped: Swapped = await native(session_id, expected, text)
+            return swapped
+        if not self._native_async:
+            return await asyncio.to_thread(self.swap, session_id, expected, text)
+        written = await self.store.acompare_and_set(session_id, expected, text)
+        return Swapped(written) if written is not None else Swapped(None, await self.store.aload(session_id))
+
+    async def aget_blob(self, session_id: str, key: str) -> str | None:
+        if self._native_async:
+            blob: str | None = await self.store.aget_blob(session_id, key)
+            return blob
+        return await asyncio.to_thread(self.get_blob, session_id, key)
+
+
+def store_ops(store: SessionStore) -> StoreOps:
+    """The ``StoreOps`` of ``store`` (made once per store object)."""
+    ops = getattr(store, "_telos_ops", None)
+    if isinstance(ops, StoreOps) and ops.store is store:
+        return ops
+    ops = StoreOps(store)
+    try:
+        store._telos_ops = ops  # type: ignore[attr-defined]
+    except AttributeError:  # a store with __slots__: build it each time (cheap)
+        pass
+    return ops
+
+
+#: Revisions of every ``MemoryStore`` come from one counter, so none is ever reused (see above).
+_revisions = itertools.count(1)
 
 
 @dataclass(slots=True)
@@ -100,9 +209,14 @@ class MemoryStore:
             assert entry is not None
             if entry.revision != expected:
                 return None
-            entry.revision += 1
+            entry.revision = next(_revisions)
             entry.text = text
             return entry.revision
+
+    def swap(self, session_id: str, expected: int, text: str) -> Swapped:
+        """``compare_and_set`` that returns the current state when it loses."""
+        written = self.compare_and_set(session_id, expected, text)
+        return Swapped(written) if written is not None else Swapped(None, self.load(session_id))
 
     def put_blob(self, session_id: str, key: str, text: str) -> None:
         with self._lock:
@@ -118,6 +232,25 @@ class MemoryStore:
     def delete(self, session_id: str) -> None:
         with self._lock:
             self._entries.pop(session_id, None)
+
+    # In memory nothing blocks: the async twins are the sync methods.
+    async def aload(self, session_id: str) -> Versioned | None:
+        return self.load(session_id)
+
+    async def acompare_and_set(self, session_id: str, expected: int, text: str) -> int | None:
+        return self.compare_and_set(session_id, expected, text)
+
+    async def aswap(self, session_id: str, expected: int, text: str) -> Swapped:
+        return self.swap(session_id, expected, text)
+
+    async def aput_blob(self, session_id: str, key: str, text: str) -> None:
+        self.put_blob(session_id, key, text)
+
+    async def aget_blob(self, session_id: str, key: str) -> str | None:
+        return self.get_blob(session_id, key)
+
+    async def adelete(self, session_id: str) -> None:
+        self.delete(session_id)
 
     def __len__(self) -> int:
         with self._lock:

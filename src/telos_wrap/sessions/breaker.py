@@ -1,0 +1,212 @@
+"""A circuit breaker per session store: a sick store costs one timeout per back-off window, not one per call.
+
+When a store call fails (an error or a timeout), the breaker *opens*: for ``backoff`` seconds no
+session calls the store; every call goes on with the state this process holds (see
+``docs/sessions.md``, "When the store is unavailable"). One ``logging`` warning is written per
+window, and every call that could not use the store is counted. When the window ends, the next call
+*probes* the store (the others keep skipping it until the probe answers): success closes the
+breaker, failure opens a new window twice as long (up to ``max_backoff``). What sessions wrote
+meanwhile is reconciled with compare-and-set on their next write, or dropped with a recorded
+reason (``StoreEvent``), never merged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+__all__ = ["BreakerStats", "StoreBreaker", "StoreEvent"]
+
+logger = logging.getLogger("telos_wrap.sessions")
+
+
+@dataclass(frozen=True, slots=True)
+class StoreEvent:
+    """Something that happened to a session's state because its store was unavailable or lost it.
+
+    ``kind`` is ``"reconciled"`` (state kept in-process during an outage was written with
+    compare-and-set), ``"restored"`` (the store had lost the session; this process's copy was
+    written back), or ``"dropped"`` (the in-process state was discarded; ``reason`` says why).
+    """
+
+    kind: str
+    session_id: str
+    requests: int
+    reason: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerStats:
+    """Counters of one breaker since it was made (``abandoned``: async store calls cut short by a trip)."""
+
+    state: str
+    failures: int
+    trips: int
+    skipped: int
+    probes: int
+    abandoned: int
+    events: Counter[str]
+    recent: tuple[StoreEvent, ...]
+
+
+class StoreBreaker:
+    """Open / half-open / closed, shared by every session using one store object (thread-safe).
+
+    Args:
+        backoff: seconds the store is left alone after a failure (the first window).
+        max_backoff: longest window; each failed probe doubles the previous one up to it.
+        clock: monotonic seconds (injectable for tests).
+    """
+
+    def __init__(
+        self,
+        backoff: float = 5.0,
+        max_backoff: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if backoff <= 0 or max_backoff < backoff:
+            raise ValueError("need 0 < backoff <= max_backoff")
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._open_until = 0.0
+        self._window = backoff
+        self._is_open = False
+        self._probing = False
+        self._failures = 0
+        self._trips = 0
+        self._skipped = 0
+        self._probes = 0
+        self._events: Counter[str] = Counter()
+        self._recent: deque[StoreEvent] = deque(maxlen=64)
+        #: Per event loop, a future resolved at the next trip: async store calls in flight race it,
+        #: so a store that hangs costs the process one timeout, not one per call already waiting.
+        self._trip_futures: dict[asyncio.AbstractEventLoop, asyncio.Future[None]] = {}
+        self._abandoned = 0
+
+    @property
+    def is_open(self) -> bool:
+        """Whether calls currently skip the store (open, or half-open with a probe in flight)."""
+        return self._is_open
+
+    def allow(self) -> bool:
+        """May this call use the store? (Counts it as skipped if not.)"""
+        if not self._is_open:  # the hot path: one attribute read, no lock
+            return True
+        with self._lock:
+            if not self._is_open:
+                return True
+            if not self._probing and self.clock() >= self._open_until:
+                self._probing = True
+                self._probes += 1
+                return True
+            self._skipped += 1
+            return False
+
+    def success(self) -> None:
+        """A store call answered: close the breaker (after a probe: log that the store is back)."""
+        if not self._is_open:
+            return
+        with self._lock:
+            was_open, self._is_open, self._probing = self._is_open, False, False
+            self._window = self.backoff
+        if was_open:
+            logger.info("telos_wrap: the session store answers again; sessions use it from now on")
+
+    def failure(self, exc: BaseException) -> None:
+        """A store call failed or timed out: open a window (warn once per window)."""
+        with self._lock:
+            self._failures += 1
+            if self._is_open and not self._probing:
+                return  # an older call failing inside the window it already opened
+            if self._probing:
+                self._window = min(self._window * 2, self.max_backoff)
+            self._probing = False
+            self._is_open = True
+            self._open_until = self.clock() + self._window
+            self._trips += 1
+            window = self._window
+            waiting, self._trip_futures = self._trip_futures, {}
+        for loop, future in waiting.items():
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(_resolve, future)
+        logger.warning(
+            "telos_wrap: stage 'session.store' failed (%s): sessions go on with this process's state "
+            "and leave the store alone for %.1f s, then probe it again (one warning per window)",
+            type(exc).__name__,
+            window,
+        )
+
+    def trip_future(self) -> asyncio.Future[None]:
+        """A future of the running loop that is resolved when the breaker next trips."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            future = self._trip_futures.get(loop)
+            if future is None or future.done():
+                future = self._trip_futures[loop] = loop.create_future()
+            return future
+
+    def abandoned(self) -> None:
+        """Count an async store call cut short because the breaker tripped while it waited."""
+        with self._lock:
+            self._abandoned += 1
+
+    def record(self, event: StoreEvent) -> None:
+        """Count and keep an event (dropped state is also a warning: it never goes unnoticed)."""
+        with self._lock:
+            self._events[event.kind] += 1
+            self._recent.append(event)
+        log = logger.warning if event.kind == "dropped" else logger.info
+        log(
+            "telos_wrap: session %s: in-process state %s (%d requests): %s",
+            event.session_id,
+            event.kind,
+            event.requests,
+            event.reason,
+        )
+
+    def stats(self) -> BreakerStats:
+        with self._lock:
+            state = "closed" if not self._is_open else ("half-open" if self._probing else "open")
+            return BreakerStats(
+                state,
+                self._failures,
+                self._trips,
+                self._skipped,
+                self._probes,
+                self._abandoned,
+                Counter(self._events),
+                tuple(self._recent),
+            )
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+_breakers_lock = threading.Lock()
+
+
+def breaker_of(store: object) -> StoreBreaker:
+    """The breaker of ``store``: its ``breaker`` attribute if it has one, else one made for it once."""
+    found = getattr(store, "breaker", None)
+    if isinstance(found, StoreBreaker):
+        return found
+    with _breakers_lock:
+        found = getattr(store, "breaker", None)
+        if isinstance(found, StoreBreaker):
+            return found
+        made = StoreBreaker()
+        try:
+            store.breaker = made  # type: ignore[attr-defined]
+        except AttributeError:
+            pass
+        return made
