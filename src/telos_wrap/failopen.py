@@ -26,6 +26,7 @@ _SKIP = (
     "openai",
     "wrapt",
     "httpx2",
+    "httpx",
     "asyncio",
     "contextlib",
     "concurrent",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import httpx2
+from tests.sdk_http import sdk_http
 
 _MESSAGE = {
     "id": "msg_capture",
@@ -31,18 +31,18 @@ class Capture:
         self.bodies: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
 
-    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+    def __call__(self, request: sdk_http.Request) -> sdk_http.Response:
         self.bodies.append(json.loads(request.content))
         self.headers.append(dict(request.headers))
         if request.url.path.endswith("/count_tokens"):
-            return httpx2.Response(200, json={"input_tokens": 10})
-        return httpx2.Response(200, json=_MESSAGE)
+            return sdk_http.Response(200, json={"input_tokens": 10})
+        return sdk_http.Response(200, json=_MESSAGE)
 
     def client(self) -> Any:
         import anthropic
 
         return anthropic.Anthropic(
-            api_key="test-key", http_client=httpx2.Client(transport=httpx2.MockTransport(self))
+            api_key="test-key", http_client=sdk_http.Client(transport=sdk_http.MockTransport(self))
         )
 
 

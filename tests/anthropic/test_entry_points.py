@@ -11,6 +11,9 @@ cache read.
 from __future__ import annotations
 
 import asyncio
+import importlib
+import importlib.util
+import inspect
 import json
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
@@ -21,6 +24,13 @@ import pytest
 import telos_wrap
 from telos_wrap import pipeline
 from telos_wrap.ir.model import UsageReport
+
+#: What ``with_raw_response`` returns: APIResponse, or LegacyAPIResponse in anthropic 0.x.
+RAW_RESPONSE_TYPES: tuple[type, ...] = (
+    (anthropic._response.APIResponse, importlib.import_module("anthropic._legacy_response").LegacyAPIResponse)
+    if importlib.util.find_spec("anthropic._legacy_response") is not None
+    else (anthropic._response.APIResponse,)
+)
 
 MODEL = "claude-opus-5"  # 512-token cache minimum (vendor-cache-rules §1.3)
 SYSTEM = (
@@ -144,7 +154,8 @@ def s_raw(c: anthropic.Anthropic, kw: dict[str, Any]) -> tuple[Any, Any]:
 
 async def a_raw(c: anthropic.AsyncAnthropic, kw: dict[str, Any]) -> tuple[Any, Any]:
     raw = await c.messages.with_raw_response.create(**kw)
-    return raw, await raw.parse()
+    parsed = raw.parse()  # anthropic 0.x: a LegacyAPIResponse, whose parse() is synchronous
+    return raw, (await parsed) if inspect.isawaitable(parsed) else parsed
 
 
 def s_streaming_response(c: anthropic.Anthropic, kw: dict[str, Any]) -> tuple[Any, Any]:
@@ -257,7 +268,7 @@ def test_sync(entry: str, emulator_url: str, lift_runs: list[str], vcr: Any) -> 
         results = [call(client, kwargs(TURN_1)), call(client, kwargs(TURN_2))]
     check_results(results, lift_runs, vcr)
     if entry == "with_raw_response":
-        assert isinstance(results[0][0], anthropic._response.APIResponse)
+        assert isinstance(results[0][0], RAW_RESPONSE_TYPES)
     if entry == "create_stream":
         assert isinstance(results[0][0], anthropic.Stream)
 

@@ -99,10 +99,11 @@ def test_strict_mode_raises_naming_the_stage(stage: str) -> None:
 
 def test_vendor_errors_pass_through_untouched() -> None:
     import anthropic
-    import httpx2
 
-    def reject(request: httpx2.Request) -> httpx2.Response:
-        return httpx2.Response(
+    from tests.sdk_http import sdk_http
+
+    def reject(request: sdk_http.Request) -> sdk_http.Response:
+        return sdk_http.Response(
             429,
             json={"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}},
             headers={"retry-after": "0"},
@@ -111,7 +112,7 @@ def test_vendor_errors_pass_through_untouched() -> None:
     telos_wrap.patch()
     try:
         client = anthropic.Anthropic(
-            api_key="k", max_retries=0, http_client=httpx2.Client(transport=httpx2.MockTransport(reject))
+            api_key="k", max_retries=0, http_client=sdk_http.Client(transport=sdk_http.MockTransport(reject))
         )
         with pytest.raises(anthropic.RateLimitError) as info:
             client.messages.create(**KWARGS)

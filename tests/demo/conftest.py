@@ -6,13 +6,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import anthropic
-import httpx2
 import openai
 import pytest
 
-from telos_wrap.emulator import AsyncEmulatorTransport, Emulator, EmulatorTransport, ManualClock
+from telos_wrap.emulator import Emulator, ManualClock
 from telos_wrap.replay import demo_path, load_sessions
 from telos_wrap.traces import TraceRequest
+from tests.sdk_http import AsyncEmulatorTransport, EmulatorTransport, sdk_http
 
 #: Looks like an Anthropic API key; must never reach a recording.
 SECRET_KEY = "sk-ant-api03-" + "S3cr3tKeyMaterial_" * 4
@@ -33,7 +33,7 @@ def emu() -> Emulator:
 @pytest.fixture
 def claude(emu: Emulator) -> Iterator[anthropic.Anthropic]:
     client = anthropic.Anthropic(
-        api_key=SECRET_KEY, http_client=httpx2.Client(transport=EmulatorTransport(emu)), max_retries=0
+        api_key=SECRET_KEY, http_client=sdk_http.Client(transport=EmulatorTransport(emu)), max_retries=0
     )
     yield client
     client.close()
@@ -44,7 +44,7 @@ def gpt(emu: Emulator) -> Iterator[openai.OpenAI]:
     client = openai.OpenAI(
         api_key="sk-proj-" + "OpenAIsecret_" * 4,
         base_url="https://api.openai.com/v1",
-        http_client=httpx2.Client(transport=EmulatorTransport(emu)),
+        http_client=sdk_http.Client(transport=EmulatorTransport(emu)),
         max_retries=0,
     )
     yield client
@@ -55,6 +55,6 @@ def gpt(emu: Emulator) -> Iterator[openai.OpenAI]:
 def async_claude(emu: Emulator) -> Any:
     return anthropic.AsyncAnthropic(
         api_key=SECRET_KEY,
-        http_client=httpx2.AsyncClient(transport=AsyncEmulatorTransport(emu)),
+        http_client=sdk_http.AsyncClient(transport=AsyncEmulatorTransport(emu)),
         max_retries=0,
     )

@@ -6,11 +6,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import anthropic
-import httpx2
 import openai
 import pytest
 
-from telos_wrap.emulator import Emulator, EmulatorTransport, ManualClock
+from telos_wrap.emulator import Emulator, ManualClock
+from tests.sdk_http import EmulatorTransport, sdk_http
 
 
 @pytest.fixture
@@ -26,7 +26,7 @@ def emu(clock: ManualClock) -> Emulator:
 @pytest.fixture
 def claude(emu: Emulator) -> Iterator[anthropic.Anthropic]:
     client = anthropic.Anthropic(
-        api_key="x", http_client=httpx2.Client(transport=EmulatorTransport(emu)), max_retries=0
+        api_key="x", http_client=sdk_http.Client(transport=EmulatorTransport(emu)), max_retries=0
     )
     yield client
     client.close()
@@ -41,7 +41,7 @@ def make_openai(emu: Emulator) -> Iterator[Callable[..., openai.OpenAI]]:
         client = openai.OpenAI(
             api_key="x",
             base_url=base_url,
-            http_client=httpx2.Client(transport=EmulatorTransport(emu, **kwargs)),
+            http_client=sdk_http.Client(transport=EmulatorTransport(emu, **kwargs)),
             max_retries=0,
         )
         clients.append(client)

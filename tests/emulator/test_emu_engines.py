@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import httpx2
 import openai
 import pytest
 
-from telos_wrap.emulator import Emulator, EmulatorTransport, ManualClock, SGLangConfig, VLLMConfig
+from telos_wrap.emulator import Emulator, ManualClock, SGLangConfig, VLLMConfig
+from tests.sdk_http import EmulatorTransport, sdk_http
 
 from .emu_helpers import text
 
@@ -23,7 +23,7 @@ def engine_client(emu: Emulator, host: str) -> openai.OpenAI:
     return openai.OpenAI(
         api_key="x",
         base_url=f"http://{host}/v1",
-        http_client=httpx2.Client(transport=EmulatorTransport(emu)),
+        http_client=sdk_http.Client(transport=EmulatorTransport(emu)),
         max_retries=0,
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -27,7 +28,14 @@ def oai(make_openai: Callable[..., openai.OpenAI]) -> openai.OpenAI:
     return make_openai()
 
 
+_SDK_PARAMS = inspect.signature(openai.resources.chat.completions.Completions.create).parameters
+
+
 def chat(client: openai.OpenAI, messages: list[dict[str, Any]], model: str = OLD, **kwargs: Any) -> Any:
+    # Fields an older SDK line does not declare yet go out through extra_body, as a user would send them.
+    extra = {key: kwargs.pop(key) for key in list(kwargs) if key not in _SDK_PARAMS}
+    if extra:
+        kwargs["extra_body"] = extra
     return client.chat.completions.create(model=model, messages=messages, **kwargs)
 
 

@@ -12,12 +12,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import anthropic
-import httpx2
 import openai
 import pytest
 
-from telos_wrap.emulator import RENDER_MODES, Emulator, EmulatorTransport, ManualClock, text_for_tokens
+from telos_wrap.emulator import RENDER_MODES, Emulator, ManualClock, text_for_tokens
 from telos_wrap.emulator.render import render_anthropic, render_chat
+from tests.sdk_http import EmulatorTransport, sdk_http
 
 LONG = text_for_tokens(3000)  # above every flavour's minimum (OpenAI: 1024)
 CHAT_BASE_URLS = {
@@ -37,7 +37,7 @@ class Sender:
         self.emu = Emulator(
             clock=ManualClock(), mode=mode, routes={"vllm.test": "vllm", "sglang.test": "sglang"}
         )
-        http = httpx2.Client(transport=EmulatorTransport(self.emu))
+        http = sdk_http.Client(transport=EmulatorTransport(self.emu))
         self.client: Any
         if flavour == "anthropic":
             self.client = anthropic.Anthropic(api_key="x", http_client=http, max_retries=0)

@@ -8,17 +8,11 @@ import threading
 from typing import Any
 
 import anthropic
-import httpx2
 import openai
 import pytest
 
-from telos_wrap.emulator import (
-    AsyncEmulatorTransport,
-    Emulator,
-    EmulatorTransport,
-    ManualClock,
-    serve,
-)
+from telos_wrap.emulator import Emulator, ManualClock, serve
+from tests.sdk_http import AsyncEmulatorTransport, EmulatorTransport, sdk_http
 
 from .emu_helpers import block, text
 
@@ -52,7 +46,7 @@ def test_transport_flavour_override_and_request_log() -> None:
     emu = Emulator(clock=ManualClock())
     with openai.OpenAI(
         api_key="x",
-        http_client=httpx2.Client(transport=EmulatorTransport(emu, flavour="vllm")),
+        http_client=sdk_http.Client(transport=EmulatorTransport(emu, flavour="vllm")),
         max_retries=0,
     ) as client:
         client.chat.completions.create(model="m", messages=CHAT, extra_body={"cache_salt": "s1"})
@@ -77,7 +71,7 @@ def test_reset_empties_the_caches(claude: anthropic.Anthropic, emu: Emulator) ->
 
 
 def test_unknown_path_is_a_404(emu: Emulator) -> None:
-    with httpx2.Client(transport=EmulatorTransport(emu)) as client:
+    with sdk_http.Client(transport=EmulatorTransport(emu)) as client:
         r = client.post("https://api.openai.com/v1/embeddings", json={"model": "m", "input": "x"})
         bad = client.post("https://api.anthropic.com/v1/messages", content=b"{not json")
     assert r.status_code == 404 and r.json()["error"]["type"] == "invalid_request_error"
@@ -91,7 +85,7 @@ def test_async_transport_with_both_sdks(emu: Emulator) -> None:
     async def main() -> tuple[Any, Any]:
         transport = AsyncEmulatorTransport(emu)
         async with anthropic.AsyncAnthropic(
-            api_key="x", http_client=httpx2.AsyncClient(transport=transport)
+            api_key="x", http_client=sdk_http.AsyncClient(transport=transport)
         ) as claude:
             await claude.messages.create(model="claude-opus-4-8", max_tokens=8, system=SYSTEM, messages=MSGS)
             async with claude.messages.stream(
@@ -101,7 +95,7 @@ def test_async_transport_with_both_sdks(emu: Emulator) -> None:
         async with openai.AsyncOpenAI(
             api_key="x",
             base_url="https://api.deepseek.com",
-            http_client=httpx2.AsyncClient(transport=transport),
+            http_client=sdk_http.AsyncClient(transport=transport),
         ) as ds:
             await ds.chat.completions.create(model="deepseek-chat", messages=CHAT)
             completion = await ds.chat.completions.create(model="deepseek-chat", messages=CHAT)
@@ -163,7 +157,7 @@ def test_concurrent_requests_from_threads() -> None:
         with openai.OpenAI(
             api_key="x",
             base_url="http://engine/v1",
-            http_client=httpx2.Client(transport=EmulatorTransport(emu)),
+            http_client=sdk_http.Client(transport=EmulatorTransport(emu)),
         ) as client:
             msgs = [
                 {"role": "system", "content": text(500, chr(ord("a") + n))},
@@ -190,7 +184,7 @@ def test_serve_on_a_fixed_port(emu: Emulator) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    with serve(emu, port=port) as base_url, httpx2.Client() as client:
+    with serve(emu, port=port) as base_url, sdk_http.Client() as client:
         assert base_url == f"http://127.0.0.1:{port}"
         r = client.post(base_url + "/v1/messages/count_tokens", json={"model": "m", "messages": MSGS})
         missing = client.get(base_url + "/v1/models")

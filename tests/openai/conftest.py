@@ -14,12 +14,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx2
 import openai
 import pytest
 
 import telos_wrap
-from telos_wrap.emulator import AsyncEmulatorTransport, Emulator, EmulatorTransport, ManualClock
+from telos_wrap.emulator import Emulator, ManualClock
+from tests.sdk_http import AsyncEmulatorTransport, EmulatorTransport, sdk_http
 
 #: The API key every test client sends: distinctive, so a scan of the cassettes can prove it is absent.
 API_KEY = "sk-telos-test-0000"
@@ -84,7 +84,7 @@ def make_client(emu: Emulator) -> Iterator[Callable[[Endpoint], openai.OpenAI]]:
     clients: list[openai.OpenAI] = []
 
     def make(endpoint: Endpoint) -> openai.OpenAI:
-        http_client = httpx2.Client(transport=EmulatorTransport(emu))
+        http_client = sdk_http.Client(transport=EmulatorTransport(emu))
         cls = openai.AzureOpenAI if endpoint.azure else openai.OpenAI
         client = cls(api_key="x", http_client=http_client, max_retries=0, **_client_kwargs(endpoint))
         clients.append(client)
@@ -100,7 +100,7 @@ def make_async_client(emu: Emulator) -> Callable[[Endpoint], openai.AsyncOpenAI]
     """Factory for an async client of an endpoint (``AsyncAzureOpenAI`` for Azure)."""
 
     def make(endpoint: Endpoint) -> openai.AsyncOpenAI:
-        http_client = httpx2.AsyncClient(transport=AsyncEmulatorTransport(emu))
+        http_client = sdk_http.AsyncClient(transport=AsyncEmulatorTransport(emu))
         cls = openai.AsyncAzureOpenAI if endpoint.azure else openai.AsyncOpenAI
         return cls(api_key="x", http_client=http_client, max_retries=0, **_client_kwargs(endpoint))
 
@@ -113,48 +113,48 @@ def make_async_client(emu: Emulator) -> Callable[[Endpoint], openai.AsyncOpenAI]
 _ROUTER = Emulator(routes=EMULATOR_ROUTES)
 
 
-def _redirect(request: httpx2.Request, emulator_url: str) -> httpx2.Request:
+def _redirect(request: sdk_http.Request, emulator_url: str) -> sdk_http.Request:
     """``request`` moved to ``{emulator_url}/{flavour}{path}?{query}`` (``serve()`` routes by the prefix).
 
     ``https://api.deepseek.com/v1/chat/completions`` becomes ``{emulator_url}/deepseek/v1/chat/completions``;
     method, headers (but ``Host``), body and extensions (timeouts) are kept.
     """
     flavour = _ROUTER.flavour_for_url(str(request.url))
-    target = httpx2.URL(f"{emulator_url}/{flavour}{request.url.raw_path.decode('ascii')}")
+    target = sdk_http.URL(f"{emulator_url}/{flavour}{request.url.raw_path.decode('ascii')}")
     headers = request.headers.copy()
     del headers["host"]
-    return httpx2.Request(
+    return sdk_http.Request(
         request.method, target, headers=headers, content=request.read(), extensions=request.extensions
     )
 
 
-class EmulatorRedirect(httpx2.HTTPTransport):
+class EmulatorRedirect(sdk_http.HTTPTransport):
     """A real HTTP transport whose every request goes to the local emulator server instead of the vendor.
 
-    vcrpy patches ``httpx2.HTTPTransport.handle_request``, so the redirected request is what a cassette
+    vcrpy patches ``sdk_http.HTTPTransport.handle_request``, so the redirected request is what a cassette
     records (and, when replaying, what it is matched against). ``sent`` logs every redirected request.
     """
 
-    def __init__(self, emulator_url: str, sent: list[httpx2.Request]) -> None:
+    def __init__(self, emulator_url: str, sent: list[sdk_http.Request]) -> None:
         super().__init__()
         self.emulator_url = emulator_url
         self.sent = sent
 
-    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+    def handle_request(self, request: sdk_http.Request) -> sdk_http.Response:
         moved = _redirect(request, self.emulator_url)
         self.sent.append(moved)
         return super().handle_request(moved)
 
 
-class AsyncEmulatorRedirect(httpx2.AsyncHTTPTransport):
+class AsyncEmulatorRedirect(sdk_http.AsyncHTTPTransport):
     """The async twin of :class:`EmulatorRedirect`."""
 
-    def __init__(self, emulator_url: str, sent: list[httpx2.Request]) -> None:
+    def __init__(self, emulator_url: str, sent: list[sdk_http.Request]) -> None:
         super().__init__()
         self.emulator_url = emulator_url
         self.sent = sent
 
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+    async def handle_async_request(self, request: sdk_http.Request) -> sdk_http.Response:
         moved = _redirect(request, self.emulator_url)
         self.sent.append(moved)
         return await super().handle_async_request(moved)
@@ -169,18 +169,18 @@ class HttpWire:
     """
 
     emulator_url: str
-    sent: list[httpx2.Request] = field(default_factory=list)
+    sent: list[sdk_http.Request] = field(default_factory=list)
     _clients: list[openai.OpenAI] = field(default_factory=list)
 
     def client(self, endpoint: Endpoint) -> openai.OpenAI:
-        http_client = httpx2.Client(transport=EmulatorRedirect(self.emulator_url, self.sent))
+        http_client = sdk_http.Client(transport=EmulatorRedirect(self.emulator_url, self.sent))
         cls = openai.AzureOpenAI if endpoint.azure else openai.OpenAI
         client = cls(api_key=API_KEY, http_client=http_client, max_retries=0, **_client_kwargs(endpoint))
         self._clients.append(client)
         return client
 
     def async_client(self, endpoint: Endpoint) -> openai.AsyncOpenAI:
-        http_client = httpx2.AsyncClient(transport=AsyncEmulatorRedirect(self.emulator_url, self.sent))
+        http_client = sdk_http.AsyncClient(transport=AsyncEmulatorRedirect(self.emulator_url, self.sent))
         cls = openai.AsyncAzureOpenAI if endpoint.azure else openai.AsyncOpenAI
         return cls(api_key=API_KEY, http_client=http_client, max_retries=0, **_client_kwargs(endpoint))
 

@@ -6,10 +6,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-import httpx2
 import pytest
 
-from telos_wrap.emulator import Emulator, EmulatorTransport, VLLMConfig
+from telos_wrap.emulator import Emulator, VLLMConfig
 from telos_wrap.engines.bidirectional import (
     cooperative_fold,
     emit_with_extras,
@@ -22,6 +21,7 @@ from telos_wrap.engines.vllm import derive_isolation_key, validate_cache_salt
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import TelosIR
 from telos_wrap.pipeline import PrepareOptions, prepare
+from tests.sdk_http import EmulatorTransport, sdk_http
 
 DOC = "A long policy document line.\n" * 120
 BODY: dict[str, Any] = {
@@ -56,7 +56,7 @@ def test_closed_engines_answer_no(engine: str) -> None:
 
 
 def _send_to(emu: Emulator) -> Any:
-    client = httpx2.Client(transport=EmulatorTransport(emu, flavour="vllm"))
+    client = sdk_http.Client(transport=EmulatorTransport(emu, flavour="vllm"))
 
     def send(body: dict[str, Any]) -> Mapping[str, Any] | None:
         response = client.post("http://gpu-box.internal:8000/v1/chat/completions", json=body)

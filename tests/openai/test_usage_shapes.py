@@ -1,4 +1,4 @@
-"""``usage_of()`` for each vendor's exact usage shape, plain and streamed, via ``httpx2.MockTransport``.
+"""``usage_of()`` for each vendor's exact usage shape, plain and streamed, via ``sdk_http.MockTransport``.
 
 The shapes are written out literally (vendor-cache-rules.md §2.5, §3, §4.3, §5.3) so the numbers are
 exact: DeepSeek's repeated ``cached_tokens`` is never added to its hit count, vLLM/SGLang without their
@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import httpx2
 import openai
 import pytest
 
 import telos_wrap
 from telos_wrap.engines.openai_usage import OpenAIChatStreamUsage, parse_openai_chat_usage
+from tests.sdk_http import sdk_http
 
 from .conftest import ENDPOINTS
 
@@ -92,15 +92,15 @@ class Server:
         self.usage = usage
         self.bodies: list[dict[str, Any]] = []
 
-    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+    def __call__(self, request: sdk_http.Request) -> sdk_http.Response:
         body = json.loads(request.read())
         self.bodies.append(body)
         if body.get("stream"):
             include = bool((body.get("stream_options") or {}).get("include_usage"))
-            return httpx2.Response(
+            return sdk_http.Response(
                 200, content=_sse(self.usage, include), headers={"content-type": "text/event-stream"}
             )
-        return httpx2.Response(200, json=_completion(self.usage))
+        return sdk_http.Response(200, json=_completion(self.usage))
 
 
 def _client(name: str, server: Server) -> openai.OpenAI:
@@ -108,7 +108,7 @@ def _client(name: str, server: Server) -> openai.OpenAI:
     return openai.OpenAI(
         api_key="x",
         base_url=endpoint.base_url,
-        http_client=httpx2.Client(transport=httpx2.MockTransport(server)),
+        http_client=sdk_http.Client(transport=sdk_http.MockTransport(server)),
         max_retries=0,
     )
 

@@ -112,3 +112,12 @@ def test_a_project_runs_its_old_cassette_under_the_marker(pytester: pytest.Pytes
     assert "FAILED test_agent.py::test_old_cassette_strict_budget" in out
     assert "CacheBudgetError: telos cache budget not met: 7 cache break(s), more than max_breaks=0" in out
     assert BREAK.search(out)
+
+
+def test_engine_and_cost_budget() -> None:
+    deepseek = replay_cassette(OPENAI, engine="deepseek")
+    assert [run.engine for run in deepseek.runs] == ["deepseek"] and deepseek.hit_ratio > 0.5
+    too_costly = r"input cost 1\d\d\.\d% of uncached is above max_cost_ratio=90\.0%"
+    with pytest.raises(CacheBudgetError, match=too_costly):
+        replay_cassette(ANTHROPIC, learn_volatility=False, max_cost_ratio=0.9)
+    assert replay_cassette(ANTHROPIC, max_cost_ratio=0.6).cost_ratio <= 0.6

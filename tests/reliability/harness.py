@@ -1,6 +1,6 @@
 """The reliability harness: one fake vendor behind the real SDKs, and every entry point as data.
 
-``Wire`` is an ``httpx2.MockTransport`` handler that answers both vendors' endpoints the way they
+``Wire`` is an ``sdk_http.MockTransport`` handler that answers both vendors' endpoints the way they
 answer (JSON or server-sent events, usage included) and records every request exactly as it went
 on the wire — method, path, headers, body bytes. ``ENTRIES`` lists every public entry point telos
 patches, for both SDKs, sync and async, streaming or not, as a function that makes the call *and
@@ -14,6 +14,7 @@ answers (crossed state would show). The API keys are distinctive fakes, so a lea
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import re
 import threading
@@ -22,8 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anthropic
-import httpx2
 import openai
+
+from tests.sdk_http import sdk_http
 
 ANTHROPIC_KEY = "sk-ant-TESTKEY-reliability-4f1c9e2a7b3d5c6e"
 OPENAI_KEY = "sk-proj-TESTKEY-reliability-8d2e6b1f0a9c7e5d"
@@ -61,11 +63,11 @@ class Sent:
         return json.loads(self.raw) if self.raw else None
 
 
-Failure = Callable[[httpx2.Request, int], httpx2.Response | None]
+Failure = Callable[[sdk_http.Request, int], sdk_http.Response | None]
 
 
 class Wire:
-    """A fake Anthropic + OpenAI backend for ``httpx2.MockTransport`` (thread-safe recording).
+    """A fake Anthropic + OpenAI backend for ``sdk_http.MockTransport`` (thread-safe recording).
 
     Args:
         fail: optional ``(request, attempt) -> Response | None``: a response to return instead of the
@@ -75,13 +77,13 @@ class Wire:
 
     def __init__(self, fail: Failure | None = None) -> None:
         self.sent: list[Sent] = []
-        self.requests: list[httpx2.Request] = []
+        self.requests: list[sdk_http.Request] = []
         self.fail = fail
         self._lock = threading.Lock()
 
     # -- recording ------------------------------------------------------------------------------
 
-    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+    def __call__(self, request: sdk_http.Request) -> sdk_http.Response:
         raw = request.read()
         with self._lock:
             self.sent.append(Sent(request.method, request.url.path, dict(request.headers), raw))
@@ -94,22 +96,22 @@ class Wire:
         body = json.loads(raw) if raw else {}
         path = request.url.path
         if path.endswith("/count_tokens"):
-            return httpx2.Response(200, json={"input_tokens": 42})
+            return sdk_http.Response(200, json={"input_tokens": 42})
         if path.endswith("/v1/messages"):
             return _anthropic_stream(body) if body.get("stream") else _anthropic_message(body)
         if path.endswith("/chat/completions"):
             return _openai_stream(body) if body.get("stream") else _openai_completion(body)
         if path.endswith("/responses/input_tokens"):
-            return httpx2.Response(200, json={"object": "response.input_tokens", "input_tokens": 42})
+            return sdk_http.Response(200, json={"object": "response.input_tokens", "input_tokens": 42})
         if path.endswith("/responses/compact"):
-            return httpx2.Response(200, json=_responses_json(body, object_="response.compaction"))
+            return sdk_http.Response(200, json=_responses_json(body, object_="response.compaction"))
         if path.endswith("/responses"):
             return (
                 _responses_stream(body)
                 if body.get("stream")
-                else httpx2.Response(200, json=_responses_json(body))
+                else sdk_http.Response(200, json=_responses_json(body))
             )
-        return httpx2.Response(404, json={"error": {"message": f"no route {path}"}})
+        return sdk_http.Response(404, json={"error": {"message": f"no route {path}"}})
 
     @property
     def bodies(self) -> list[Any]:
@@ -126,8 +128,8 @@ def _echo(body: Any) -> str:
     return found[-1] if found else "ok"
 
 
-def _anthropic_message(body: dict[str, Any]) -> httpx2.Response:
-    return httpx2.Response(200, json=anthropic_message_json(_echo(body), body.get("model")))
+def _anthropic_message(body: dict[str, Any]) -> sdk_http.Response:
+    return sdk_http.Response(200, json=anthropic_message_json(_echo(body), body.get("model")))
 
 
 def anthropic_message_json(text: str = "ok", model: Any = None) -> dict[str, Any]:
@@ -153,7 +155,7 @@ def _sse(events: Iterable[tuple[str | None, Any]]) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def _anthropic_stream(body: dict[str, Any]) -> httpx2.Response:
+def _anthropic_stream(body: dict[str, Any]) -> sdk_http.Response:
     text = _echo(body)
     message = anthropic_message_json("", body.get("model"))
     message["content"] = []
@@ -187,11 +189,11 @@ def _anthropic_stream(body: dict[str, Any]) -> httpx2.Response:
         ),
         ("message_stop", {"type": "message_stop"}),
     ]
-    return httpx2.Response(200, content=_sse(events), headers={"content-type": "text/event-stream"})
+    return sdk_http.Response(200, content=_sse(events), headers={"content-type": "text/event-stream"})
 
 
-def _openai_completion(body: dict[str, Any]) -> httpx2.Response:
-    return httpx2.Response(
+def _openai_completion(body: dict[str, Any]) -> sdk_http.Response:
+    return sdk_http.Response(
         200,
         json={
             "id": "chatcmpl-reliability",
@@ -211,7 +213,7 @@ def _openai_completion(body: dict[str, Any]) -> httpx2.Response:
     )
 
 
-def _openai_stream(body: dict[str, Any]) -> httpx2.Response:
+def _openai_stream(body: dict[str, Any]) -> sdk_http.Response:
     text = _echo(body)
     half = max(1, len(text) // 2)
     base = {
@@ -241,7 +243,7 @@ def _openai_stream(body: dict[str, Any]) -> httpx2.Response:
     if isinstance(options, dict) and options.get("include_usage"):
         chunks.append((None, {**base, "choices": [], "usage": dict(OPENAI_USAGE)}))
     chunks.append((None, "[DONE]"))
-    return httpx2.Response(200, content=_sse(chunks), headers={"content-type": "text/event-stream"})
+    return sdk_http.Response(200, content=_sse(chunks), headers={"content-type": "text/event-stream"})
 
 
 RESPONSES_USAGE = {
@@ -288,7 +290,7 @@ def _responses_json(
     }
 
 
-def _responses_stream(body: dict[str, Any]) -> httpx2.Response:
+def _responses_stream(body: dict[str, Any]) -> sdk_http.Response:
     """The Responses event sequence; usage only on ``response.completed``."""
     text = _echo(body)
     final = _responses_json(body)
@@ -335,7 +337,7 @@ def _responses_stream(body: dict[str, Any]) -> httpx2.Response:
         ),
         ("response.completed", {"type": "response.completed", "sequence_number": 5, "response": final}),
     ]
-    return httpx2.Response(200, content=_sse(events), headers={"content-type": "text/event-stream"})
+    return sdk_http.Response(200, content=_sse(events), headers={"content-type": "text/event-stream"})
 
 
 # -- clients ------------------------------------------------------------------------------------
@@ -346,12 +348,12 @@ def anthropic_client(wire: Wire, *, is_async: bool = False, max_retries: int = 0
         return anthropic.AsyncAnthropic(
             api_key=ANTHROPIC_KEY,
             max_retries=max_retries,
-            http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(wire)),
+            http_client=sdk_http.AsyncClient(transport=sdk_http.MockTransport(wire)),
         )
     return anthropic.Anthropic(
         api_key=ANTHROPIC_KEY,
         max_retries=max_retries,
-        http_client=httpx2.Client(transport=httpx2.MockTransport(wire)),
+        http_client=sdk_http.Client(transport=sdk_http.MockTransport(wire)),
     )
 
 
@@ -360,12 +362,12 @@ def openai_client(wire: Wire, *, is_async: bool = False, max_retries: int = 0) -
         return openai.AsyncOpenAI(
             api_key=OPENAI_KEY,
             max_retries=max_retries,
-            http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(wire)),
+            http_client=sdk_http.AsyncClient(transport=sdk_http.MockTransport(wire)),
         )
     return openai.OpenAI(
         api_key=OPENAI_KEY,
         max_retries=max_retries,
-        http_client=httpx2.Client(transport=httpx2.MockTransport(wire)),
+        http_client=sdk_http.Client(transport=sdk_http.MockTransport(wire)),
     )
 
 
@@ -485,7 +487,14 @@ class Outcome:
 
 
 def _dump(item: Any) -> Any:
-    return item.model_dump(mode="json") if hasattr(item, "model_dump") else repr(item)
+    # warnings=False: anthropic 0.x's ParsedMessage unions make pydantic >= 2.12 warn on dump.
+    return item.model_dump(mode="json", warnings=False) if hasattr(item, "model_dump") else repr(item)
+
+
+async def _parsed(raw: Any) -> Any:
+    """``raw.parse()`` of an async raw response: awaited, except anthropic 0.x's LegacyAPIResponse."""
+    result = raw.parse()
+    return (await result) if inspect.isawaitable(result) else result
 
 
 def _count_kwargs(kw: dict[str, Any]) -> dict[str, Any]:
@@ -589,12 +598,12 @@ async def aa_parse(c: Any, kw: dict[str, Any]) -> Outcome:
 
 async def aa_raw(c: Any, kw: dict[str, Any]) -> Outcome:
     raw = await c.messages.with_raw_response.create(**kw)
-    return Outcome(raw, await raw.parse())
+    return Outcome(raw, await _parsed(raw))
 
 
 async def aa_raw_stream(c: Any, kw: dict[str, Any]) -> Outcome:
     raw = await c.messages.with_raw_response.create(**kw, stream=True)
-    stream = await raw.parse()
+    stream = await _parsed(raw)
     events = [_dump(e) async for e in stream]
     return Outcome(raw, stream, events)
 

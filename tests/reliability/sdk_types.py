@@ -156,4 +156,25 @@ def check_openai_body(body: Mapping[str, Any]) -> None:
         if body.get("stream") is True
         else openai_params.CompletionCreateParamsNonStreaming
     )
+    if "prompt_cache_options" not in _hints(params):
+        body = _without_newer_cache_fields(body)
     check(dict(body), params)
+
+
+def _without_newer_cache_fields(body: Mapping[str, Any]) -> dict[str, Any]:
+    """An older SDK line (openai 2.x) predates the API's newer cache fields, which telos sends on
+    models that take them (the API accepts them from any client): check the rest of the body."""
+    from telos_wrap.emulator.flavour_openai import NEWER_API_FIELDS
+
+    def strip(value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {k: strip(v) for k, v in value.items() if k != "prompt_cache_breakpoint"}
+        if isinstance(value, list):
+            return [strip(item) for item in value]
+        return value
+
+    return {
+        k: strip(v)
+        for k, v in body.items()
+        if k not in NEWER_API_FIELDS or k in _hints(openai_params.CompletionCreateParamsNonStreaming)
+    }

@@ -21,7 +21,6 @@ from collections.abc import Callable
 from typing import Any
 
 import anthropic
-import httpx2
 import openai
 import pytest
 
@@ -29,6 +28,7 @@ import telos_wrap
 from telos_wrap import TelosHintError, TelosHints, pipeline
 from telos_wrap.pipeline import PrepareOptions, prepare
 from telos_wrap.sessions import MemoryStore, Session
+from tests.sdk_http import sdk_http
 
 from .harness import ENTRIES, ENTRY_IDS, Wire, client_for, entry, kwargs_for
 from .sdk_types import SchemaError, check_anthropic_body, check_openai_body
@@ -76,7 +76,7 @@ def test_a_hint_given_as_telos_hints_or_none_is_accepted(entry_id: str) -> None:
 def _validating_wire() -> Wire:
     """A backend that answers 400 (vendor-shaped) to a body its SDK's own types reject."""
 
-    def fail(request: httpx2.Request, attempt: int) -> httpx2.Response | None:
+    def fail(request: sdk_http.Request, attempt: int) -> sdk_http.Response | None:
         body = json.loads(request.content)
         try:
             if request.url.path.endswith("/v1/messages"):
@@ -85,7 +85,7 @@ def _validating_wire() -> Wire:
                 check_openai_body(body)
         except (SchemaError, KeyError, TypeError) as exc:
             error = {"type": "error", "error": {"type": "invalid_request_error", "message": str(exc)[:200]}}
-            return httpx2.Response(400, json=error)
+            return sdk_http.Response(400, json=error)
         return None
 
     return Wire(fail)

@@ -94,7 +94,7 @@ def _validating_wire() -> Wire:
     """A backend that answers a 400 in OpenAI's shape when an input item is not an object."""
 
     def fail(request: Any, attempt: int) -> Any:
-        import httpx2
+        from tests.sdk_http import sdk_http
 
         items = json.loads(request.read() or b"{}").get("input")
         if isinstance(items, list) and not all(isinstance(item, dict) for item in items):
@@ -102,7 +102,7 @@ def _validating_wire() -> Wire:
                 "message": "Invalid 'input': every item must be an object.",
                 "type": "invalid_request_error",
             }
-            return httpx2.Response(400, json={"error": error})
+            return sdk_http.Response(400, json={"error": error})
         return None
 
     return Wire(fail)

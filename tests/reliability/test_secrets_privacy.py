@@ -128,15 +128,16 @@ ENGINES = {
 
 
 def _openai_call(base_url: str, isolation: str, hint: bool) -> tuple[dict[str, Any], dict[str, str]]:
-    import httpx2
     import openai
+
+    from tests.sdk_http import sdk_http
 
     wire = Wire()
     client = openai.OpenAI(
         api_key="sk-proj-TESTKEY-x",
         base_url=base_url,
         max_retries=0,
-        http_client=httpx2.Client(transport=httpx2.MockTransport(wire)),
+        http_client=sdk_http.Client(transport=sdk_http.MockTransport(wire)),
     )
     extra = {"telos_hint": {"isolation": isolation, "session": RAW_SESSION}} if hint else {}
     with telos_wrap.session(RAW_SESSION, hints={"isolation": isolation}):

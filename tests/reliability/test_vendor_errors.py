@@ -14,28 +14,28 @@ from collections.abc import Callable
 from typing import Any
 
 import anthropic
-import httpx2
 import openai
 import pytest
 
 import telos_wrap
 from telos_wrap import TelosError, pipeline
+from tests.sdk_http import sdk_http
 
 from .harness import Entry, Wire, client_for, entry, kwargs_for
 
 
-def _status(status: int, body: dict[str, Any], **headers: str) -> Callable[[httpx2.Request, int], Any]:
-    return lambda request, attempt: httpx2.Response(status, json=body, headers=headers)
+def _status(status: int, body: dict[str, Any], **headers: str) -> Callable[[sdk_http.Request, int], Any]:
+    return lambda request, attempt: sdk_http.Response(status, json=body, headers=headers)
 
 
-def _raise(exc: type[Exception]) -> Callable[[httpx2.Request, int], Any]:
-    def fail(request: httpx2.Request, attempt: int) -> Any:
+def _raise(exc: type[Exception]) -> Callable[[sdk_http.Request, int], Any]:
+    def fail(request: sdk_http.Request, attempt: int) -> Any:
         raise exc("transport failure", request=request)
 
     return fail
 
 
-FAILURES: dict[str, Callable[[httpx2.Request, int], Any]] = {
+FAILURES: dict[str, Callable[[sdk_http.Request, int], Any]] = {
     "400": _status(
         400, {"type": "error", "error": {"type": "invalid_request_error", "message": "bad field"}}
     ),
@@ -47,8 +47,8 @@ FAILURES: dict[str, Callable[[httpx2.Request, int], Any]] = {
     ),
     "500": _status(500, {"type": "error", "error": {"type": "api_error", "message": "boom"}}),
     "529": _status(529, {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}),
-    "timeout": _raise(httpx2.ReadTimeout),
-    "connection": _raise(httpx2.ConnectError),
+    "timeout": _raise(sdk_http.ReadTimeout),
+    "connection": _raise(sdk_http.ConnectError),
 }
 ENTRIES = [
     "anthropic-sync-create",

@@ -19,15 +19,16 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.sdk_http
 
 import anthropic
-import httpx2
 import redis
 from convo import RecordingTransport, run_shared_turn, run_shared_turn_async  # type: ignore[import-not-found]
 
 import telos_wrap
-from telos_wrap.emulator import AsyncEmulatorTransport, Emulator
+from telos_wrap.emulator import Emulator
 from telos_wrap.sessions import RedisStore
+from tests.sdk_http import AsyncEmulatorTransport, sdk_http
 
 
 class _AsyncRecording(AsyncEmulatorTransport):
@@ -35,7 +36,7 @@ class _AsyncRecording(AsyncEmulatorTransport):
         super().__init__(emulator)
         self.bodies: list[bytes] = []
 
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+    async def handle_async_request(self, request: sdk_http.Request) -> sdk_http.Response:
         self.bodies.append(request.read())
         return await super().handle_async_request(request)
 
@@ -61,7 +62,7 @@ def main(
     if mode == "sync":
         transport = RecordingTransport(Emulator())
         client = anthropic.Anthropic(
-            api_key="test", http_client=httpx2.Client(transport=transport), max_retries=0
+            api_key="test", http_client=sdk_http.Client(transport=transport), max_retries=0
         )
         for turn in range(parity, turns, 2):
             wait_turn(turn)
@@ -76,7 +77,7 @@ def main(
         async def run() -> None:
             transport = _AsyncRecording(Emulator())
             client = anthropic.AsyncAnthropic(
-                api_key="test", http_client=httpx2.AsyncClient(transport=transport), max_retries=0
+                api_key="test", http_client=sdk_http.AsyncClient(transport=transport), max_retries=0
             )
             for turn in range(parity, turns, 2):
                 await asyncio.to_thread(wait_turn, turn)

@@ -12,11 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import anthropic
-import httpx2
 import pytest
 
 from telos_wrap.emulator import Emulator, ManualClock
 from telos_wrap.sessions import MemoryStore, set_default_store
+from tests.sdk_http import sdk_http
 
 from .convo import RecordingTransport
 
@@ -51,7 +51,7 @@ def transport(emu: Emulator) -> RecordingTransport:
 def claude(patched: None, transport: RecordingTransport) -> Iterator[anthropic.Anthropic]:
     """The real Anthropic SDK, patched strict, talking to the emulator (bodies recorded as bytes)."""
     client = anthropic.Anthropic(
-        api_key="test", http_client=httpx2.Client(transport=transport), max_retries=0
+        api_key="test", http_client=sdk_http.Client(transport=transport), max_retries=0
     )
     try:
         yield client

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx2
-
-from telos_wrap.emulator import Emulator, EmulatorTransport
+from telos_wrap.emulator import Emulator
+from tests.sdk_http import EmulatorTransport, sdk_http
 
 MODEL = "claude-opus-4-8"  # minimum cacheable prefix: 1,024 emulated tokens
 RULES = "".join(
@@ -17,14 +16,14 @@ HANDBOOK = "".join(
 )
 
 
-class RecordingTransport(httpx2.BaseTransport):
+class RecordingTransport(sdk_http.BaseTransport):
     """An ``EmulatorTransport`` that keeps every request body exactly as sent."""
 
     def __init__(self, emulator: Emulator) -> None:
         self.inner = EmulatorTransport(emulator)
         self.bodies: list[bytes] = []
 
-    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+    def handle_request(self, request: sdk_http.Request) -> sdk_http.Response:
         self.bodies.append(request.read())
         return self.inner.handle_request(request)
 

@@ -1,7 +1,7 @@
 """Real HTTP to the emulator: ``serve()`` on a free port, and SDK clients whose requests go there.
 
 The clients keep the vendor's base URL (so telos resolves the engine exactly as for a user); their
-transport is a real ``httpx2.HTTPTransport`` that moves every request to the local emulator server
+transport is a real ``sdk_http.HTTPTransport`` that moves every request to the local emulator server
 and keeps the exact bytes sent.
 """
 
@@ -12,13 +12,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import anthropic
-import httpx2
 import openai
 
 from telos_wrap.emulator import Emulator, ManualClock, serve
+from tests.sdk_http import sdk_http
 
 
-class Redirect(httpx2.HTTPTransport):
+class Redirect(sdk_http.HTTPTransport):
     """Sends every request to ``{base}{path}`` over real HTTP; ``bodies`` / ``headers``: what was sent."""
 
     def __init__(self, base: str, bodies: list[bytes], headers: list[dict[str, str]]) -> None:
@@ -27,13 +27,13 @@ class Redirect(httpx2.HTTPTransport):
         self.bodies = bodies
         self.headers = headers
 
-    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+    def handle_request(self, request: sdk_http.Request) -> sdk_http.Response:
         body = request.read()
         self.bodies.append(body)
         self.headers.append({key.lower(): value for key, value in request.headers.items()})
         headers = request.headers.copy()
         del headers["host"]
-        moved = httpx2.Request(
+        moved = sdk_http.Request(
             request.method,
             f"{self.base}{request.url.raw_path.decode('ascii')}",
             headers=headers,
@@ -59,11 +59,11 @@ class Wire:
         return clock
 
     def openai(self, **kwargs: object) -> openai.OpenAI:
-        http = httpx2.Client(transport=Redirect(f"{self.url}/openai", self.bodies, self.headers))
+        http = sdk_http.Client(transport=Redirect(f"{self.url}/openai", self.bodies, self.headers))
         return openai.OpenAI(api_key="sk-test", http_client=http, max_retries=0, **kwargs)  # type: ignore[arg-type]
 
     def anthropic(self, **kwargs: object) -> anthropic.Anthropic:
-        http = httpx2.Client(transport=Redirect(self.url, self.bodies, self.headers))
+        http = sdk_http.Client(transport=Redirect(self.url, self.bodies, self.headers))
         return anthropic.Anthropic(api_key="test", http_client=http, max_retries=0, **kwargs)  # type: ignore[arg-type]
 
 

@@ -8,12 +8,12 @@ from collections import defaultdict
 from typing import Any
 
 import anthropic
-import httpx2
 import pytest
 
 import telos_wrap
-from telos_wrap.emulator import AsyncEmulatorTransport, Emulator
+from telos_wrap.emulator import Emulator
 from telos_wrap.sessions import Session, current_session
+from tests.sdk_http import AsyncEmulatorTransport, sdk_http
 
 from .convo import MODEL
 
@@ -101,7 +101,7 @@ def test_500_asyncio_tasks_each_in_its_own_session(patched: None) -> None:
                 await asyncio.sleep(0)
 
     async def main() -> None:
-        http = httpx2.AsyncClient(transport=AsyncEmulatorTransport(emu))
+        http = sdk_http.AsyncClient(transport=AsyncEmulatorTransport(emu))
         client = anthropic.AsyncAnthropic(api_key="test", http_client=http, max_retries=0)
         try:
             await asyncio.gather(*(task(client, n) for n in range(500)))

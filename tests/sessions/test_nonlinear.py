@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import anthropic
-import httpx2
 import openai
 import pytest
 from hypothesis import HealthCheck, settings
@@ -48,12 +47,13 @@ from hypothesis.stateful import (
 )
 
 import telos_wrap
-from telos_wrap.emulator import Emulator, EmulatorTransport, ManualClock
+from telos_wrap.emulator import Emulator, ManualClock
 from telos_wrap.failopen import reset_failures
 from telos_wrap.sessions import MemoryStore, Session
 from telos_wrap.sessions.folds import FoldError
 from telos_wrap.sessions.refresh_io import send_refresh
 from telos_wrap.sessions.store import Versioned
+from tests.sdk_http import EmulatorTransport, sdk_http
 
 from ..reliability.test_properties import check_anthropic_content, check_openai_content
 from .convo import HANDBOOK, RULES
@@ -74,20 +74,22 @@ class Wire:
     engine: str
     base_url: str
     model: str
-    make_client: Callable[[str, httpx2.BaseTransport], Any]
+    make_client: Callable[[str, sdk_http.BaseTransport], Any]
     send: Callable[[Any, str, list[dict[str, Any]]], Any]
     check_content: Callable[[dict[str, Any], Any], None]
     #: The caller's body as the pipeline sees it (for the content check).
     body: Callable[[str, list[dict[str, Any]]], dict[str, Any]]
 
 
-def _anthropic_client(base_url: str, transport: httpx2.BaseTransport) -> Any:
-    return anthropic.Anthropic(api_key="test", http_client=httpx2.Client(transport=transport), max_retries=0)
+def _anthropic_client(base_url: str, transport: sdk_http.BaseTransport) -> Any:
+    return anthropic.Anthropic(
+        api_key="test", http_client=sdk_http.Client(transport=transport), max_retries=0
+    )
 
 
-def _openai_client(base_url: str, transport: httpx2.BaseTransport) -> Any:
+def _openai_client(base_url: str, transport: sdk_http.BaseTransport) -> Any:
     return openai.OpenAI(
-        api_key="sk-test", base_url=base_url, http_client=httpx2.Client(transport=transport), max_retries=0
+        api_key="sk-test", base_url=base_url, http_client=sdk_http.Client(transport=transport), max_retries=0
     )
 
 
@@ -156,7 +158,7 @@ class RecordingTransport(EmulatorTransport):
         super().__init__(emulator)
         self.bodies: list[bytes] = []
 
-    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+    def handle_request(self, request: sdk_http.Request) -> sdk_http.Response:
         self.bodies.append(request.read())
         return super().handle_request(request)
 

@@ -10,7 +10,6 @@ import threading
 from pathlib import Path
 
 import anthropic
-import httpx2
 import pytest
 
 import telos_wrap
@@ -18,6 +17,7 @@ from telos_wrap.emulator import Emulator
 from telos_wrap.sessions import SessionState
 from telos_wrap.sessions.redis_store import RedisStore
 from telos_wrap.sessions.store import Swapped, Versioned
+from tests.sdk_http import sdk_http
 
 from .conftest import RedisServer
 from .convo import RecordingTransport, run_shared_turn
@@ -72,7 +72,7 @@ def test_concurrent_increments_never_lose_an_update(redis_url: str, redis_prefix
 def _single_process(patched: None) -> list[bytes]:
     transport = RecordingTransport(Emulator())
     client = anthropic.Anthropic(
-        api_key="test", http_client=httpx2.Client(transport=transport), max_retries=0
+        api_key="test", http_client=sdk_http.Client(transport=transport), max_retries=0
     )
     sess = telos_wrap.session("alone")
     for turn in range(TURNS):

@@ -12,15 +12,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import anthropic
-import httpx2
 import pytest
 
 import telos_wrap
-from telos_wrap.emulator import AsyncEmulatorTransport, Emulator, ManualClock
+from telos_wrap.emulator import Emulator, ManualClock
 from telos_wrap.failopen import failure_counts, reset_failures
 from telos_wrap.sessions import MemoryStore, RedisStore, Session
 from telos_wrap.sessions.breaker import StoreBreaker
 from telos_wrap.sessions.store import Swapped, Versioned
+from tests.sdk_http import AsyncEmulatorTransport, sdk_http
 
 from .convo import MODEL, RecordingTransport, messages_for, system_prompt
 
@@ -115,7 +115,7 @@ def test_async_clients_use_only_the_async_store(patched: None) -> None:
             await sess.aflush()
 
     async def main() -> None:
-        http = httpx2.AsyncClient(transport=AsyncEmulatorTransport(Emulator()))
+        http = sdk_http.AsyncClient(transport=AsyncEmulatorTransport(Emulator()))
         client = anthropic.AsyncAnthropic(api_key="test", http_client=http, max_retries=0)
         await asyncio.gather(*(conversation(client, n) for n in range(5)))
         await client.close()
@@ -142,7 +142,7 @@ def test_async_clients_never_use_the_sync_redis_client(
     store.redis.execute_command = forbidden  # type: ignore[method-assign]
 
     async def main() -> Session:
-        http = httpx2.AsyncClient(transport=AsyncEmulatorTransport(Emulator()))
+        http = sdk_http.AsyncClient(transport=AsyncEmulatorTransport(Emulator()))
         client = anthropic.AsyncAnthropic(api_key="test", http_client=http, max_retries=0)
         async with telos_wrap.session("redis-async", store=store) as sess:
             for turn in range(3):
@@ -194,7 +194,7 @@ def lenient(transport: RecordingTransport) -> Iterator[anthropic.Anthropic]:
     telos_wrap.patch(strict=False)
     reset_failures()
     client = anthropic.Anthropic(
-        api_key="test", http_client=httpx2.Client(transport=transport), max_retries=0
+        api_key="test", http_client=sdk_http.Client(transport=transport), max_retries=0
     )
     try:
         yield client
@@ -343,7 +343,7 @@ def test_a_hung_redis_costs_async_calls_one_timeout_per_window() -> None:
         try:
 
             async def main() -> tuple[float, float]:
-                http = httpx2.AsyncClient(transport=AsyncEmulatorTransport(Emulator()))
+                http = sdk_http.AsyncClient(transport=AsyncEmulatorTransport(Emulator()))
                 client = anthropic.AsyncAnthropic(api_key="test", http_client=http, max_retries=0)
 
                 async def call(n: int) -> None:

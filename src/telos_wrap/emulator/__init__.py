@@ -2,9 +2,9 @@
 
 Run the official ``anthropic`` / ``openai`` SDKs against it with no network and no API key::
 
-    from telos_wrap.emulator import Emulator, EmulatorTransport
+    from telos_wrap.emulator import Emulator, emulator_http_client
     emu = Emulator()
-    client = anthropic.Anthropic(api_key="x", http_client=httpx2.Client(transport=EmulatorTransport(emu)))
+    client = anthropic.Anthropic(api_key="x", http_client=emulator_http_client(emu, "anthropic"))
 
 or over real local HTTP with :func:`serve`.  See docs/emulator.md for the rules emulated.
 """
@@ -17,9 +17,16 @@ from .errors import EmulatorHTTPError
 from .flavour_sglang import SGLangConfig
 from .flavour_vllm import VLLMConfig
 from .render import RENDER_MODES, RenderMode
+from .replies import Replier, Reply, ToolCall, count_tool_results, tool_loop
 from .server import serve
 from .tokens import BYTES_PER_TOKEN, estimate_tokens, text_for_tokens
-from .transport import AsyncEmulatorTransport, EmulatorTransport
+from .transport import (
+    AsyncEmulatorTransport,
+    EmulatorTransport,
+    emulator_http_client,
+    emulator_transport,
+    sdk_http_library,
+)
 from .wire import REPLY_TEXT, EmulatorResponse
 
 __all__ = [
@@ -38,11 +45,19 @@ __all__ = [
     "Flavour",
     "ManualClock",
     "RenderMode",
+    "Replier",
+    "Reply",
     "RequestRecord",
     "SGLangConfig",
     "SystemClock",
+    "ToolCall",
     "VLLMConfig",
+    "count_tool_results",
+    "emulator_http_client",
+    "emulator_transport",
     "estimate_tokens",
+    "sdk_http_library",
     "serve",
     "text_for_tokens",
+    "tool_loop",
 ]

@@ -8,6 +8,7 @@ message_delta, message_stop (§1.5 "Streaming"; ``ping`` is skipped by the SDK's
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -17,6 +18,7 @@ from .anthropic_rules import place_breakpoints
 from .clock import Clock
 from .errors import anthropic_error
 from .render import RenderedPrompt, RenderMode, render_anthropic
+from .replies import Replier, count_tool_results
 from .tokens import estimate_tokens
 from .wire import Handled, json_response, reply_text, split_words, sse_event, sse_response
 
@@ -42,8 +44,10 @@ class AnthropicAPI:
         clock: Clock,
         next_id: Callable[[], int],
         min_tokens_overrides: Mapping[str, int] | None = None,
+        replier: Replier | None = None,
     ) -> None:
         self._clock = clock
+        self._replier = replier
         self._next_id = next_id
         self.cache = AnthropicCache(min_tokens_overrides)
         self._fingerprints = FingerprintStore()
@@ -72,15 +76,30 @@ class AnthropicAPI:
         diagnostics = self._diagnostics(body, prompt, message_id)
         max_tokens = int(body["max_tokens"])
         # SDK docstring of max_tokens: 0 populates the prompt cache without generating a response.
-        text, truncated = reply_text(max_tokens)
-        stop_reason = "max_tokens" if truncated else "end_turn"
-        output_tokens = estimate_tokens(text)
+        scripted = self._replier("anthropic", body) if self._replier is not None else None
+        calls: list[dict[str, Any]] = []
+        if scripted is None:
+            text, truncated = reply_text(max_tokens)
+            stop_reason = "max_tokens" if truncated else "end_turn"
+        else:
+            text, seed = scripted.text, count_tool_results("anthropic", body)
+            calls = [
+                {
+                    "type": "tool_use",
+                    "id": c.call_id("anthropic", f"{seed}:{i}"),
+                    "name": c.name,
+                    "input": dict(c.arguments),
+                }
+                for i, c in enumerate(scripted.tool_calls)
+            ]
+            stop_reason = "tool_use" if calls else "end_turn"
+        output_tokens = estimate_tokens(text + "".join(json.dumps(c["input"]) for c in calls))
         message: dict[str, Any] = {
             "id": message_id,
             "type": "message",
             "role": "assistant",
             "model": body["model"],
-            "content": [{"type": "text", "text": text}] if text else [],
+            "content": ([{"type": "text", "text": text}] if text else []) + calls,
             "stop_reason": stop_reason,
             "stop_sequence": None,
             "usage": usage.to_json(output_tokens),
@@ -90,7 +109,7 @@ class AnthropicAPI:
         headers = (("request-id", f"req_emu_{message_id[8:]}"),)
         usage_json = message["usage"]
         if body.get("stream"):
-            response = sse_response(_stream_events(message, usage, text, output_tokens), headers)
+            response = sse_response(_stream_events(message, usage, text, output_tokens, calls), headers)
         else:
             response = json_response(200, message, headers)
         return Handled(response, usage=usage_json, response_id=message_id, model=str(body["model"]))
@@ -110,7 +129,11 @@ class AnthropicAPI:
 
 
 def _stream_events(
-    message: Mapping[str, Any], usage: AnthropicUsage, text: str, output_tokens: int
+    message: Mapping[str, Any],
+    usage: AnthropicUsage,
+    text: str,
+    output_tokens: int,
+    calls: list[dict[str, Any]] | None = None,
 ) -> list[bytes]:
     """The SSE event sequence of one streamed message."""
     start = {
@@ -136,6 +159,20 @@ def _stream_events(
             }
             events.append(sse_event(delta, "content_block_delta"))
         events.append(sse_event({"type": "content_block_stop", "index": 0}, "content_block_stop"))
+    for index, call in enumerate(calls or (), start=1 if text else 0):
+        # A tool_use block starts with empty input; its JSON arrives as input_json_delta pieces.
+        start_block = {**call, "input": {}}
+        events.append(
+            sse_event(
+                {"type": "content_block_start", "index": index, "content_block": start_block},
+                "content_block_start",
+            )
+        )
+        delta = {"type": "input_json_delta", "partial_json": json.dumps(call["input"])}
+        events.append(
+            sse_event({"type": "content_block_delta", "index": index, "delta": delta}, "content_block_delta")
+        )
+        events.append(sse_event({"type": "content_block_stop", "index": index}, "content_block_stop"))
     # message_delta usage is cumulative and has no cache_creation breakdown (message_delta_usage.py).
     delta_usage = {
         "input_tokens": usage.input_tokens,

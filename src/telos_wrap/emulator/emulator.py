@@ -20,6 +20,7 @@ from .flavour_sglang import SGLangConfig, SGLangFlavour
 from .flavour_vllm import VLLMConfig, VLLMFlavour
 from .openai_compat import handle_chat
 from .render import RenderMode, check_mode
+from .replies import Replier
 from .responses_api import RESPONSES_FLAVOURS, ResponsesAPI, not_served
 from .wire import EmulatorResponse, Handled, json_response
 
@@ -73,6 +74,8 @@ class Emulator:
             ``"byte-exact"`` as a cache keyed on the request bytes would (cache markers aside).
             Applies to every flavour; settable later (``emu.mode = "byte-exact"``). See
             docs/emulator.md, "Render modes".
+        replier: scripts what the model answers (text and tool calls) from the request; the fixed
+            :data:`REPLY_TEXT` when ``None`` (:mod:`telos_wrap.emulator.replies`).
     """
 
     def __init__(
@@ -85,6 +88,7 @@ class Emulator:
         sglang: SGLangConfig | None = None,
         anthropic_min_tokens: Mapping[str, int] | None = None,
         mode: str = "rendered",
+        replier: Replier | None = None,
     ) -> None:
         self.clock: Clock = clock or SystemClock()
         self._default: Flavour = _check_flavour(default_openai_flavour, CHAT_FLAVOURS)
@@ -92,7 +96,8 @@ class Emulator:
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._log: list[RequestRecord] = []
-        self.anthropic = AnthropicAPI(self.clock, self._next_id, anthropic_min_tokens)
+        self.replier = replier
+        self.anthropic = AnthropicAPI(self.clock, self._next_id, anthropic_min_tokens, replier)
         self.chat: dict[Flavour, ChatFlavour] = {
             "openai": OpenAIFlavour(),
             "deepseek": DeepSeekFlavour(),
@@ -200,7 +205,7 @@ class Emulator:
         if path.endswith("/messages"):
             return self.anthropic.create(body)
         if path.endswith("/chat/completions") and flavour != "anthropic":
-            return handle_chat(self.chat[flavour], body, self.clock.now(), self._next_id)
+            return handle_chat(self.chat[flavour], body, self.clock.now(), self._next_id, self.replier)
         if (
             path.endswith(("/responses", "/responses/input_tokens", "/responses/compact"))
             and flavour != "anthropic"

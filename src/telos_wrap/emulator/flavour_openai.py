@@ -40,10 +40,19 @@ def _typed_dict_keys(cls: type) -> frozenset[str]:
     return frozenset(getattr(cls, "__required_keys__", ())) | frozenset(getattr(cls, "__optional_keys__", ()))
 
 
-ACCEPTED_FIELDS = _typed_dict_keys(
-    completion_create_params.CompletionCreateParamsStreaming
-) | _typed_dict_keys(completion_create_params.CompletionCreateParamsNonStreaming)
-"""Top-level request fields the installed SDK's ``completion_create_params`` declares."""
+#: Fields the API accepts that older SDK lines do not declare yet (the emulator stands for the API,
+#: whichever SDK sends to it; an older SDK sends them through ``extra_body``).
+NEWER_API_FIELDS = frozenset(
+    {"prompt_cache_key", "prompt_cache_retention", "prompt_cache_options", "moderation", "safety_identifier"}
+)
+
+ACCEPTED_FIELDS = (
+    _typed_dict_keys(completion_create_params.CompletionCreateParamsStreaming)
+    | _typed_dict_keys(completion_create_params.CompletionCreateParamsNonStreaming)
+    | NEWER_API_FIELDS
+)
+"""Top-level request fields the API accepts: what the installed SDK's ``completion_create_params``
+declares, plus :data:`NEWER_API_FIELDS`."""
 
 _GPT_VERSION = re.compile(r"^(?:ft:)?gpt-(\d+)(?:\.(\d+))?")
 

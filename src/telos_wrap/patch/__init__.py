@@ -103,6 +103,9 @@ TARGETS: tuple[Target, ...] = (
     Target("anthropic", "anthropic._response", "AsyncAPIResponse.parse", "async_parse"),
     Target("openai", "openai._response", "APIResponse.parse", "parse"),
     Target("openai", "openai._response", "AsyncAPIResponse.parse", "async_parse"),
+    # ``with_raw_response`` returns a LegacyAPIResponse in anthropic 0.x and openai < 3 (its parse()
+    # is synchronous, also on async clients); absent from newer lines, so skipped there.
+    Target("anthropic", "anthropic._legacy_response", "LegacyAPIResponse.parse", "parse"),
     Target("openai", "openai._legacy_response", "LegacyAPIResponse.parse", "parse"),
 )
 

@@ -396,11 +396,11 @@ def _observe_result(result: Any, ctx: CallContext) -> None:
         diagnostics = getattr(result, "diagnostics", None) or getattr(
             result, "prompt_cache_diagnostics", None
         )
-        dumped = (
-            diagnostics.model_dump(mode="json")
-            if diagnostics is not None and hasattr(diagnostics, "model_dump")
-            else None
-        )
+        dumped: Mapping[str, Any] | None = None
+        if diagnostics is not None and hasattr(diagnostics, "model_dump"):
+            dumped = diagnostics.model_dump(mode="json")
+        elif isinstance(diagnostics, Mapping):  # an SDK line without the type keeps the raw JSON
+            dumped = diagnostics
         report = ctx.engine.parse_usage(usage.model_dump(mode="json"), diagnostics=dumped)
         attach_usage(result, report)
         notify_usage(ctx, report)

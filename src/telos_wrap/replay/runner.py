@@ -23,7 +23,7 @@ from typing import IO, Any
 
 import telos_wrap
 from telos_wrap.config import current_config, set_config
-from telos_wrap.emulator import Emulator, EmulatorTransport, ManualClock
+from telos_wrap.emulator import Emulator, ManualClock, emulator_http_client
 from telos_wrap.ir.model import UsageReport
 from telos_wrap.replay.responses import jitter_responses
 from telos_wrap.replay.results import RunResult, TurnResult, prices_for
@@ -111,10 +111,8 @@ class _Clients:
         self._anthropic: Any = None
         self._openai: Any = None
 
-    def http(self) -> Any:
-        import httpx2
-
-        return httpx2.Client(transport=EmulatorTransport(self.emulator))
+    def http(self, sdk: str) -> Any:
+        return emulator_http_client(self.emulator, sdk)
 
     def send(self, api: str, kwargs: dict[str, Any]) -> Any:
         if api == "anthropic":
@@ -124,7 +122,7 @@ class _Clients:
                 self._anthropic = anthropic.Anthropic(
                     api_key="emulator",
                     base_url="https://api.anthropic.com",
-                    http_client=self.http(),
+                    http_client=self.http("anthropic"),
                     max_retries=0,
                 )
             return self._anthropic.messages.create(**kwargs)
@@ -135,7 +133,7 @@ class _Clients:
             import openai
 
             self._openai = openai.OpenAI(
-                api_key="emulator", base_url=base_url, http_client=self.http(), max_retries=0
+                api_key="emulator", base_url=base_url, http_client=self.http("openai"), max_retries=0
             )
         if api == "responses":
             return self._openai.responses.create(**kwargs)

@@ -1,0 +1,24 @@
+"""The HTTP library the SDKs under test are built on, for the suite's mock and emulator transports.
+
+anthropic >= 1 and openai >= 3 use ``httpx2``; anthropic 0.x and openai 1.x / 2.x use ``httpx``
+(docs/integrations.md, "SDK versions"). An SDK accepts only a client of its own library, so the
+suite's transports, requests and responses are built from ``sdk_http`` — the library both SDKs
+use. The nox matrix pairs SDK lines that share one library; a mixed install is refused up front.
+"""
+
+from __future__ import annotations
+
+from telos_wrap.emulator import sdk_http_library
+from telos_wrap.emulator.transport import _transport_classes
+
+sdk_http = sdk_http_library("anthropic")
+if sdk_http_library("openai") is not sdk_http:  # pragma: no cover - an environment error
+    raise RuntimeError(
+        "the test suite needs anthropic and openai on one HTTP library; installed: "
+        f"anthropic uses {sdk_http.__name__}, openai uses {sdk_http_library('openai').__name__}"
+    )
+
+#: The emulator's transports for ``sdk_http``.
+EmulatorTransport, AsyncEmulatorTransport = _transport_classes(sdk_http.__name__)
+
+__all__ = ["AsyncEmulatorTransport", "EmulatorTransport", "sdk_http"]
