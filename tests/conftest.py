@@ -17,8 +17,23 @@ import pytest
 
 import telos_wrap
 from telos_wrap.failopen import reset_failures
+from telos_wrap.sessions.wire_i2 import telos_rewrites_seen
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _no_telos_rewrote(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail any test during which a session recorded a ``telos_rewrote`` break (I2 on the wire).
+
+    Every test that sends more than one request of a session is thereby a check that telos re-sends
+    settled messages byte for byte; ``@pytest.mark.allow_telos_rewrote`` opts a test out.
+    """
+    telos_rewrites_seen(clear=True)
+    yield
+    found = telos_rewrites_seen(clear=True)
+    if found and request.node.get_closest_marker("allow_telos_rewrote") is None:
+        pytest.fail(f"telos re-sent a settled message in another form: {found[0].detail} ({found[0].where})")
 
 
 @pytest.fixture

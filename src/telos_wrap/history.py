@@ -149,7 +149,8 @@ class HistoryMemo:
         A name is kept only while every settle since the memo's first message gave it.
         """
         with self._lock:
-            if key != self._key or len(ir.messages) != len(messages):
+            # ``ir`` may end with messages telos appended (a trailing envelope message): never settled.
+            if key != self._key or len(ir.messages) < len(messages):
                 return
             if sent is not None and len(sent) != len(messages):
                 sent = None

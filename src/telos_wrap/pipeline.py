@@ -142,8 +142,14 @@ def prepare(
         wire = engine.emit(ir, plan, reuse=tables)
     if memo is not None and lifted is not None:
         with stage("history"):
-            # The conversation's wire messages come last (OpenAI puts system groups first).
+            # The conversation's wire messages come last (OpenAI puts system groups first), and may
+            # end with a message telos appended (the OpenAI path's trailing envelope message).
             sent = wire.get("messages")
-            tail = sent[len(sent) - len(raw) :] if isinstance(sent, list) and len(sent) >= len(raw) else None
+            conv = len(ir.messages)
+            tail = (
+                sent[len(sent) - conv : len(sent) - conv + len(raw)]
+                if isinstance(sent, list) and len(sent) >= conv >= len(raw)
+                else None
+            )
             memo.settle(memo_key, raw, ir, latest, tail, hooks.settled_side())
     return Prepared(body=wire, ir=ir, plan=plan, engine=engine)

@@ -86,7 +86,9 @@ def test_system_messages_form_the_system_segment_with_their_origin() -> None:
     assert ir.messages[-3].role == "system" and ir.messages[-3].blocks[0].band is Band.FOLD
 
 
-def test_volatile_system_line_moves_to_the_user_turn() -> None:
+def test_volatile_system_line_moves_after_a_string_user_turn() -> None:
+    # The user's string stays a string: the envelope follows it in a system message of its own, so
+    # the next turn re-sends "Hi" in the same shape (I2 on the wire; docs/engines.md).
     body = {
         "model": "m",
         "messages": [
@@ -97,6 +99,21 @@ def test_volatile_system_line_moves_to_the_user_turn() -> None:
     sent = prepare("openai_chat", body, PrepareOptions(engine="generic")).body
     assert sent["messages"] == [
         {"content": "You are kind.\nBe brief.", "role": "system"},
+        {"content": "Hi", "role": "user"},
+        {"content": "Current time: 2026-01-01 10:00:01\n", "role": "system"},
+    ]
+
+
+def test_volatile_system_line_joins_a_user_turn_sent_as_parts() -> None:
+    body = {
+        "model": "m",
+        "messages": [
+            {"role": "system", "content": "You are kind.\nCurrent time: 2026-01-01 10:00:01\nBe brief."},
+            {"role": "user", "content": [{"type": "text", "text": "Hi"}]},
+        ],
+    }
+    sent = prepare("openai_chat", body, PrepareOptions(engine="generic")).body
+    assert sent["messages"][1:] == [
         {
             "content": [
                 {"text": "Hi", "type": "text"},
@@ -154,5 +171,6 @@ def test_message_with_only_volatile_system_text_leaves_no_empty_message() -> Non
         ],
     }
     sent = prepare("openai_chat", body, PrepareOptions(engine="generic")).body
-    assert [m["role"] for m in sent["messages"]] == ["system", "user"]
-    assert sent["messages"][1]["content"][-1]["text"] == "Current time: 10:00"
+    assert [m["role"] for m in sent["messages"]] == ["system", "user", "system"]
+    assert sent["messages"][1]["content"] == "Q"
+    assert sent["messages"][2]["content"] == "Current time: 10:00"

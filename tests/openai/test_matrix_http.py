@@ -127,12 +127,17 @@ def _expected(name: str, baseline: Mapping[str, Any], stream: bool) -> dict[str,
         body["prompt_cache_key"] = KEY
     if name == "openai-5.6":
         body["prompt_cache_options"] = {"mode": "implicit"}
+        # Breakpoints on: every role a breakpoint can sit on sends its string content as one text
+        # part on every turn, marked or not (docs/engines.md: no string/parts flip between turns).
+        for message in body["messages"]:
+            if message["role"] != "assistant" and isinstance(message.get("content"), str):
+                message["content"] = [{"text": message["content"], "type": "text"}]
         marker = {"mode": "explicit"}
         body["messages"][1]["content"] = [
             {"prompt_cache_breakpoint": marker, "text": DEVELOPER_TEXT, "type": "text"}
         ]
-        last = body["messages"][-1]
-        last["content"] = [{"prompt_cache_breakpoint": marker, "text": last["content"], "type": "text"}]
+        last = body["messages"][-1]["content"]
+        last[-1] = {"prompt_cache_breakpoint": marker, **last[-1]}
     if name == "vllm":
         body["cache_policy"] = {"pin_prefix_until_block": {"message": 1, "part": 0}}
     if name == "sglang":

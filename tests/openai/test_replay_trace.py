@@ -102,9 +102,12 @@ def test_replay_keeps_the_prefix_and_the_key(
     assert len({_prefix_bytes(body) for body in bodies}) == 1, "stable prefix changed between turns"
     assert len({body["prompt_cache_key"] for body in bodies}) == 1
     assert all("The current time is" not in json.dumps(body["messages"][0]) for body in bodies)
-    for body in bodies:  # the changing date line went to the tail of the latest turn (user or tool)
-        latest_turn = [m for m in body["messages"] if m["role"] in ("user", "tool")][-1]
-        assert "The current time is" in latest_turn["content"][-1]["text"]
+    for body in bodies:  # the changing date line went to the tail: the latest turn's last part, or
+        # a system message after it when its content is a string (never turned into parts)
+        tail = body["messages"][-1]
+        assert tail["role"] in ("user", "tool", "system")
+        text = tail["content"] if isinstance(tail["content"], str) else tail["content"][-1]["text"]
+        assert "The current time is" in text
     reads = [usage["prompt_tokens_details"]["cached_tokens"] for _, usage in sent]
     assert reads[0] == 0 and all(read > 0 for read in reads[1:])
     if model == "gpt-5.6":

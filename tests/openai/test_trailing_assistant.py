@@ -37,8 +37,17 @@ def test_envelope_goes_after_the_assistant_steps_and_history_only_grows() -> Non
         assert after.body["messages"][: len(history)] == history
 
 
-def test_without_trailing_assistant_the_envelope_joins_the_latest_user_turn() -> None:
+def test_without_trailing_assistant_a_string_user_turn_stays_a_string() -> None:
     body = request(0)
+    prepared = prepare("openai_chat", body, PrepareOptions(engine="openai"))
+    *_, user, last = prepared.body["messages"]
+    assert user == {"content": "Do the task", "role": "user"}
+    assert last == {"content": "Current time: 2026-11-21 10:00:00", "role": "system"}
+
+
+def test_without_trailing_assistant_the_envelope_joins_a_user_turn_sent_as_parts() -> None:
+    body = request(0)
+    body["messages"][-1] = {"role": "user", "content": [{"type": "text", "text": "Do the task"}]}
     prepared = prepare("openai_chat", body, PrepareOptions(engine="openai"))
     last = prepared.body["messages"][-1]
     assert last["role"] == "user"

@@ -100,7 +100,7 @@ def test_a_message_mutated_in_place_is_sent_as_it_now_is() -> None:
     messages[5]["content"] = "answer 2, replaced"
     sent = prepare("anthropic", body(messages), OPTIONS, hooks).body
     assert sent["messages"][2]["content"][0]["text"] == "question 1, edited in place"
-    assert sent["messages"][5]["content"] == "answer 2, replaced"
+    assert sent["messages"][5]["content"] == [{"text": "answer 2, replaced", "type": "text"}]
     assert sent == prepare("anthropic", body(copy.deepcopy(messages)), OPTIONS).body
 
 

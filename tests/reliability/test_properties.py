@@ -204,8 +204,11 @@ def check_openai_content(src: dict[str, Any], prepared: Prepared) -> None:
     appended: list[str] | None = None
     if len(rest_out) == len(rest_in) + 1:
         # Documented: system envelopes of a request whose latest turn is followed by assistant
-        # messages go into one trailing system message.
-        assert latest is not None and latest < len(rest_in) - 1, "a message was added"
+        # messages, or whose latest turn's content is a string, go into one trailing system message
+        # (the caller's string is never turned into parts for one turn only: docs/engines.md).
+        assert latest is not None, "a message was added"
+        string_turn = isinstance(rest_in[latest].get("content"), str)
+        assert latest < len(rest_in) - 1 or string_turn, "a message was added"
         assert rest_out[-1]["role"] == "system" and set(rest_out[-1]) == {"role", "content"}
         appended = c.o_texts(rest_out[-1])
         rest_out = rest_out[:-1]

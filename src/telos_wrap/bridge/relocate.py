@@ -89,20 +89,26 @@ def relocate_drop(ir: TelosIR, *, keep_past_drop: bool = False) -> TelosIR:
     if moved and (latest is not None or item_turn):
         system = tuple(block for block in system if block.band is not Band.DROP)
         trailing = latest is not None and latest < len(messages) - 1
-        if ir.api in ("openai_chat", "openai_responses") and (trailing or item_turn):
-            # Assistant messages follow the latest turn (an agent appending its own steps): the
-            # envelope goes after them, in a system message of its own (OpenAI takes system
-            # messages anywhere), so it never sits in front of bytes the next request repeats.
+        # Chat Completions: a latest turn whose content is a string keeps it (docs/engines.md, *Wire
+        # shapes*): turned into parts for this turn only, the next turn would send it as a string again.
+        string_turn = (
+            ir.api == "openai_chat" and latest is not None and messages[latest].content_form == "string"
+        )
+        if ir.api in ("openai_chat", "openai_responses") and (trailing or item_turn or string_turn):
+            # The envelope goes last, in a system message of its own (OpenAI takes system messages
+            # anywhere), so it never sits in front of bytes the next request repeats.
             where = f"messages[{len(messages)}]"
             relocated = tuple(_moved(block, where) for block in moved)
             form: ContentForm = "string" if len(relocated) == 1 else "list"
             messages.append(TelosMessage(role="system", blocks=relocated, content_form=form))
-            how = (
-                "appended as a trailing system message item after the latest turn"
-                if item_turn and not trailing
-                else "appended as a trailing system message after the assistant messages "
-                "that follow the latest turn"
+            after = (
+                "the assistant messages that follow the latest turn"
+                if trailing
+                else "the latest turn"
+                if item_turn
+                else "the latest turn (its content is a string)"
             )
+            how = f"appended as a trailing system message after {after}"
         else:
             assert latest is not None  # only Responses relocates without a turn, and always trailing
             where = f"messages[{latest}]"

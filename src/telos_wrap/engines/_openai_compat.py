@@ -181,10 +181,14 @@ def _with_marker(payload: Any, block: TelosBlock, ours: Breakpoint | None) -> An
     return dict(sorted({**payload, MARKER: marker}.items()))
 
 
-def _content(form: str, parts: list[Any]) -> str | list[Any]:
-    """A string when the message was sent as one and its only part is still plain text."""
+def _content(form: str, parts: list[Any], as_parts: bool = False) -> str | list[Any]:
+    """A string when the message was sent as one and its only part is still plain text.
+
+    ``as_parts``: always parts (an engine that places breakpoints on this role, see ``emit_chat``).
+    """
     if (
-        form == "string"
+        not as_parts
+        and form == "string"
         and len(parts) == 1
         and isinstance(parts[0], Mapping)
         and set(parts[0]) == {"type", "text"}
@@ -197,7 +201,12 @@ def _content(form: str, parts: list[Any]) -> str | list[Any]:
 _WIRE_TABLE = "chat.wire"
 
 
-def _emit_message(message: TelosMessage, m_index: int, ours: Mapping[Location, Breakpoint]) -> dict[str, Any]:
+def _emit_message(
+    message: TelosMessage,
+    m_index: int,
+    ours: Mapping[Location, Breakpoint],
+    parts_roles: frozenset[str],
+) -> dict[str, Any]:
     wire = dict(message.extra)
     wire["role"] = message.role
     if message.content_form not in ("absent", "null"):
@@ -205,15 +214,24 @@ def _emit_message(message: TelosMessage, m_index: int, ours: Mapping[Location, B
             _with_marker(block.payload, block, ours.get(("messages", m_index, b_index)))
             for b_index, block in enumerate(message.blocks)
         ]
-        wire["content"] = _content(message.content_form, parts)
+        wire["content"] = _content(message.content_form, parts, message.role in parts_roles)
     return dict(sorted(wire.items()))
 
 
-def emit_chat(ir: TelosIR, plan: EmitPlan, reuse: PrefixTables | None = None) -> dict[str, Any]:
+def emit_chat(
+    ir: TelosIR,
+    plan: EmitPlan,
+    reuse: PrefixTables | None = None,
+    *,
+    parts_roles: frozenset[str] = frozenset(),
+) -> dict[str, Any]:
     """The Chat Completions body for ``ir`` with ``plan``'s breakpoints and extras (see module docstring).
 
     With ``reuse`` (a session's ``PrefixTables``) each settled message's wire form (with the
     caller's own markers, without ours) is built once and shared, read-only, by later turns.
+    ``parts_roles``: roles whose string content is always sent as one text part — an engine that
+    places breakpoints passes the roles they can sit on, so a message that carried one on its own
+    turn keeps the same shape on every later turn (I2 on the wire; docs/engines.md).
     """
     ours: dict[Location, Breakpoint] = {
         (bp.segment, bp.message, bp.block): bp
@@ -228,13 +246,13 @@ def emit_chat(ir: TelosIR, plan: EmitPlan, reuse: PrefixTables | None = None) ->
         ]
         wire = canonicalize_payload(dict(group.fields))
         wire["role"] = group.role
-        wire["content"] = _content(group.form, parts)
+        wire["content"] = _content(group.form, parts, group.role in parts_roles)
         messages.append(dict(sorted(wire.items())))
     marked = {message for segment, message, _ in ours if segment == "messages" and message is not None}
     messages.extend(
         emit_messages(
             ir,
-            lambda message, index, marks: _emit_message(message, index, ours if marks else {}),
+            lambda message, index, marks: _emit_message(message, index, ours if marks else {}, parts_roles),
             marked,
             reuse,
             _WIRE_TABLE,
@@ -330,7 +348,11 @@ class OpenAICompatEngine:
             from telos_wrap.engines.responses_wire import emit_responses
 
             return emit_responses(ir, plan, reuse)
-        return emit_chat(ir, plan, reuse)
+        return emit_chat(ir, plan, reuse, parts_roles=self.parts_roles(ir))
+
+    def parts_roles(self, ir: TelosIR) -> frozenset[str]:
+        """Roles whose string content this engine always sends as one text part (see ``emit_chat``)."""
+        return frozenset()
 
     def parse_usage(
         self, usage: Mapping[str, Any] | None, *, diagnostics: Mapping[str, Any] | None = None

@@ -266,13 +266,10 @@ class AnthropicEngine:
                 _with_marker(t.payload, markers.get(("tools", None, i))) for i, t in enumerate(ir.tools)
             ]
         if ir.system_form != "absent" or ir.system:
-            system = [
+            # Always blocks, even for a string system prompt: see ``_emit_message``.
+            body["system"] = [
                 _with_marker(b.payload, markers.get(("system", None, i))) for i, b in enumerate(ir.system)
             ]
-            if ir.system_form == "string" and len(system) == 1 and set(system[0]) == {"type", "text"}:
-                body["system"] = system[0]["text"]
-            else:
-                body["system"] = system
         marked = {bp.message for bp in plan.breakpoints if bp.message is not None}
         body["messages"] = emit_messages(
             ir,
@@ -291,14 +288,14 @@ class AnthropicEngine:
         wire["role"] = message.role
         if message.content_form in ("absent", "null"):
             return dict(sorted(wire.items()))
-        content = [
+        # String content is always sent as its one text block (the API's own equivalent of the
+        # string, docs/engines.md): any message can carry a breakpoint on some turn (BP-X on each
+        # user turn, BP-mid at fixed positions, the moved envelope on the latest turn) and not on
+        # the next, and a string that became a list for one turn would re-send it in another shape.
+        wire["content"] = [
             _with_marker(b.payload, markers.get(("messages", m_index, i)))
             for i, b in enumerate(message.blocks)
         ]
-        if message.content_form == "string" and len(content) == 1 and set(content[0]) == {"type", "text"}:
-            wire["content"] = content[0]["text"]
-        else:
-            wire["content"] = content
         return dict(sorted(wire.items()))
 
     @staticmethod

@@ -151,6 +151,10 @@ class OpenAIEngine(OpenAICompatEngine):
         breakpoints = sorted((*caller, *ours), key=_render_order)
         return EmitPlan(breakpoints=tuple(breakpoints), extras=extras, notes=tuple(notes))
 
+    def parts_roles(self, ir: TelosIR) -> frozenset[str]:
+        """On gpt-5.6+ the roles a breakpoint can sit on always carry parts (see ``PARTS_ROLES``)."""
+        return PARTS_ROLES if supports_breakpoints(ir.params.get("model")) else frozenset()
+
     @staticmethod
     def _breakpoints(
         ir: TelosIR, hints: TelosHints, slots: int, caller: tuple[Breakpoint, ...]
@@ -173,6 +177,12 @@ class OpenAIEngine(OpenAICompatEngine):
             chosen.append(Breakpoint(name=name, segment=segment, message=message, block=block, ttl=ttl))
             taken.add(location)
         return chosen
+
+
+#: Roles a breakpoint can sit on (never assistant output): with breakpoints on, their string content
+#: is always sent as one text part, so the turn that marks a message and the turns after it send
+#: the same shape (docs/engines.md).
+PARTS_ROLES = frozenset({"user", "tool", "system", "developer"})
 
 
 def _render_order(bp: Breakpoint) -> tuple[int, int, int]:

@@ -38,6 +38,7 @@ from telos_wrap.errors import (
     StoreConflictError,
     StoreUnavailableError,
     TelosError,
+    TelosInvariantError,
     TelosStageError,
 )
 from telos_wrap.failopen import report_failure
@@ -55,6 +56,7 @@ from telos_wrap.sessions.state import EngineUsage, SessionState
 from telos_wrap.sessions.stats import PriceMultipliers, SessionStats
 from telos_wrap.sessions.store import SessionStore, Versioned, default_store, store_ops
 from telos_wrap.sessions.turn import StateHooks, TurnResult, run_turn
+from telos_wrap.sessions.wire_i2 import WireLedger, note_telos_rewrote
 
 __all__ = [
     "RequestRecord",
@@ -231,6 +233,7 @@ class Session:
         self._last_request: tuple[Api, dict[str, Any], PrepareOptions] | None = None
         self._last_sent: dict[str, Any] | None = None
         self._memo = HistoryMemo()
+        self._ledger = WireLedger()
         #: The store's copy as this process last saw it: (revision, text, state); revision 0 = absent.
         self._parsed: tuple[int, str | None, SessionState] | None = None
         self._bound: SessionStore | None = None  # the store ``_parsed`` / ``_dirty`` belong to
@@ -632,6 +635,7 @@ class Session:
                 learn_volatility=self.learn_volatility,
                 diagnostics=self.diagnostics,
                 memo=self._memo,
+                ledger=self._ledger,
             )
             return result.state, result
 
@@ -678,6 +682,7 @@ class Session:
     ) -> None:
         self._last_request = (api, dict(body), options)
         self._last_sent = result.prepared.body
+        self._ledger.remember(result.wire)
         self._remember(
             RequestRecord(
                 result.index,
@@ -701,10 +706,18 @@ class Session:
             )
         if result.cache_break is not None:
             self._report_break(result.cache_break)
+            if result.cache_break.reason == "telos_rewrote":
+                note_telos_rewrote(result.cache_break)
+                strict = self.strict if self.strict is not None else current_config().strict
+                if strict:
+                    raise TelosStageError(
+                        "wire.i2", TelosInvariantError(result.cache_break.detail, segment="messages")
+                    )
         return result.index, result.prepared
 
     def _report_break(self, brk: CacheBreak) -> None:
-        logger.warning(
+        logger.log(
+            logging.ERROR if brk.reason == "telos_rewrote" else logging.WARNING,
             "telos_wrap: cache break in session %s at request %d: %s at %s (~%d tokens at risk): %s",
             self.id,
             brk.request,

@@ -19,6 +19,7 @@ BreakReason = Literal[
     "history_rewritten",
     "params_changed",
     "ttl_expired",
+    "telos_rewrote",
 ]
 
 
@@ -144,7 +145,9 @@ class CacheBreak:
     Attributes:
         request: index of the request that broke the cache (in its session).
         reason: ``model_changed``, ``tools_changed``, ``system_changed``, ``history_rewritten``,
-            ``params_changed`` (``tool_choice`` / ``thinking`` / ``speed``) or ``ttl_expired``.
+            ``params_changed`` (``tool_choice`` / ``thinking`` / ``speed``), ``ttl_expired``, or
+            ``telos_rewrote``: telos itself did not re-send a settled message byte for byte (a telos
+            bug, never the caller's doing; ``sessions/wire_i2.py``).
         segment: where the divergence starts: ``"tools"``, ``"system"`` or ``"messages"``.
         message: the message index (``segment == "messages"``), else ``None``.
         block: the block index within the tools / system list or that message.

@@ -311,6 +311,7 @@ class SessionState:
     refreshes_since_request: int = 0
     unreported: int = 0
     breaks: int = 0
+    telos_rewrites: int = 0
     by_engine: Mapping[str, int] = field(default_factory=_empty_str_int)
     usage: Mapping[str, EngineUsage] = field(default_factory=dict)
     last: PromptPrint | None = None
@@ -354,6 +355,7 @@ class SessionState:
             "volatile": [span.to_json() for span in self.volatile],
             "suspects": [span.to_json() for span in self.suspects],
             "recent_breaks": [brk.to_json() for brk in self.recent_breaks],
+            "telos_rewrites": self.telos_rewrites,
         }
 
     def dumps(self) -> str:
@@ -403,6 +405,7 @@ class SessionState:
             volatile=tuple(VolatileSpan.from_json(v) for v in data["volatile"]),
             suspects=tuple(VolatileSpan.from_json(v) for v in data.get("suspects", ())),
             recent_breaks=tuple(CacheBreak.from_json(b) for b in data["recent_breaks"]),
+            telos_rewrites=int(data.get("telos_rewrites", 0)),
         )
 
     @classmethod

@@ -70,6 +70,8 @@ class SessionStats:
         responses_with_usage / unreported: responses whose usage was / was not reported.
         raw_input / cache_read / cache_write / output: token totals (input kinds are disjoint).
         cache_breaks: requests that broke the cache (see ``CacheBreak``).
+        telos_rewrites: of which telos' own doing (``telos_rewrote``: a settled message not re-sent
+            byte for byte — a telos bug; 0 in every test and benchmark).
         by_engine: requests per engine.
         usage: the totals per engine.
         prices: the multipliers used for ``cost`` / ``savings``.
@@ -84,6 +86,7 @@ class SessionStats:
     cache_write: int = 0
     output: int = 0
     cache_breaks: int = 0
+    telos_rewrites: int = 0
     by_engine: Mapping[str, int] = field(default_factory=dict)
     usage: Mapping[str, EngineUsage] = field(default_factory=_empty_usage)
     prices: Mapping[str, PriceMultipliers] = field(default_factory=dict)
@@ -102,6 +105,7 @@ class SessionStats:
             cache_write=sum(u.write for u in usage.values()),
             output=sum(u.output for u in usage.values()),
             cache_breaks=state.breaks,
+            telos_rewrites=state.telos_rewrites,
             by_engine=dict(state.by_engine),
             usage=usage,
             prices={**DEFAULT_PRICES, **(prices or {})},

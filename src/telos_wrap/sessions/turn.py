@@ -18,11 +18,11 @@ from telos_wrap.history import HistoryMemo
 from telos_wrap.ir.model import Api, TelosIR, Transformation
 from telos_wrap.lift.user_split import SplitPatterns
 from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks, prepare
-from telos_wrap.sessions.breaks import detect_break
+from telos_wrap.sessions.breaks import BYTES_PER_TOKEN, detect_break
 from telos_wrap.sessions.folds import apply_pins_and_slug_folds, apply_range_folds
 from telos_wrap.sessions.prints import message_hash, message_kind, prompt_print
 from telos_wrap.sessions.records import CacheBreak, VolatileSpan
-from telos_wrap.sessions.state import HASH_LEN, AppPrint, SessionState, hash_list
+from telos_wrap.sessions.state import HASH_LEN, AppPrint, PromptPrint, SessionState, hash_list
 from telos_wrap.sessions.volatility import (
     MAX_LEARNED,
     clock_spans,
@@ -32,6 +32,7 @@ from telos_wrap.sessions.volatility import (
     span_matches,
     system_view,
 )
+from telos_wrap.sessions.wire_i2 import WireEntry, WireLedger, WireMismatch, conversation_entry
 
 __all__ = ["StateHooks", "TurnResult", "run_turn"]
 
@@ -60,6 +61,8 @@ class StateHooks(SessionHooks):
         #: One hash per message as the application sent it (``AppPrint.messages``), and its kinds.
         self.app_hashes = ""
         self.kinds = ""
+        #: One character per application message: the content form it was sent in (``s``/``l``/...).
+        self.forms = ""
         self.slugs: tuple[str, ...] = ()
 
     def history_memo(self) -> HistoryMemo | None:
@@ -71,17 +74,17 @@ class StateHooks(SessionHooks):
         memo = self.history_memo()
         if memo is not None:
             count = memo.shared_prefix(ir.messages, ir.settled)
-            value = (self.app_hashes[: count * HASH_LEN], self.kinds[:count])
+            value = (self.app_hashes[: count * HASH_LEN], self.kinds[:count], self.forms[:count])
             memo.keep_aggregate("app", ir.messages, count, value)
 
     def settled_side(self) -> Mapping[str, Sequence[Any]]:
-        """Each message's ``(hash, kind)`` as the application sent it, kept by the memo as it settles.
+        """Each message's ``(hash, kind, form)`` as the application sent it, kept by the memo as it settles.
 
         A settled message comes back from the memo in its bridged form (past DROP pruned), whose
         hash is not the application's: the memo keeps this one for when the aggregate does not
         reach it (after a rewind or a sibling branch).
         """
-        return {"app": _AppRows(self.app_hashes, self.kinds)}
+        return {"app": _AppRows(self.app_hashes, self.kinds, self.forms)}
 
     def patterns(self, base: SplitPatterns) -> SplitPatterns:
         if not self.volatile:
@@ -93,16 +96,18 @@ class StateHooks(SessionHooks):
         learned_records = self._learned_records(ir)
         memo = self.history_memo()
         cached = memo.aggregate("app", ir.messages) if memo is not None else None
-        start, (hashes, kinds) = cached if cached is not None else (0, ("", ""))
+        start, (hashes, kinds, forms) = cached if cached is not None else (0, ("", "", ""))
         if memo is not None and start < ir.settled:
             rows = memo.side("app", start, ir.settled)
             if rows is not None:
-                hashes += "".join(digest for digest, _ in rows)
-                kinds += "".join(kind for _, kind in rows)
+                hashes += "".join(digest for digest, _, _ in rows)
+                kinds += "".join(kind for _, kind, _ in rows)
+                forms += "".join(form for _, _, form in rows)
                 start = ir.settled
         new_messages = ir.messages[start:]
         self.app_hashes = hashes + "".join(message_hash(message) for message in new_messages)
         self.kinds = kinds + "".join(message_kind(message) for message in new_messages)
+        self.forms = forms + "".join(message.content_form[0] for message in new_messages)
         folds = self.state.range_folds
         ir, range_records = apply_range_folds(ir, folds, hash_list(self.app_hashes) if folds else [])
         ir, pool_records = apply_pins_and_slug_folds(ir, self.pins, self.state.slug_folds)
@@ -141,30 +146,31 @@ class StateHooks(SessionHooks):
         return records
 
 
-class _AppRows(Sequence[tuple[str, str]]):
-    """``(hash, kind)`` of message ``i``, read from the joined strings of ``AppPrint``."""
+class _AppRows(Sequence[tuple[str, str, str]]):
+    """``(hash, kind, form)`` of message ``i``, read from the joined strings the hooks keep."""
 
-    __slots__ = ("_hashes", "_kinds")
+    __slots__ = ("_forms", "_hashes", "_kinds")
 
-    def __init__(self, hashes: str, kinds: str) -> None:
+    def __init__(self, hashes: str, kinds: str, forms: str) -> None:
         self._hashes = hashes
         self._kinds = kinds
+        self._forms = forms
 
     def __len__(self) -> int:
         return len(self._kinds)
 
     @overload
-    def __getitem__(self, index: int) -> tuple[str, str]: ...
+    def __getitem__(self, index: int) -> tuple[str, str, str]: ...
 
     @overload
-    def __getitem__(self, index: slice) -> list[tuple[str, str]]: ...
+    def __getitem__(self, index: slice) -> list[tuple[str, str, str]]: ...
 
-    def __getitem__(self, index: int | slice) -> tuple[str, str] | list[tuple[str, str]]:
+    def __getitem__(self, index: int | slice) -> tuple[str, str, str] | list[tuple[str, str, str]]:
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
         if not 0 <= index < len(self):
             raise IndexError(index)
-        return self._hashes[index * HASH_LEN : (index + 1) * HASH_LEN], self._kinds[index]
+        return self._hashes[index * HASH_LEN : (index + 1) * HASH_LEN], self._kinds[index], self._forms[index]
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +184,8 @@ class TurnResult:
         cache_break: the break this request causes, if any.
         learned: the first volatile span this request taught, if any (all of them: ``learned_all``).
         learned_all: every volatile span this request taught.
+        wire: this request's conversation as sent, for the session's ``WireLedger`` (kept once the
+            state is written).
     """
 
     index: int
@@ -186,6 +194,7 @@ class TurnResult:
     cache_break: CacheBreak | None
     learned: VolatileSpan | None
     learned_all: tuple[VolatileSpan, ...] = ()
+    wire: WireEntry | None = None
 
 
 def run_turn(
@@ -200,11 +209,15 @@ def run_turn(
     diagnostics: bool = False,
     commit: bool = True,
     memo: HistoryMemo | None = None,
+    ledger: WireLedger | None = None,
 ) -> TurnResult:
     """Prepare request ``state.requests`` of the session (see module docstring).
 
     ``commit=False`` is a dry run (``session.mark()``): nothing is learned and the state is unchanged.
     ``memo`` is the session's in-memory history memo (a cache: it never changes what is sent).
+    ``ledger`` holds what this process sent for the previous request: a settled message not re-sent
+    byte for byte is recorded as a ``telos_rewrote`` break (``sessions/wire_i2.py``); it is read,
+    never updated here (the caller keeps ``TurnResult.wire`` once the state is written).
     Raises ``TelosStageError`` when a pipeline stage fails (the bridge re-checks every invariant).
     """
     index = state.requests
@@ -239,6 +252,15 @@ def run_turn(
     hooks.after_settle(prepared.ir)
     current = prompt_print(prepared, options.engine, now, memo=hooks.history_memo())
     cache_break = detect_break(state.last, current, index)
+    route = (api, options.engine, str(prepared.ir.params.get("model", "")))
+    wire = conversation_entry(
+        index, prepared.ir.messages, prepared.body, hooks.app_hashes, hooks.forms, HASH_LEN, route
+    )
+    # Range folds renumber the messages after the lift: wire index and application index differ.
+    if ledger is not None and wire is not None and state.last is not None and not state.range_folds:
+        mismatch = ledger.check(wire)
+        if mismatch is not None:
+            cache_break = _telos_rewrote(state.last, mismatch, index)
     if cache_break is not None and learned and cache_break.reason == "system_changed":
         where = ", ".join(f"system block {span.block} line {span.line}" for span in learned)
         cache_break = replace(
@@ -267,4 +289,27 @@ def run_turn(
     )
     if cache_break is not None:
         new_state = new_state.with_break(cache_break)
-    return TurnResult(index, prepared, new_state, cache_break, learned[0] if learned else None, learned)
+    if cache_break is not None and cache_break.reason == "telos_rewrote":
+        new_state = replace(new_state, telos_rewrites=new_state.telos_rewrites + 1)
+    first = learned[0] if learned else None
+    return TurnResult(index, prepared, new_state, cache_break, first, learned, wire)
+
+
+def _telos_rewrote(previous: PromptPrint, mismatch: WireMismatch, index: int) -> CacheBreak:
+    """The break of a request that did not re-send settled message ``mismatch.message`` byte for byte."""
+    start = previous.n_tools + previous.n_system + sum(previous.msg_blocks[: mismatch.message])
+    cached = previous.bytes_through(previous.cached_upto) if previous.cached_upto >= 0 else 0
+    at_risk = max(0, cached - previous.bytes_through(start - 1)) // BYTES_PER_TOKEN
+    return CacheBreak(
+        request=index,
+        reason="telos_rewrote",
+        segment="messages",
+        message=mismatch.message,
+        block=0,
+        tokens_at_risk=at_risk,
+        detail=(
+            f"telos did not re-send message {mismatch.message} as it sent it on the previous request "
+            f"(first different byte at {mismatch.offset} of its wire form): a telos bug, please report "
+            "it; the cached prefix from that message on must be written again"
+        ),
+    )
