@@ -647,7 +647,7 @@ def _meta(args: argparse.Namespace, elapsed: float) -> dict[str, Any]:
     if args.write_md:
         command += f" --write-md {args.write_md}"
     try:
-        traces = "../" + str(args.traces.resolve().relative_to(ROOT.parent))
+        traces = "../" + str(args.traces.absolute().relative_to(ROOT.parent))
     except ValueError:
         traces = str(args.traces)
     sampled = ""

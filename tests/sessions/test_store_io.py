@@ -357,6 +357,7 @@ def test_a_hung_redis_costs_async_calls_one_timeout_per_window() -> None:
                 await asyncio.gather(*(call(n) for n in range(50, 100)))
                 second = time.perf_counter() - started
                 await client.close()
+                await store.aclose()
                 return first, second
 
             first, second = asyncio.run(main())

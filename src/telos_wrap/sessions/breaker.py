@@ -111,10 +111,12 @@ class StoreBreaker:
             return False
 
     def success(self) -> None:
-        """A store call answered: close the breaker (after a probe: log that the store is back)."""
+        """A store call answered: if it was the probe, close the breaker (the store is back)."""
         if not self._is_open:
             return
         with self._lock:
+            if not self._probing:
+                return  # a late answer to a call made before the trip: the window stands
             was_open, self._is_open, self._probing = self._is_open, False, False
             self._window = self.backoff
         if was_open:

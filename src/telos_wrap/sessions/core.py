@@ -73,6 +73,8 @@ _stack: contextvars.ContextVar[tuple[Session, ...]] = contextvars.ContextVar(
     "telos_wrap_sessions", default=()
 )
 _IMPLICIT_LIMIT = 1024
+#: How many unanswered writes of one session are remembered (to recognize one that landed).
+_UNCONFIRMED_LIMIT = 16
 #: How often a compare-and-set is retried before ``StoreConflictError``.
 MAX_ATTEMPTS = 200
 T = TypeVar("T")
@@ -239,8 +241,9 @@ class Session:
         self._bound: SessionStore | None = None  # the store ``_parsed`` / ``_dirty`` belong to
         #: State computed here while the store was unavailable, not yet written (reconciled later).
         self._dirty: SessionState | None = None
-        #: A write whose answer never came (text, state): it may have landed all the same.
-        self._unconfirmed: tuple[str, SessionState] | None = None
+        #: Writes whose answer never came (text, state), since the last confirmed one: any may
+        #: have landed all the same.
+        self._unconfirmed: list[tuple[str, SessionState]] = []
         #: Usage recorded here, written with the session's next write.
         self._pending: list[tuple[int, UsageReport | None, str | None]] = []
         self._alocks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
@@ -294,7 +297,8 @@ class Session:
         if store is not self._bound:
             if self._bound is not None and (self._pending or self._dirty is not None):
                 logger.debug("telos_wrap: session %s moved stores; unwritten state dropped", self.id)
-            self._bound, self._parsed, self._dirty, self._unconfirmed = store, None, None, None
+            self._bound, self._parsed, self._dirty = store, None, None
+            self._unconfirmed.clear()
             self._pending.clear()
 
     def _breaker(self) -> StoreBreaker:
@@ -393,11 +397,12 @@ class Session:
                 self._unavailable(outcome.exc, strict, reported)
                 self._keep_local(target, pending)
                 # The write may still have landed (only its answer was lost): recognized later.
-                self._unconfirmed = (text, target)
+                self._unconfirmed.append((text, target))
+                del self._unconfirmed[:-_UNCONFIRMED_LIMIT]
                 return result
             breaker.success()
             if outcome.revision is not None:
-                self._unconfirmed = None
+                self._unconfirmed.clear()
                 if restoring:
                     self._event(
                         "restored", target, "the store had lost the session; this copy was written back"
@@ -420,10 +425,11 @@ class Session:
                 self._dirty = None
                 restoring = True
                 continue
-            unconfirmed, self._unconfirmed = self._unconfirmed, None
-            if self._dirty is not None and unconfirmed is not None and current.text == unconfirmed[0]:
-                # It is this process's own write, whose answer timed out: build on it.
-                self._parsed = (current.revision, current.text, unconfirmed[1])
+            landed = next((s for t, s in self._unconfirmed if t == current.text), None)
+            self._unconfirmed.clear()
+            if self._dirty is not None and landed is not None:
+                # It is one of this process's own writes whose answer was lost: build on it.
+                self._parsed = (current.revision, current.text, landed)
                 continue
             if self._dirty is not None:
                 self._drop(f"another worker wrote the session (revision {current.revision}) meanwhile")

@@ -78,6 +78,8 @@ class RedisStore:
             without it (and without a URL) async calls run the sync client in a worker thread.
         backoff / max_backoff: the circuit breaker's first and longest window, in seconds: after
             a failure or timeout no session calls this store for that long (``breaker.py``).
+        max_connections: connections of the async client's pool (per event loop); a call waits
+            up to ``timeout`` for a free one.
     """
 
     def __init__(
@@ -90,9 +92,11 @@ class RedisStore:
         async_client: Any = None,
         backoff: float = 5.0,
         max_backoff: float = 60.0,
+        max_connections: int = 64,
     ) -> None:
         self.url: str | None = None
         self.timeout = timeout
+        self.max_connections = max_connections
         self.breaker = StoreBreaker(backoff, max_backoff)
         if isinstance(client, str):
             import redis
@@ -167,9 +171,15 @@ class RedisStore:
             if self._async_given is not None:
                 client = self._async_given
             elif self.url is not None:
-                client = redis.asyncio.Redis.from_url(
-                    self.url, **self._client_options(redis.asyncio.retry.Retry, redis)
+                # A blocking pool: with hundreds of concurrent sessions a call waits (up to
+                # ``timeout``) for one of ``max_connections``, instead of failing at once.
+                pool = redis.asyncio.BlockingConnectionPool.from_url(
+                    self.url,
+                    max_connections=self.max_connections,
+                    timeout=self.timeout,
+                    **self._client_options(redis.asyncio.retry.Retry, redis),
                 )
+                client = redis.asyncio.Redis.from_pool(pool)  # owns the pool: aclose() closes it
             else:
                 raise TypeError("no async client: pass a URL or async_client=")
             found = self._async[loop] = (client, client.register_script(_SWAP))
