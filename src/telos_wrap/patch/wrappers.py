@@ -399,7 +399,10 @@ def _observe_result(result: Any, ctx: CallContext) -> None:
         usage = getattr(result, "usage", None)
         if usage is None or not hasattr(usage, "model_dump"):
             return
-        diagnostics = getattr(result, "diagnostics", None)
+        # Anthropic ``diagnostics``; OpenAI Responses ``prompt_cache_diagnostics`` (docs/engines.md).
+        diagnostics = getattr(result, "diagnostics", None) or getattr(
+            result, "prompt_cache_diagnostics", None
+        )
         dumped: Mapping[str, Any] | None = None
         if diagnostics is not None and hasattr(diagnostics, "model_dump"):
             dumped = diagnostics.model_dump(mode="json")
