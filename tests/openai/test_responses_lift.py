@@ -226,3 +226,14 @@ def test_stream_usage_from_response_completed() -> None:
     accumulator.feed({"type": "response.completed", "response": {"usage": USAGE}})
     report = accumulator.report()
     assert report is not None and report.cache_read == 1536 and report.output == 40
+
+
+def test_prompt_cache_diagnostics_become_the_miss_reason() -> None:
+    from telos_wrap.engines.registry import get_engine
+
+    engine = get_engine("openai")
+    miss = {"type": "cache_miss", "reason": "tools_changed", "cache_missed_tokens": 1800}
+    report = engine.parse_usage(USAGE, diagnostics=miss)
+    assert report is not None and report.cache_miss_reason == miss and report.cache_read == 1536
+    hit = engine.parse_usage(USAGE, diagnostics={"type": "cache_hit"})
+    assert hit is not None and hit.cache_miss_reason is None

@@ -194,22 +194,13 @@ def _check(tracing: Tracing, *, telos: bool, otel: bool, reference: dict[str, di
     tracing.spans()
 
 
-_OTEL_UNWRAPS_OURS = pytest.mark.xfail(
-    strict=True,
-    reason="interop: OpenTelemetry's unwrap() (opentelemetry.instrumentation.utils) replaces the class "
-    "attribute by the outermost wrapper's __wrapped__ whoever owns it; with telos installed after "
-    "OpenLLMetry that removes telos' entry wrapper (telos_hint then raises TypeError) and leaves "
-    "OpenLLMetry's own wrapper recording spans. telos' patch() does not notice that its wrapper is gone",
-)
-
-
 @pytest.mark.parametrize(
     ("first", "removed_first"),
     [
         ("telos", "telos"),
         ("telos", "otel"),
         ("otel", "telos"),
-        pytest.param("otel", "otel", marks=_OTEL_UNWRAPS_OURS),
+        ("otel", "otel"),
     ],
 )
 def test_telos_and_openllmetry_on_the_same_methods(tracing: Tracing, first: str, removed_first: str) -> None:

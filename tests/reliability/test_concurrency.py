@@ -99,14 +99,6 @@ def test_patch_and_unpatch_while_16_threads_call() -> None:
     assert telos_wrap.failure_counts() == {}, "a race made telos fail (and fall back)"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: the hint rides in a private header (patch/calls.py HINT_HEADER, now an opaque token) that "
-    "only the patched request() removes; a stream manager created while patched but entered after "
-    "unpatch() still sends x-telos-hint to the vendor. Fix: make the header value an instance of a "
-    "subclass of the SDK's Omit carrying the token — both SDKs' build_headers drop every Omit value, so an "
-    "unpatched request() never sends it (checked on anthropic 2.12 / openai 3.54)",
-)
 @pytest.mark.parametrize("sdk", ["anthropic", "openai"])
 def test_a_request_started_before_unpatch_never_sends_the_private_hint_header(sdk: str) -> None:
     wire = Wire()

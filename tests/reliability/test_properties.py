@@ -482,19 +482,26 @@ def test_a_callers_marker_on_an_envelope_only_text_is_kept(api: str) -> None:
     assert kept == [marker]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: telos moves blocks that carry the caller's cache_control — a pooled system document is "
-    "rendered after the PIN system blocks (bridge/refpool_render.py), a text that is all envelope keeps its "
-    "marker on the DROP piece (lift/anthropic_messages.py) and goes to the end of its message (band sort) or "
-    "from the system prompt to the latest turn — past a later 5m marker: a 1h breakpoint after a 5m one, "
-    "which the API rejects. engines/anthropic.py _fix_ttl_order only raises telos' own markers",
-)
-@pytest.mark.parametrize("where", ["system-envelope", "same-message", "ref-pool"])
+@pytest.mark.parametrize("where", ["system-envelope", "same-message", "ref-pool", "ref-pool-after-pin"])
 def test_a_moved_marker_keeps_the_ttl_order(where: str) -> None:
+    """Telos moves a block carrying the caller's 1h marker past a 5m one (a pooled document goes
+    after the PIN system blocks, an envelope to the end of its message or of the latest turn): the
+    1h marker is placed on the last block before the 5m one, or dropped if there is none, with a
+    plan note; the request is rewritten (strict mode does not raise) and valid."""
     reminder = "<system-reminder>0</system-reminder>"
     hour, five = {"type": "ephemeral", "ttl": "1h"}, {"type": "ephemeral"}
-    if where == "ref-pool":
+    if where == "ref-pool-after-pin":
+        body = {
+            "model": "claude-opus-5",
+            "max_tokens": 8,
+            "system": [
+                {"type": "text", "text": "You are the support assistant."},
+                {"type": "text", "text": big_document("rules"), "cache_control": hour},
+                {"type": "text", "text": "Be brief.", "cache_control": five},
+            ],
+            "messages": [{"role": "user", "content": "question"}],
+        }
+    elif where == "ref-pool":
         body = {
             "model": "claude-opus-5",
             "max_tokens": 8,
@@ -528,7 +535,16 @@ def test_a_moved_marker_keeps_the_ttl_order(where: str) -> None:
             ],
         }
     check_anthropic_body(body)
-    check_anthropic_limits(body, run_anthropic(body).body)
+    prepared = run_anthropic(body)
+    check_anthropic_limits(body, prepared.body)
+    hours = [(w, block) for w, block, marker in c.a_markers(prepared.body) if marker == hour]
+    if where.startswith("ref-pool"):
+        # The document's stub stays where the document was, before the 5m marker: the 1h goes there.
+        stub = "system[1]" if where == "ref-pool-after-pin" else "system[0]"
+        assert [w for w, _ in hours] == [stub] and c.REF_STUB.match(hours[0][1]["text"])
+        assert any(f"placed on {stub}" in note for note in prepared.plan.notes)
+    else:  # an envelope at the very start: no block before the 5m marker can take it
+        assert not hours and any("dropped" in note for note in prepared.plan.notes)
 
 
 def test_tool_results_stay_first_in_their_message() -> None:

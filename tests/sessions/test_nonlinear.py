@@ -111,6 +111,29 @@ def _openai_send(client: Any, model: str, messages: list[dict[str, Any]]) -> Any
     )
 
 
+def _responses_input(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The conversation as Responses input items (text parts become ``input_text``)."""
+    items = []
+    for message in messages:
+        content = message["content"]
+        if isinstance(content, list):
+            content = [{"type": "input_text", "text": part["text"]} for part in content]
+        items.append({"role": message["role"], "content": content})
+    return items
+
+
+def _responses_body(model: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"input": _responses_input(messages), "instructions": SYSTEM, "model": model}
+
+
+def _responses_send(client: Any, model: str, messages: list[dict[str, Any]]) -> Any:
+    return client.responses.create(model=model, instructions=SYSTEM, input=_responses_input(messages))
+
+
+def _no_content_check(body: dict[str, Any], prepared: Any) -> None:
+    """The reliability suite's content checks are written for the two message APIs."""
+
+
 def _chat(engine: str, base_url: str, model: str) -> Wire:
     return Wire(
         "openai_chat",
@@ -140,6 +163,16 @@ WIRES: dict[str, Wire] = {
     "vllm": _chat("vllm", "http://gpu-box.internal:8000/v1", "qwen3-8b"),
     "sglang": _chat("sglang", "http://sgl-box.internal:30000/v1", "qwen3-8b"),
     "generic": _chat("generic", "http://llm.example.net/v1", "some-model"),
+    "openai-responses": Wire(
+        "openai_responses",
+        "openai",
+        "https://api.openai.com/v1",
+        "gpt-5.6",
+        _openai_client,
+        _responses_send,
+        _no_content_check,
+        _responses_body,
+    ),
 }
 EMULATOR_ROUTES = {
     "gpu-box.internal:8000": "vllm",

@@ -34,8 +34,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from openai.types.responses import response_create_params
-
 from .chat_flavour import ChatFlavour
 from .errors import EmulatorHTTPError, openai_error
 from .flavour_openai import BREAKPOINT_TTL_SECONDS, RETENTION_SECONDS, supports_breakpoints
@@ -57,10 +55,18 @@ def _typed_dict_keys(cls: type) -> frozenset[str]:
     return frozenset(getattr(cls, "__required_keys__", ())) | frozenset(getattr(cls, "__optional_keys__", ()))
 
 
-ACCEPTED_FIELDS = _typed_dict_keys(response_create_params.ResponseCreateParamsStreaming) | _typed_dict_keys(
-    response_create_params.ResponseCreateParamsNonStreaming
-)
-"""Top-level request fields the installed SDK's ``response_create_params`` declares."""
+def _accepted_fields() -> frozenset[str]:
+    try:
+        from openai.types.responses import response_create_params
+    except ImportError:  # an openai SDK from before the Responses API: no field check
+        return frozenset()
+    return _typed_dict_keys(response_create_params.ResponseCreateParamsStreaming) | _typed_dict_keys(
+        response_create_params.ResponseCreateParamsNonStreaming
+    )
+
+
+ACCEPTED_FIELDS = _accepted_fields()
+"""Top-level request fields the installed SDK's ``response_create_params`` declares (empty: unchecked)."""
 
 
 def _item_role(item: Mapping[str, Any]) -> str:
@@ -211,7 +217,7 @@ class ResponsesAPI:
             flavour.validate(body, prompt)
             return
         for key in body:
-            if key not in ACCEPTED_FIELDS:
+            if ACCEPTED_FIELDS and key not in ACCEPTED_FIELDS:
                 raise flavour.error(f"Unrecognized request argument supplied: {key}")
         model = str(body["model"])
         marked = [p for p in prompt.positions if p.markers]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal
 
 from telos_wrap.engines.base import Breakpoint, EmitPlan, EngineProfile, PrefixTables, emit_messages
@@ -357,8 +357,20 @@ class OpenAICompatEngine:
     def parse_usage(
         self, usage: Mapping[str, Any] | None, *, diagnostics: Mapping[str, Any] | None = None
     ) -> UsageReport | None:
-        """This vendor's usage shape (Chat Completions or Responses) → ``UsageReport``."""
-        return parse_openai_usage(usage, engine=self.profile.name)
+        """This vendor's usage shape (Chat Completions or Responses) → ``UsageReport``.
+
+        ``diagnostics``: a Responses ``prompt_cache_diagnostics`` object (requested with
+        ``prompt_cache_options.comparison_response_id``); anything but a ``cache_hit`` becomes the
+        report's ``cache_miss_reason``, as the server sent it.
+        """
+        report = parse_openai_usage(usage, engine=self.profile.name)
+        if (
+            report is not None
+            and isinstance(diagnostics, Mapping)
+            and diagnostics.get("type") not in (None, "cache_hit")
+        ):
+            report = replace(report, cache_miss_reason=dict(diagnostics))
+        return report
 
     def stream_usage(self) -> OpenAIChatStreamUsage:
         """A fresh accumulator for one stream."""

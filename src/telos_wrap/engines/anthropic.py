@@ -111,6 +111,7 @@ class AnthropicEngine:
         notes: list[str] = []
         summaries = _summaries(ir, reuse)
         caller = self._caller_markers(ir, summaries)
+        caller = self._keep_ttl_order(ir, caller, notes)
         top_level = 1 if ir.params.get("cache_control") else 0
         allowed = MAX_BREAKPOINTS - top_level
         if len(caller) > allowed:
@@ -138,13 +139,52 @@ class AnthropicEngine:
         return EmitPlan(breakpoints=breakpoints, notes=tuple(notes))
 
     @staticmethod
-    def _check(breakpoints: tuple[Breakpoint, ...], top_level: int) -> None:
-        """Refuse a plan the API would reject (the call then fails open with the caller's request).
+    def _keep_ttl_order(ir: TelosIR, caller: list[Breakpoint], notes: list[str]) -> list[Breakpoint]:
+        """The caller's markers in an order the API accepts, after telos moved the blocks they are on.
 
-        The caller's own markers are never re-timed; if telos moved a block carrying one (a pooled
-        system document, an all-envelope text) so that a 1h marker now follows a 5m one, sending
-        the original request is the right answer.
+        Telos moves a few blocks (a pooled system document goes after the PIN system blocks, an
+        envelope to the end of its message or of the latest turn), and a marker moves with its
+        block: a 1h marker can land after a 5m one, which the API rejects (longer TTLs must come
+        first, docs/engines.md). Such a marker is placed, with its TTL, on the last cacheable
+        non-DROP block before the earliest shorter marker in front of it: the longest prefix a
+        marker of that TTL can validly cover. If that block already carries a marker, or there
+        is none, the moved marker is dropped. Each case is a plan note (``session.explain``).
+        TTLs are never changed.
         """
+        kept: list[Breakpoint] = []
+        for bp in caller:
+            rank = _TTL_RANK[bp.ttl or "5m"]
+            shorter = next((k for k in kept if _TTL_RANK[k.ttl or "5m"] < rank), None)
+            if shorter is None:
+                kept.append(bp)
+                continue
+            here = (
+                f"{bp.segment}[{bp.block}]" if bp.message is None else f"messages[{bp.message}][{bp.block}]"
+            )
+            target = _cacheable_before(ir, (shorter.segment, shorter.message, shorter.block))
+            if target is None or target in {(k.segment, k.message, k.block) for k in kept}:
+                notes.append(
+                    f"the caller's {bp.ttl} cache_control at {here} follows a shorter one once telos "
+                    "moved its block, and no earlier block can take it: dropped (longer TTLs must come "
+                    "first)"
+                )
+                continue
+            segment, message, block = target
+            moved = Breakpoint(
+                "caller", segment, message, block, bp.ttl, origin=(bp.segment, bp.message, bp.block)
+            )
+            kept.append(moved)
+            kept.sort(key=_order)
+            there = f"{segment}[{block}]" if message is None else f"messages[{message}][{block}]"
+            notes.append(
+                f"the caller's {bp.ttl} cache_control at {here} follows a shorter one once telos moved "
+                f"its block: placed on {there}, the last block before the shorter one"
+            )
+        return kept
+
+    @staticmethod
+    def _check(breakpoints: tuple[Breakpoint, ...], top_level: int) -> None:
+        """Refuse a plan the API would reject (the call then fails open with the caller's request)."""
         if len(breakpoints) + top_level > MAX_BREAKPOINTS:
             raise TelosInvariantError(
                 f"{len(breakpoints) + top_level} breakpoints planned; the API accepts {MAX_BREAKPOINTS}",
@@ -255,7 +295,7 @@ class AnthropicEngine:
         for bp in plan.breakpoints:
             location: Location = (bp.segment, bp.message, bp.block)
             if bp.name == "caller":
-                markers[location] = self._block_at(ir, location).extra["cache_control"]
+                markers[location] = self._block_at(ir, bp.origin or location).extra["cache_control"]
             else:
                 markers[location] = (
                     {"type": "ephemeral", "ttl": "1h"} if bp.ttl == "1h" else {"type": "ephemeral"}
@@ -381,6 +421,27 @@ def _cacheable_at_or_before(ir: TelosIR, m_index: int, b_index: int) -> tuple[in
         m_index -= 1
         b_index = len(ir.messages[m_index].blocks) - 1 if m_index >= 0 else -1
     return None
+
+
+def _cacheable_before(ir: TelosIR, location: Location) -> Location | None:
+    """The last block before ``location`` in render order that can carry a marker and is not DROP."""
+    segment, m_index, b_index = location
+    if segment == "messages":
+        assert m_index is not None
+        while m_index >= 0:
+            blocks = ir.messages[m_index].blocks
+            for index in range(min(b_index, len(blocks)) - 1, -1, -1):
+                if blocks[index].band is not Band.DROP and _cacheable(blocks[index], "messages"):
+                    return "messages", m_index, index
+            m_index -= 1
+            b_index = len(ir.messages[m_index].blocks) if m_index >= 0 else 0
+        segment, b_index = "system", len(ir.system)
+    if segment == "system":
+        for index in range(min(b_index, len(ir.system)) - 1, -1, -1):
+            if ir.system[index].band is not Band.DROP and _cacheable(ir.system[index], "system"):
+                return "system", None, index
+        segment, b_index = "tools", len(ir.tools)
+    return ("tools", None, min(b_index, len(ir.tools)) - 1) if min(b_index, len(ir.tools)) > 0 else None
 
 
 def _last_cacheable_before_drop(ir: TelosIR, summaries: list[_Summary]) -> tuple[int, int] | None:

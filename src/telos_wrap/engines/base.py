@@ -137,6 +137,8 @@ class Breakpoint:
         message: message index (``segment == "messages"``), else ``None``.
         block: block index within the tools / system list or the message.
         ttl: ``"5m"``/``"1h"`` (Anthropic) or ``"30m"``/``"12h"`` (OpenAI); ``None`` = vendor default.
+        origin: for a caller's marker placed on another block than its own, ``(segment, message,
+            block)`` of the block that carries it in the request (see ``engines/anthropic.py``).
     """
 
     name: str
@@ -144,6 +146,7 @@ class Breakpoint:
     message: int | None
     block: int
     ttl: str | None = None
+    origin: tuple[Literal["tools", "system", "messages"], int | None, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)

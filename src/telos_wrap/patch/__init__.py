@@ -6,6 +6,12 @@ idempotent and thread-safe; ``unpatch()`` puts back the exact original function 
 raises. If another library wrapped a method *over* ours since, ours is switched off in place
 instead, so theirs keeps working.
 
+A method another library already wrapped with wrapt (OpenLLMetry's instrumentors, say) gets
+telos' wrapper *beneath* theirs (their ``FunctionWrapper.__wrapped__`` becomes ours), not over it:
+their ``unwrap()`` replaces the method by the outermost wrapper's ``__wrapped__`` whoever owns it,
+which would otherwise remove telos' wrapper; this way it removes exactly theirs, and ``unpatch()``
+takes ours out of the chain the same way.
+
 ``record()`` without ``patch()`` holds the request and response wrappers in observe-only mode
 (``hold_observer_wrappers`` / ``release_observer_wrappers``): nothing is rewritten, the recorder
 sees every request as the SDK sends it. ``is_patched()`` is about ``patch()`` only.
@@ -129,6 +135,8 @@ class _Installed:
     original: Any
     wrapper: Any
     enabled: list[bool]
+    #: Another library's wrapt wrapper that ours was installed beneath (see module docstring).
+    host: Any = None
 
 
 _lock = threading.RLock()
@@ -212,9 +220,15 @@ def _install(targets: tuple[Target, ...] | list[Target]) -> None:
                 continue
             owner, attribute, original = resolved
             flag = [True]
+            host = original if isinstance(original, wrapt.FunctionWrapper) else None
+            if host is not None:  # another library's wrapper: ours goes beneath it
+                original = host.__wrapped__
             wrapper = wrapt.FunctionWrapper(original, _wrapper_for(target), enabled=_flag_reader(flag))
-            setattr(owner, attribute, wrapper)
-            _installed[target] = _Installed(owner, attribute, original, wrapper, flag)
+            if host is not None:
+                host.__wrapped__ = wrapper
+            else:
+                setattr(owner, attribute, wrapper)
+            _installed[target] = _Installed(owner, attribute, original, wrapper, flag, host)
         except Exception:  # one broken target never stops the others
             logger.warning("telos_wrap could not patch %s.%s", target.module, target.qualname, exc_info=True)
 
@@ -254,15 +268,24 @@ def release_observer_wrappers() -> None:
             _uninstall()
 
 
+def _inner(wrapper: Any) -> Any:
+    return getattr(wrapper, "__wrapped__", None)
+
+
 def _uninstall() -> None:
     """Remove every installed wrapper (call with ``_lock`` held). Never raises."""
     for target, item in list(_installed.items()):
         try:
-            if vars(item.owner).get(item.attribute) is item.wrapper:
+            item.enabled[0] = False  # whatever is left of it below passes calls through
+            current = vars(item.owner).get(item.attribute)
+            # OpenTelemetry's unwrap() reads the method through the class, which binds it: what it
+            # leaves is a bound wrapper whose parent is ours.
+            if current is item.wrapper or getattr(current, "_self_parent", None) is item.wrapper:
                 setattr(item.owner, item.attribute, item.original)
+            elif current is not None and current is item.host and _inner(current) is item.wrapper:
+                current.__wrapped__ = item.original  # out of the other library's chain
             else:
-                # Someone wrapped over us: removing ours would remove theirs too. Switch ours off.
-                item.enabled[0] = False
+                # Someone wrapped over us: removing ours would remove theirs too. Ours is off.
                 logger.info(
                     "telos_wrap: %s.%s is wrapped by another library; telos' wrapper disabled in place",
                     target.module,

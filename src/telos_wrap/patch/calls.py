@@ -5,11 +5,18 @@ stream manager sends it in ``__enter__``, ``with_streaming_response`` on enterin
 a ContextVar set around the entry call would be gone by then. Instead an opaque token rides in a
 private header of the request options the SDK captures at call time; the request layer looks the
 validated hint up by it and removes the header before anything is sent.
+
+The header's value is a ``HintToken``: an instance of the SDKs' own ``Omit`` type, which both SDKs'
+header builders drop (``build_headers`` / ``_merge_headers``: "an ``Omit`` value removes the
+header"). A request built while patched but sent after ``unpatch()`` — a stream manager entered
+later — therefore never sends the header: there is nobody left to remove it, and nothing to remove.
 """
 
 from __future__ import annotations
 
 import contextvars
+import functools
+import importlib
 import threading
 import uuid
 import weakref
@@ -22,7 +29,7 @@ from telos_wrap.engines.base import EngineAdapter
 from telos_wrap.ir.hints import TelosHints, parse_hints
 from telos_wrap.sessions import Session, current_session
 
-__all__ = ["HINT_HEADER", "CallContext", "current_call", "hint_headers", "read_hint_header"]
+__all__ = ["HINT_HEADER", "CallContext", "current_call", "hint_headers", "hint_token", "read_hint_header"]
 
 #: The private header carrying a call's hint from its entry point to the request layer.
 HINT_HEADER = "x-telos-hint"
@@ -33,6 +40,35 @@ _live_sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDic
 _pending: OrderedDict[str, dict[str, Any]] = OrderedDict()
 _pending_lock = threading.Lock()
 _PENDING_LIMIT = 4096
+
+
+@functools.cache
+def _token_type() -> type:
+    """A class that is every importable SDK's ``Omit`` and carries a token (see module docstring)."""
+    bases: list[type] = []
+    for module in ("anthropic._types", "openai._types"):
+        try:
+            omit = importlib.import_module(module).Omit
+        except Exception:  # the SDK is not installed (or has no Omit): nothing of it to satisfy
+            continue
+        if isinstance(omit, type):
+            bases.append(omit)
+
+    def __init__(self: Any, token: str) -> None:
+        self.token = token
+
+    def __repr__(self: Any) -> str:
+        return "HintToken(...)"
+
+    return type("HintToken", tuple(bases) or (object,), {"__init__": __init__, "__repr__": __repr__})
+
+
+def hint_token(value: Any) -> str | None:
+    """The token a ``HINT_HEADER`` value carries (``None`` if it carries none)."""
+    if isinstance(value, _token_type()):
+        token = getattr(value, "token", None)
+        return token if isinstance(token, str) else None
+    return value if isinstance(value, str) else None
 
 
 @dataclass(slots=True)
@@ -88,7 +124,8 @@ def hint_headers(kwargs: dict[str, Any]) -> None:
         _pending[token] = payload
         while len(_pending) > _PENDING_LIMIT:
             _pending.popitem(last=False)
-    kwargs["extra_headers"] = {**(headers if isinstance(headers, Mapping) else {}), HINT_HEADER: token}
+    value = _token_type()(token)
+    kwargs["extra_headers"] = {**(headers if isinstance(headers, Mapping) else {}), HINT_HEADER: value}
 
 
 def read_hint_header(value: str | None) -> tuple[TelosHints, Session | None]:

@@ -27,7 +27,14 @@ from telos_wrap.errors import TelosStageError
 from telos_wrap.failopen import report_failure
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Api
-from telos_wrap.patch.calls import HINT_HEADER, CallContext, current_call, hint_headers, read_hint_header
+from telos_wrap.patch.calls import (
+    HINT_HEADER,
+    CallContext,
+    current_call,
+    hint_headers,
+    hint_token,
+    read_hint_header,
+)
 from telos_wrap.patch.mode import rewriting
 from telos_wrap.patch.observers import OBSERVERS, notify_request, notify_usage
 from telos_wrap.patch.routing import Route, route_request
@@ -134,7 +141,7 @@ def _strip_hint_header(options: Any) -> tuple[Any, str | None]:
         return options, None
     value = headers[HINT_HEADER]
     kept = {key: item for key, item in headers.items() if key != HINT_HEADER}
-    return options.model_copy(update={"headers": kept}), value if isinstance(value, str) else None
+    return options.model_copy(update={"headers": kept}), hint_token(value)
 
 
 #: A caller's name for the conversation (docs/sessions.md), per call (``extra_headers``) or per client
@@ -397,7 +404,10 @@ def _observe_result(result: Any, ctx: CallContext) -> None:
         usage = getattr(result, "usage", None)
         if usage is None or not hasattr(usage, "model_dump"):
             return
-        diagnostics = getattr(result, "diagnostics", None)
+        # Anthropic ``diagnostics``; OpenAI Responses ``prompt_cache_diagnostics`` (docs/engines.md).
+        diagnostics = getattr(result, "diagnostics", None) or getattr(
+            result, "prompt_cache_diagnostics", None
+        )
         dumped: Mapping[str, Any] | None = None
         if diagnostics is not None and hasattr(diagnostics, "model_dump"):
             dumped = diagnostics.model_dump(mode="json")
