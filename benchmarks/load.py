@@ -237,6 +237,7 @@ class PassResult:
     latencies: list[float]
     telos: list[float]
     max_stall: float
+    steps: StepStats | None = None
     completed_during_stall: int = 0
     recovered_after: float | None = None
     breaker: Any = None
@@ -256,6 +257,57 @@ class LagMonitor:
             expected = loop.time() + 0.001
             await asyncio.sleep(0.001)
             self.max_lag = max(self.max_lag, loop.time() - expected)
+
+
+@dataclass
+class StepStats:
+    """How long single callbacks held the loop during a pass (``StepTimer``)."""
+
+    count: int
+    p99: float
+    longest: float
+    longest_what: str
+
+
+class StepTimer:
+    """Times every callback the event loop runs (each step of each task is one), by wrapping
+    ``asyncio.events.Handle._run``, the pure-Python method every ``call_soon`` callback goes through.
+
+    The lag monitor's stall is the sum of every callback that was ready before it (with hundreds of
+    tasks ready, the SDK alone stalls the loop for tens of milliseconds); the longest *single* step is
+    what a blocking call inside one request (a synchronous Redis round trip, say) would show: with
+    the store 5 ms away, a synchronous store call makes a step of at least 5 ms.
+    """
+
+    def __init__(self) -> None:
+        self.durations: list[float] = []
+        self.longest = 0.0
+        self.longest_what = ""
+        self._original: Any = None
+
+    def __enter__(self) -> StepTimer:
+        original = self._original = asyncio.events.Handle._run
+        timer = self
+
+        def _run(handle: asyncio.events.Handle) -> None:
+            started = time.perf_counter()
+            try:
+                original(handle)
+            finally:
+                took = time.perf_counter() - started
+                timer.durations.append(took)
+                if took > timer.longest:
+                    timer.longest = took
+                    timer.longest_what = repr(handle)[:160]
+
+        asyncio.events.Handle._run = _run  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        asyncio.events.Handle._run = self._original  # type: ignore[method-assign]
+
+    def stats(self) -> StepStats:
+        return StepStats(len(self.durations), pct(self.durations, 0.99), self.longest, self.longest_what)
 
 
 def timed_aprepare(samples: list[float]) -> Callable[..., Awaitable[Any]]:
@@ -333,14 +385,17 @@ async def run_pass(
     started = time.perf_counter()
     stall_task = asyncio.ensure_future(staller(*stall)) if stall else None
     try:
-        await asyncio.gather(*(one(n) for n in range(sessions)))
+        with StepTimer() as steps:
+            await asyncio.gather(*(one(n) for n in range(sessions)))
     finally:
         monitor.running = False
         await lag_task
         if store is not None:
             wrappers._aprepare = wrappers._aprepare.original  # type: ignore[attr-defined]
     seconds = time.perf_counter() - started
-    result = PassResult(name, len(latencies), seconds, latencies, telos_samples, monitor.max_lag)
+    result = PassResult(
+        name, len(latencies), seconds, latencies, telos_samples, monitor.max_lag, steps.stats()
+    )
     if stall is not None:
         lo, hi = started + stall[0], started + stall[0] + stall[1]
         result.completed_during_stall = sum(lo <= t <= hi for t in finished_at)
@@ -392,12 +447,16 @@ def report(results: list[PassResult]) -> None:
     base = results[0]
     print(
         f"{'pass':22} {'calls':>6} {'calls/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'+p50':>7} {'+p99':>7} "
-        f"{'telos p50':>9} {'telos p99':>9} {'telos max':>9} {'loop stall':>10}  state"
+        f"{'telos p50':>9} {'telos p99':>9} {'telos max':>9} {'loop stall':>10} {'step p99':>8} "
+        f"{'longest step':>12}  state"
     )
     for r in results:
         p50, p99 = pct(r.latencies, 0.5) * 1e3, pct(r.latencies, 0.99) * 1e3
         d50 = p50 - pct(base.latencies, 0.5) * 1e3
         d99 = p99 - pct(base.latencies, 0.99) * 1e3
+        steps = f"{'-':>8} {'-':>12}"
+        if r.steps is not None:
+            steps = f"{r.steps.p99 * 1e3:6.2f}ms {r.steps.longest * 1e3:10.1f}ms"
         telos = (
             f"{pct(r.telos, 0.5) * 1e3:9.2f} {pct(r.telos, 0.99) * 1e3:9.2f} {max(r.telos) * 1e3:9.1f}"
             if r.telos
@@ -406,8 +465,11 @@ def report(results: list[PassResult]) -> None:
         print(
             f"{r.name:22} {r.calls:6d} {r.calls / r.seconds:8.0f} {p50:8.1f} {p99:8.1f} "
             f"{d50 if r is not base else 0:+7.1f} {d99 if r is not base else 0:+7.1f} {telos} "
-            f"{r.max_stall * 1e3:9.1f}ms  {r.state_ok}"
+            f"{r.max_stall * 1e3:9.1f}ms {steps}  {r.state_ok}"
         )
+    for r in results:
+        if r.steps is not None:
+            print(f"  {r.name}: longest step ({r.steps.count} steps): {r.steps.longest_what}")
     for r in results:
         if r.breaker is not None:
             b = r.breaker
