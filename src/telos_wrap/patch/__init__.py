@@ -99,6 +99,20 @@ TARGETS: tuple[Target, ...] = (
         ("InputTokens", "AsyncInputTokens"),
         ("count",),
     ),
+    # ``client.beta.responses`` (openai 3.x): the same endpoints with ``?beta=true`` (routed by path);
+    # absent from openai 2.x, so skipped there.
+    *_entries(
+        "openai",
+        "openai.resources.beta.responses.responses",
+        ("Responses", "AsyncResponses"),
+        ("create", "compact"),
+    ),
+    *_entries(
+        "openai",
+        "openai.resources.beta.responses.input_tokens",
+        ("InputTokens", "AsyncInputTokens"),
+        ("count",),
+    ),
     # The one method every request passes through once per logical call (retries inside).
     Target("anthropic", "anthropic._base_client", "SyncAPIClient.request", "request"),
     Target("anthropic", "anthropic._base_client", "AsyncAPIClient.request", "async_request"),
