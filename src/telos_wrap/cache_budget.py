@@ -41,7 +41,12 @@ __all__ = [
 ]
 
 #: Engines a budget may name; an API's requests go to its own engine when none is named.
-_API_ENGINES = {"anthropic": ("anthropic",), "openai": ("openai", "deepseek", "vllm", "sglang")}
+_API_ENGINES = {
+    "anthropic": ("anthropic",),
+    "openai": ("openai", "deepseek", "vllm", "sglang"),
+    # DeepSeek serves no Responses API (docs/engines.md, "OpenAI Responses").
+    "responses": ("openai", "vllm", "sglang"),
+}
 
 
 class CacheBudgetError(AssertionError):
@@ -99,9 +104,8 @@ class RequestCapture:
         self.usage: dict[tuple[str, int], UsageReport | None] = {}
         self._lock = threading.Lock()
 
-    def on_request(self, sdk: str, session_id: str, index: int, body: Mapping[str, Any]) -> None:
+    def on_request(self, api: str, session_id: str, index: int, body: Mapping[str, Any]) -> None:
         """Keep a deep copy of ``body`` (the caller may mutate its lists after the call)."""
-        api = "anthropic" if sdk == "anthropic" else "openai"
         copied = _plain_copy(body)
         with self._lock:
             self.requests.append(TraceRequest(session_id, index, api, copied))
@@ -146,6 +150,14 @@ def _tool_name(tool: Any) -> str:
     return name if isinstance(name, str) else str(tool.get("type", ""))
 
 
+def _conversation_items(api: str, body: Mapping[str, Any]) -> Any:
+    """The conversation of a request: ``messages``, or a Responses request's ``input`` items."""
+    if api != "responses":
+        return body.get("messages")
+    items = body.get("input")
+    return [{"role": "user", "content": items}] if isinstance(items, str) else items
+
+
 def _first_turn(messages: Any) -> Any:
     if not isinstance(messages, list):
         return None
@@ -166,7 +178,7 @@ def conversation_key(api: str, body: Mapping[str, Any]) -> str:
         "api": api,
         "model": body.get("model"),
         "tools": sorted(map(_tool_name, tools)) if isinstance(tools, list) else None,
-        "first": _first_turn(body.get("messages")),
+        "first": _first_turn(_conversation_items(api, body)),
     }
     try:
         return hashlib.sha256(canonical_bytes(material)).hexdigest()[:12]
@@ -238,6 +250,8 @@ def _system_of(request: TraceRequest) -> list[str]:
     body = request.kwargs
     if request.api == "anthropic":
         return _texts(body.get("system"))
+    if request.api == "responses":
+        return _texts(body.get("instructions"))
     listed = body.get("messages")
     messages: list[Any] = listed if isinstance(listed, list) else []
     out: list[str] = []
@@ -278,8 +292,9 @@ def _caller_change(before: TraceRequest, after: TraceRequest) -> str:
             return _line_change(f"system[{index}]", a, b)
     if len(old_system) != len(new_system):
         return f"system prompt went from {len(old_system)} to {len(new_system)} blocks"
-    old_messages = before.kwargs.get("messages") or []
-    new_messages = after.kwargs.get("messages") or []
+    old_messages = _conversation_items(before.api, before.kwargs) or []
+    new_messages = _conversation_items(after.api, after.kwargs) or []
+    where = "input" if after.api == "responses" else "messages"
     skip = len(old_system) if before.api == "openai" else 0
     for index in range(skip, min(len(old_messages), len(new_messages))):
         a, b = old_messages[index], new_messages[index]
@@ -288,10 +303,10 @@ def _caller_change(before: TraceRequest, after: TraceRequest) -> str:
         a_text = "\n".join(_texts(a.get("content") if isinstance(a, Mapping) else a))
         b_text = "\n".join(_texts(b.get("content") if isinstance(b, Mapping) else b))
         if a_text != b_text:
-            return _line_change(f"messages[{index}]", a_text, b_text)
-        return f"messages[{index}] changed (role, name or non-text fields)"
+            return _line_change(f"{where}[{index}]", a_text, b_text)
+        return f"{where}[{index}] changed (role, name or non-text fields)"
     if len(new_messages) < len(old_messages):
-        return f"history was cut from {len(old_messages)} to {len(new_messages)} messages"
+        return f"history was cut from {len(old_messages)} to {len(new_messages)} {where} items"
     keys = sorted(
         k for k in set(before.kwargs) | set(after.kwargs) if before.kwargs.get(k) != after.kwargs.get(k)
     )
@@ -433,16 +448,27 @@ class CacheReport:
 
 def _engine_for(api: str, engine: str | None) -> str:
     if engine is None:
-        return api
+        return _API_ENGINES[api][0]
     if engine not in _API_ENGINES[api]:
         raise ValueError(
             f"engine {engine!r} cannot serve {api}-API requests; use one of {list(_API_ENGINES[api])} "
-            "(or leave engine unset: anthropic requests → anthropic, openai requests → openai)"
+            "(or leave engine unset: anthropic requests → anthropic, openai and responses requests → "
+            "openai)"
         )
     return engine
 
 
 def _replayable(request: TraceRequest) -> str | None:
+    if request.api == "responses":
+        if request.kwargs.get("previous_response_id") or request.kwargs.get("conversation"):
+            # The earlier turns live on the server: the request alone is not the prompt.
+            return (
+                f"responses request {request.turn} of {request.session}: continues server-held state "
+                "(previous_response_id / conversation), which a replay does not have"
+            )
+        if isinstance(request.kwargs.get("input"), (str, list)):
+            return None
+        return f"responses request {request.turn} of {request.session}: no `input`"
     messages = request.kwargs.get("messages")
     if not isinstance(messages, list):
         return (

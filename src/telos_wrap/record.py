@@ -2,8 +2,10 @@
 
 Each line is one request in the trace format of ``telos_wrap.traces`` plus its normalized usage::
 
-    {"session": "<id>", "turn": <index in the session>, "api": "anthropic"|"openai",
+    {"session": "<id>", "turn": <index in the session>, "api": "anthropic"|"openai"|"responses",
      "kwargs": {<the body as the caller sent it>}, "usage": {<UsageReport fields>} | null}
+
+(``openai`` is Chat Completions, ``responses`` the OpenAI Responses API)
 
 so a recording can be replayed through telos later (``telos-wrap replay FILE``). ``kwargs`` is
 the body before telos rewrote it (``extra_body`` fields merged in, as the SDK sends them).
@@ -134,12 +136,12 @@ class Recorder:
 
     # -- the observer protocol (``telos_wrap.patch.wrappers.RequestObserver``) ----------------
 
-    def on_request(self, sdk: str, session_id: str, index: int, body: Mapping[str, Any]) -> None:
+    def on_request(self, api: str, session_id: str, index: int, body: Mapping[str, Any]) -> None:
         """Remember a request until its usage arrives."""
         line = {
             "session": session_id,
             "turn": index,
-            "api": "anthropic" if sdk == "anthropic" else "openai",
+            "api": api,
             "kwargs": redact_body(body, hash_content=self.hash_content),
         }
         with self._lock:

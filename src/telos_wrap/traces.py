@@ -1,7 +1,8 @@
 """Recorded agent sessions: loading trace files, and replaying them the way a careless harness would.
 
 A trace file is JSON Lines (optionally ``.xz``): one request per line,
-``{"session": id, "turn": n, "api": "anthropic"|"openai", "kwargs": {...}}``, lines of one session
+``{"session": id, "turn": n, "api": "anthropic"|"openai"|"responses", "kwargs": {...}}`` (``openai``:
+Chat Completions; ``responses``: the OpenAI Responses API), lines of one session
 consecutive and in order — the format of the bundled sample traces and of ``telos_wrap.record()``.
 
 ``jitter()`` rebuilds a request the way the failure modes of the TELOS seeds describe: a live clock
@@ -50,7 +51,7 @@ def load_trace(path: str | Path) -> Iterator[TraceRequest]:
             except (KeyError, TypeError, ValueError) as exc:
                 raise ValueError(
                     f"{path}:{number}: not a trace line ({exc}); expected "
-                    '{"session": ..., "turn": n, "api": "anthropic"|"openai", "kwargs": {...}}'
+                    '{"session": ..., "turn": n, "api": "anthropic"|"openai"|"responses", "kwargs": {...}}'
                 ) from exc
 
 

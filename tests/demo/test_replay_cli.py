@@ -103,7 +103,7 @@ def test_bad_arguments_get_clear_messages(
     assert "positive integer" in fails(capsys, "replay", str(trace), "--limit", "0")
     assert "positive integer" in fails(capsys, "replay", str(trace), "--limit", "many")
     said = fails(capsys, "replay", str(trace), "--engine", "openai")
-    assert "no openai-API requests" in said and "--engine anthropic" in said
+    assert "no openai-API / responses-API requests" in said and "--engine anthropic" in said
     garbage = tmp_path / "garbage.jsonl"
     garbage.write_text("this is not json\n", encoding="utf-8")
     assert "cannot read" in fails(capsys, "replay", str(garbage))

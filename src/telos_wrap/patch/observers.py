@@ -20,12 +20,14 @@ __all__ = ["OBSERVERS", "RequestObserver", "notify_request", "notify_usage"]
 class RequestObserver(Protocol):
     """Sees the requests telos handles; must not raise.
 
-    ``on_request(sdk, session_id, index, body)`` runs before sending, with the body as the caller
-    sent it (``json_data`` merged with ``extra_body``); ``on_usage(session_id, index, report)``
-    runs once the response's usage is known (for a stream: when it is exhausted or closed).
+    ``on_request(api, session_id, index, body)`` runs before sending, with the body as the caller
+    sent it (``json_data`` merged with ``extra_body``) and ``api`` in the vocabulary of trace files
+    (``telos_wrap.traces``): ``"anthropic"`` (Messages), ``"openai"`` (Chat Completions) or
+    ``"responses"`` (OpenAI Responses); ``on_usage(session_id, index, report)`` runs once the
+    response's usage is known (for a stream: when it is exhausted or closed).
     """
 
-    def on_request(self, sdk: str, session_id: str, index: int, body: Mapping[str, Any]) -> None: ...
+    def on_request(self, api: str, session_id: str, index: int, body: Mapping[str, Any]) -> None: ...
 
     def on_usage(self, session_id: str, index: int, report: UsageReport | None) -> None: ...
 
@@ -34,13 +36,16 @@ class RequestObserver(Protocol):
 OBSERVERS: list[RequestObserver] = []
 
 
-def notify_request(sdk: str, ctx: CallContext | None, body: Mapping[str, Any] | None) -> None:
-    """Tell every observer about a request telos is about to send (turns only, not token counts)."""
+def notify_request(api: str, ctx: CallContext | None, body: Mapping[str, Any] | None) -> None:
+    """Tell every observer about a request telos is about to send (turns only, not token counts).
+
+    ``api``: ``"anthropic"``, ``"openai"`` (Chat Completions) or ``"responses"`` (see the protocol).
+    """
     if not OBSERVERS or ctx is None or ctx.index < 0:
         return
     try:
         for observer in list(OBSERVERS):
-            observer.on_request(sdk, ctx.session.id, ctx.index, body or {})
+            observer.on_request(api, ctx.session.id, ctx.index, body or {})
     except Exception as exc:  # an observer never breaks the call
         report_failure(TelosStageError("observer", exc), strict=False)
 

@@ -98,6 +98,13 @@ def _plain_body(options: Any) -> dict[str, Any] | None:
 _RESPONSES_PATHS = ("/responses", "/responses/input_tokens", "/responses/compact")
 
 
+def _trace_api(sdk: str, options: Any) -> str:
+    """The API of a request in the vocabulary of trace files: anthropic, openai (chat) or responses."""
+    if sdk == "anthropic":
+        return "anthropic"
+    return "responses" if _is_responses_url(getattr(options, "url", None)) else "openai"
+
+
 def _is_responses_url(url: Any) -> bool:
     """Whether the request goes to an OpenAI Responses endpoint (``input`` items, no ``messages``)."""
     return isinstance(url, str) and url.split("?", 1)[0].rstrip("/").endswith(_RESPONSES_PATHS)
@@ -354,7 +361,7 @@ def make_request_wrapper(sdk: str) -> Wrapper:
         original = _original_options(args, kwargs)
         options, ctx = _prepare(sdk, instance, original)
         if OBSERVERS:
-            notify_request(sdk, ctx, _plain_body(original))
+            notify_request(_trace_api(sdk, original), ctx, _plain_body(original))
         args, kwargs = _swap_options(args, kwargs, options)
         if ctx is None:
             return wrapped(*args, **kwargs)
@@ -378,7 +385,7 @@ def make_async_request_wrapper(sdk: str) -> Callable[..., Awaitable[Any]]:
         original = _original_options(args, kwargs)
         options, ctx = await _aprepare(sdk, instance, original)
         if OBSERVERS:
-            notify_request(sdk, ctx, _plain_body(original))
+            notify_request(_trace_api(sdk, original), ctx, _plain_body(original))
         args, kwargs = _swap_options(args, kwargs, options)
         if ctx is None:
             return await wrapped(*args, **kwargs)

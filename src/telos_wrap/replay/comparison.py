@@ -133,6 +133,10 @@ def run_demo(*, jittered: bool = True, show_progress: bool | None = None) -> Com
     )
 
 
+#: The recorded APIs (``TraceRequest.api``) each engine serves; other engines serve chat and Responses.
+_SERVED: dict[str, tuple[str, ...]] = {"anthropic": ("anthropic",), "deepseek": ("openai",)}
+
+
 def check_engine(engine: str, sessions: list[list[TraceRequest]]) -> list[list[TraceRequest]]:
     """Keep the requests the engine can serve; raise ``SystemExit`` with a clear message otherwise."""
     try:
@@ -142,17 +146,28 @@ def check_engine(engine: str, sessions: list[list[TraceRequest]]) -> list[list[T
             f"telos-wrap: the telos engine {engine!r} is not available in this version ({exc}); "
             "use --engine anthropic"
         ) from None
-    wanted = "anthropic" if engine == "anthropic" else "openai"
-    kept = [[r for r in s if r.api == wanted] for s in sessions]
+    # Which recorded APIs the engine serves: DeepSeek has no Responses API (docs/engines.md).
+    wanted = _SERVED.get(engine, ("openai", "responses"))
+    kept = [[r for r in s if r.api in wanted] for s in sessions]
     kept = [s for s in kept if s]
     skipped = sum(len(s) for s in sessions) - sum(len(s) for s in kept)
+    served = " / ".join(f"{api}-API" for api in wanted)
     if not kept:
         apis = sorted({r.api for s in sessions for r in s})
-        hint = "--engine anthropic" if "anthropic" in apis else "--engine openai|deepseek|vllm|sglang"
+        hint = (
+            "--engine anthropic"
+            if "anthropic" in apis
+            else "--engine openai|vllm|sglang"
+            if "responses" in apis
+            else "--engine openai|deepseek|vllm|sglang"
+        )
         raise SystemExit(
-            f"telos-wrap: no {wanted}-API requests to replay with --engine {engine} "
+            f"telos-wrap: no {served} requests to replay with --engine {engine} "
             f"(the file has {', '.join(apis) or 'no'} requests); use {hint}"
         )
     if skipped:
-        print(f"telos-wrap: skipped {skipped} requests of the other API (not {wanted})", file=sys.stderr)
+        print(
+            f"telos-wrap: skipped {skipped} requests that --engine {engine} does not serve ({served} only)",
+            file=sys.stderr,
+        )
     return kept
