@@ -199,9 +199,14 @@ def start_rig() -> Rig:
         ),
         ctx.Process(target=_emulator_main, args=(rig.http_port, http_ready, rig.stop), daemon=True),
     ]
-    for process in rig.processes:
-        process.start()
-    if not (relay_ready.wait(30) and http_ready.wait(30)):
+    try:
+        for process in rig.processes:
+            process.start()
+        started = relay_ready.wait(30) and http_ready.wait(30)
+    except BaseException:
+        rig.close()  # never leave the redis-server behind
+        raise
+    if not started:
         rig.close()
         sys.exit("the relay or the emulator did not start")
     import redis
