@@ -22,7 +22,7 @@ class PatchConfig:
             (``None`` turns the ref-pool off).
         keep_past_drop: keep past turns' envelopes (as history) instead of pruning them.
         only_what_pays: leave a request exactly as the SDK built it when nothing in it can be cached
-            (below the model's minimum cacheable prefix, docs/engines.md). Opt-in for now (issue 16).
+            (below the model's minimum cacheable prefix, docs/engines.md).
     """
 
     strict: bool = False
@@ -30,7 +30,7 @@ class PatchConfig:
     engines: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     refpool_threshold: int | None = 2048
     keep_past_drop: bool = False
-    only_what_pays: bool = False
+    only_what_pays: bool = True
 
 
 _config = PatchConfig()

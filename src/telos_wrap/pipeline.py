@@ -77,7 +77,7 @@ class PrepareOptions:
     refpool_threshold: int | None = 2048
     count_only: bool = False
     #: Leave a request exactly as built when nothing in it can be cached (``engines.minimums``). A
-    #: policy of ``patch(only_what_pays=True)``; a direct ``prepare()`` call is the bare
+    #: policy of ``patch()`` (on by default there); a direct ``prepare()`` call is the bare
     #: transformation and leaves it off unless asked.
     only_what_pays: bool = False
 
@@ -87,7 +87,8 @@ class Prepared:
     """The result of ``prepare``: the body to send and how it was made.
 
     Attributes:
-        body: the wire body to send (plain JSON, canonical key order).
+        body: the wire body to send (plain JSON): the caller's top-level fields in the caller's order,
+            then the fields telos adds; canonical key order inside the prompt's content.
         ir: the bridged IR (what ``session.explain`` shows).
         plan: the engine's plan (breakpoints, extras, notes).
         engine: the engine adapter used.
@@ -171,7 +172,21 @@ def prepare(
                 engine=engine,
                 untouched=why,
             )
-    return Prepared(body=wire, ir=ir, plan=plan, engine=engine)
+    return Prepared(body=in_callers_order(wire, body), ir=ir, plan=plan, engine=engine)
+
+
+def in_callers_order(wire: dict[str, Any], body: Mapping[str, Any]) -> dict[str, Any]:
+    """``wire`` with its top-level fields in ``body``'s order, the fields telos added after them.
+
+    Top-level field order is never part of the prompt (a vendor renders tools, system and messages
+    in its own order; docs/emulator.md, "Render modes"), so it stays as the SDK built it: logs, diffs
+    and request-asserting tests of the caller see their own layout (docs/engines.md).
+    """
+    ordered = {key: wire[key] for key in body if key in wire}
+    if len(ordered) == len(wire):
+        return ordered
+    ordered.update((key, value) for key, value in wire.items() if key not in ordered)
+    return ordered
 
 
 def untouched(api: Api, engine: str, body: Mapping[str, Any]) -> str | None:

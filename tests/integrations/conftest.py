@@ -40,7 +40,5 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             # LiteLLM >= 1.110 declares TypedDicts with ``ReadOnly`` items (OAuth payloads); pydantic
             # 2.14 warns when it builds their schema in LiteLLM's own call path, patched or not.
             item.add_marker(
-                pytest.mark.filterwarnings(
-                    "ignore:.* the `ReadOnly` qualifier:UserWarning:pydantic"
-                )
+                pytest.mark.filterwarnings("ignore:.* the `ReadOnly` qualifier:UserWarning:pydantic")
             )

@@ -59,8 +59,13 @@ EMULATOR_ROUTES = {
 
 @pytest.fixture
 def oai_patched(patched: None) -> Iterator[None]:
-    """``patch(strict=True)`` plus the self-hosted engine names."""
-    telos_wrap.patch(strict=True, engines=SELF_HOSTED)
+    """``patch(strict=True, only_what_pays=False)`` plus the self-hosted engine names.
+
+    These tests study what each engine adds to a request, on small bodies recorded in cassettes; the
+    default ``patch()`` would send bodies below the 1,024-token minimum as the SDK built them
+    (``tests/reliability/test_only_what_pays.py`` covers that default on every entry point).
+    """
+    telos_wrap.patch(strict=True, engines=SELF_HOSTED, only_what_pays=False)
     yield
 
 

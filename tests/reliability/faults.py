@@ -36,6 +36,7 @@ PIPELINE_STAGES = (
     "plan",
     "emit",
     "history",  # turns (not token counts): the session's history memo is settled after emit
+    "gate",  # patch()'s default: is the request above the minimum cacheable prefix (docs/engines.md)
 )
 
 

@@ -379,6 +379,14 @@ def client_for(sdk: str, wire: Wire, *, is_async: bool = False, max_retries: int
 
 # -- requests -----------------------------------------------------------------------------------
 
+#: A long tool description puts every reference request above the largest minimum cacheable prefix
+#: of its model (docs/engines.md, "Touch only what pays"), so telos rewrites it under the default
+#: ``patch()``; the system prompt stays short (below the ref-pool threshold).
+TOOL_MANUAL = "".join(
+    f"Rule {n}: call a_tool only for the records the user names, and quote what it returns.\n"
+    for n in range(48)
+)
+
 
 def anthropic_kwargs(tag: str = "r") -> dict[str, Any]:
     """A request telos visibly rewrites: unsorted tools, a clock line in the system prompt, a reminder."""
@@ -396,7 +404,7 @@ def anthropic_kwargs(tag: str = "r") -> dict[str, Any]:
                     "properties": {"x": {"type": "string"}, "y": {"type": "string"}},
                 },
             },
-            {"name": "a_tool", "description": "A", "input_schema": {"type": "object"}},
+            {"name": "a_tool", "description": TOOL_MANUAL, "input_schema": {"type": "object"}},
         ],
         "messages": [
             {"role": "user", "content": "first question"},
@@ -422,7 +430,15 @@ def openai_kwargs(tag: str = "r") -> dict[str, Any]:
         "model": OPENAI_MODEL,
         "tools": [
             {"type": "function", "function": {"name": "b_tool", "strict": True, "parameters": b_params}},
-            {"type": "function", "function": {"name": "a_tool", "strict": True, "parameters": a_params}},
+            {
+                "type": "function",
+                "function": {
+                    "name": "a_tool",
+                    "description": TOOL_MANUAL,
+                    "strict": True,
+                    "parameters": a_params,
+                },
+            },
         ],
         "messages": [
             {"role": "system", "content": "You are terse.\nCurrent time: 2026-11-21T10:00:00"},
@@ -447,11 +463,18 @@ def responses_kwargs(tag: str = "r") -> dict[str, Any]:
     a_params = {"type": "object", "properties": {}, "required": [], "additionalProperties": False}
     return {
         "model": OPENAI_MODEL,
-        "instructions": "You are terse.\nCurrent time: 2026-11-21T10:00:00",
+        # The manual here too: ``compact`` sends no tools, and must still be above the minimum.
+        "instructions": f"You are terse.\n{TOOL_MANUAL}Current time: 2026-11-21T10:00:00",
         "tools": [
             {"type": "function", "name": "b_tool", "strict": True, "parameters": b_params},
             {"type": "web_search"},
-            {"type": "function", "name": "a_tool", "strict": True, "parameters": a_params},
+            {
+                "type": "function",
+                "name": "a_tool",
+                "description": TOOL_MANUAL,
+                "strict": True,
+                "parameters": a_params,
+            },
         ],
         "input": [
             {"role": "user", "content": "first question"},
@@ -556,8 +579,17 @@ def a_beta_stream(c: Any, kw: dict[str, Any]) -> Outcome:
     return Outcome(stream, final, events)
 
 
+def _runner_kwargs(c: Any, kw: dict[str, Any]) -> dict[str, Any]:
+    """The tool runner without a server-held thread, where the SDK has them (anthropic >= 2.13 starts
+    one by default; telos sends thread requests as built, docs/engines.md): the runner's own
+    requests are what this matrix checks."""
+    if "thread" in inspect.signature(c.beta.messages.tool_runner).parameters:
+        return {**kw, "thread": False}
+    return kw
+
+
 def a_tool_runner(c: Any, kw: dict[str, Any]) -> Outcome:
-    final = c.beta.messages.tool_runner(**kw).until_done()
+    final = c.beta.messages.tool_runner(**_runner_kwargs(c, kw)).until_done()
     return Outcome(final, final)
 
 
@@ -627,7 +659,7 @@ async def aa_beta_stream(c: Any, kw: dict[str, Any]) -> Outcome:
 
 
 async def aa_tool_runner(c: Any, kw: dict[str, Any]) -> Outcome:
-    final = await c.beta.messages.tool_runner(**kw).until_done()
+    final = await c.beta.messages.tool_runner(**_runner_kwargs(c, kw)).until_done()
     return Outcome(final, final)
 
 

@@ -3,8 +3,8 @@
 A property over generated small requests for every public entry point of both SDKs (``ENTRIES`` and
 ``RESPONSES_ENTRIES`` of the reliability harness: create, stream, parse, raw / streaming responses,
 beta, tool runner, token counts, Responses compact; sync and async). Each request is made twice
-through the real SDK over the harness' recording transport: once unpatched, once with
-``patch(strict=True, only_what_pays=True)``; the body bytes on the wire must be equal. The
+through the real SDK over the harness' recording transport: once unpatched, once with the default
+``patch(strict=True)``; the body bytes on the wire must be equal. The
 generated requests keep what telos would otherwise rewrite (unsorted tool schemas, a clock line in
 the system prompt, a ``<system-reminder>`` in the last user turn) and stay far below every minimum in
 ``docs/engines.md`` (*Minimum cacheable prefix*); the documented exceptions list there is empty.
@@ -31,6 +31,10 @@ def small_requests(draw: st.DrawFn) -> tuple[Entry, dict[str, Any]]:
     """An entry point and a small request for it, built on the harness' rewrite-bait request."""
     entry = draw(st.sampled_from(_ALL))
     kwargs = kwargs_for(entry.sdk, draw(st.from_regex(r"[a-z0-9]{1,8}", fullmatch=True)))
+    for tool in kwargs["tools"]:  # the harness' long tool manual would put the request above the minimum
+        described = tool.get("function", tool)
+        if "description" in described:
+            described["description"] = draw(_TEXT)
     system = draw(_TEXT) + "\nCurrent time: 2026-11-21T10:00:00"
     question = draw(_TEXT) + "\n<system-reminder>be brief</system-reminder>"
     if entry.sdk == "anthropic":
@@ -64,7 +68,7 @@ def test_below_the_minimum_patch_sends_the_sdks_bytes(case: tuple[Entry, dict[st
     entry, kwargs = case
     baseline = _sent(entry, kwargs)
     assert baseline, entry.id
-    telos_wrap.patch(strict=True, only_what_pays=True)
+    telos_wrap.patch(strict=True)  # the default: only what pays
     try:
         with telos_wrap.session() as session:
             patched = _sent(entry, kwargs)

@@ -620,8 +620,9 @@ def _reverse_keys(value: Any) -> Any:
 
 
 def _wire_bytes(body: dict[str, Any]) -> bytes:
-    """Serialized as the SDKs do: insertion order kept."""
-    return json.dumps(body, ensure_ascii=False).encode("utf-8")
+    """Serialized as the SDKs do, insertion order kept below the top level; the top-level fields in
+    one fixed order, since telos keeps the caller's order there (never part of the prompt)."""
+    return json.dumps(dict(sorted(body.items())), ensure_ascii=False).encode("utf-8")
 
 
 @PROPERTY
@@ -635,6 +636,11 @@ def test_key_order_never_changes_the_bytes(
     assert _wire_bytes(run_openai(openai_body).body) == _wire_bytes(
         run_openai(_reverse_keys(openai_body)).body
     )
+    # The top level keeps the caller's order, whatever it is; telos' own fields come after it.
+    for run, body in ((run_anthropic, anthropic_body), (run_openai, openai_body)):
+        reversed_body = _reverse_keys(body)
+        sent = list(run(reversed_body).body)
+        assert sent[: len(reversed_body)] == [key for key in reversed_body if key in sent]
 
 
 @pytest.mark.parametrize("api", ["anthropic", "openai"])
@@ -670,6 +676,9 @@ def test_key_order_of_the_callers_own_markers_never_changes_the_bytes(api: str) 
 
 
 # -- end to end through the patched SDKs ----------------------------------------------------------
+# These check the rewrite itself on any generated body, most of them far below the minimum cacheable
+# prefix: ``only_what_pays=False`` makes telos rewrite them all (the default leaves small requests as
+# the SDK built them, which ``test_only_what_pays.py`` checks).
 
 
 @settings(PROPERTY, max_examples=15)
@@ -679,7 +688,7 @@ def test_anthropic_end_to_end(body: dict[str, Any], stream: bool) -> None:
     client = client_for("anthropic", wire)
     kwargs = json.loads(json.dumps(body))
     extra = {k: kwargs.pop(k) for k in ("cache_control",) if k in kwargs}
-    telos_wrap.patch(strict=True)
+    telos_wrap.patch(strict=True, only_what_pays=False)
     try:
         with telos_wrap.session():
             if stream:
@@ -703,7 +712,7 @@ def test_anthropic_end_to_end(body: dict[str, Any], stream: bool) -> None:
 def test_openai_end_to_end(body: dict[str, Any]) -> None:
     wire = Wire()
     client = client_for("openai", wire)
-    telos_wrap.patch(strict=True)
+    telos_wrap.patch(strict=True, only_what_pays=False)
     try:
         with telos_wrap.session():
             result = client.chat.completions.create(**json.loads(json.dumps(body)))

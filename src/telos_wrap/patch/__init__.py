@@ -185,7 +185,7 @@ def patch(
     enabled: bool = True,
     refpool_threshold: int | None = 2048,
     keep_past_drop: bool = False,
-    only_what_pays: bool = False,
+    only_what_pays: bool = True,
 ) -> dict[str, bool]:
     """Patch the installed ``anthropic`` and ``openai`` SDKs. Calling it again only updates the options.
 
@@ -197,7 +197,8 @@ def patch(
         refpool_threshold: system text longer than this goes to the ref-pool (``None``: never).
         keep_past_drop: keep past turns' per-turn envelopes as history instead of pruning them.
         only_what_pays: send a request exactly as the SDK built it when nothing in it can be cached
-            (below the model's minimum cacheable prefix, docs/engines.md). Off by default for now.
+            (below the model's minimum cacheable prefix, docs/engines.md). ``False`` rewrites every
+            request, however small (e.g. to study marker placement on a tiny prompt).
 
     Returns:
         ``coverage()``: which targets are wrapped.
