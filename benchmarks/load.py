@@ -488,7 +488,7 @@ def report(results: list[PassResult]) -> None:
             print(
                 f"  {r.name}: breaker {b.state}; store failures (timeouts) {b.failures}, trips {b.trips}, "
                 f"probes {b.probes}, calls that skipped the store {b.skipped}, in-flight calls cut short "
-                f"{b.abandoned}, events {dict(b.events)}{extra}"
+                f"{b.abandoned}, busy (no pooled connection in time) {b.busy}, events {dict(b.events)}{extra}"
             )
 
 

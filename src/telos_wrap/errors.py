@@ -80,3 +80,11 @@ class StoreConflictError(TelosError):
 class StoreUnavailableError(TelosError):
     """The session store failed recently and is left alone for a back-off window (its circuit breaker
     is open); chained in the ``TelosStageError("session.store", ...)`` a ``strict`` call raises."""
+
+
+class StoreBusyError(StoreUnavailableError):
+    """Every connection of this process' pool to the store stayed in use for the store's ``timeout``.
+
+    The process is saturated, not the store: the call goes on with the state this process holds,
+    and the store's circuit breaker does not open (docs/sessions.md, "When the store is unavailable").
+    """

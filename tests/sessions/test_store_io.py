@@ -371,3 +371,39 @@ def test_a_hung_redis_costs_async_calls_one_timeout_per_window() -> None:
     # Bounds with room for a loaded CI machine: 50 calls waiting out 0.3 s one after another is 15 s.
     assert first < 6.0 and second < 3.0, (first, second)
     assert failure_counts() == {"session.store": 100}
+
+
+@pytest.mark.redis
+def test_a_saturated_pool_is_not_an_outage(redis_url: str, redis_prefix: str) -> None:
+    """Every pooled connection in use for the store's timeout: the process is saturated, Redis is
+    fine. The call goes on with in-process state and is counted, but the breaker stays closed (no
+    window in which every other session skips a healthy store); the next call writes it all."""
+    store = RedisStore(redis_url, prefix=redis_prefix, timeout=0.2, max_connections=1)
+    telos_wrap.patch()
+    reset_failures()
+    try:
+
+        async def main() -> Session:
+            http = sdk_http.AsyncClient(transport=AsyncEmulatorTransport(Emulator()))
+            client = anthropic.AsyncAnthropic(api_key="test", http_client=http, max_retries=0)
+            pool = store._aclient()[0].connection_pool
+            held = await pool.get_connection()  # the pool's only connection, busy elsewhere
+            async with telos_wrap.session("saturated", store=store) as sess:
+                await client.messages.create(model=MODEL, max_tokens=8, messages=messages_for(0))
+                assert store.breaker.stats().busy >= 1 and not store.breaker.is_open  # type: ignore[attr-defined]
+                await pool.release(held)
+                await client.messages.create(model=MODEL, max_tokens=8, messages=messages_for(1))
+                await sess.aflush()
+            await client.close()
+            await store.aclose()
+            return sess
+
+        sess = asyncio.run(main())
+    finally:
+        telos_wrap.unpatch()
+    stats = store.breaker.stats()  # type: ignore[attr-defined]
+    assert stats.trips == 0 and stats.failures == 0 and stats.busy >= 1, stats
+    assert failure_counts() == {"session.store": stats.busy}
+    stored = store.load("saturated")
+    assert stored is not None
+    assert telos_wrap.sessions.SessionState.loads(stored.text).requests == 2 == sess.stats.requests

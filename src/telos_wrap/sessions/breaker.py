@@ -43,7 +43,9 @@ class StoreEvent:
 
 @dataclass(frozen=True, slots=True)
 class BreakerStats:
-    """Counters of one breaker since it was made (``abandoned``: async store calls cut short by a trip)."""
+    """Counters of one breaker since it was made (``abandoned``: async store calls cut short by a trip;
+    ``busy``: calls that found every pooled connection in use for the store's timeout, which do not
+    open the breaker)."""
 
     state: str
     failures: int
@@ -53,6 +55,7 @@ class BreakerStats:
     abandoned: int
     events: Counter[str]
     recent: tuple[StoreEvent, ...]
+    busy: int = 0
 
 
 class StoreBreaker:
@@ -90,6 +93,7 @@ class StoreBreaker:
         #: so a store that hangs costs the process one timeout, not one per call already waiting.
         self._trip_futures: dict[asyncio.AbstractEventLoop, asyncio.Future[None]] = {}
         self._abandoned = 0
+        self._busy = 0
 
     @property
     def is_open(self) -> bool:
@@ -121,6 +125,11 @@ class StoreBreaker:
             self._window = self.backoff
         if was_open:
             logger.info("telos_wrap: the session store answers again; sessions use it from now on")
+
+    def busy(self) -> None:
+        """A call found no free pooled connection in time: counted, and the breaker stays as it is."""
+        with self._lock:
+            self._busy += 1
 
     def failure(self, exc: BaseException) -> None:
         """A store call failed or timed out: open a window (warn once per window)."""
@@ -186,6 +195,7 @@ class StoreBreaker:
                 self._abandoned,
                 Counter(self._events),
                 tuple(self._recent),
+                self._busy,
             )
 
 

@@ -35,6 +35,7 @@ from telos_wrap.config import current_config
 from telos_wrap.engines.base import EmitPlan
 from telos_wrap.errors import (
     RefPoolError,
+    StoreBusyError,
     StoreConflictError,
     StoreUnavailableError,
     TelosError,
@@ -330,7 +331,9 @@ class Session:
     def _unavailable(self, exc: BaseException | None, strict: bool | None, reported: list[bool]) -> None:
         """The store cannot be used for this call: open the breaker (if it just failed) and count it."""
         breaker = self._breaker()
-        if exc is not None:
+        if isinstance(exc, StoreBusyError):
+            breaker.busy()  # this process is saturated, the store is not sick: no window
+        elif exc is not None:
             breaker.failure(exc)
         if reported:
             return

@@ -18,10 +18,13 @@ from the same URL), so no Redis I/O runs on the event loop thread.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
+from telos_wrap.errors import StoreBusyError
 from telos_wrap.sessions.breaker import StoreBreaker
 from telos_wrap.sessions.store import Swapped, Versioned
 
@@ -196,7 +199,8 @@ class RedisStore:
 
             return await asyncio.to_thread(self.load, session_id)
         client, _ = self._aclient()
-        revision, text = await client.hmget(self._keys(session_id)[0], ["rev", "state"])
+        with _pool_waits():
+            revision, text = await client.hmget(self._keys(session_id)[0], ["rev", "state"])
         if revision is None or text is None:
             return None
         return Versioned(int(_text(revision)), _text(text))
@@ -207,7 +211,9 @@ class RedisStore:
 
             return await asyncio.to_thread(self.swap, session_id, expected, text)
         _, script = self._aclient()
-        return _swapped(await script(keys=list(self._keys(session_id)), args=self._args(expected, text)))
+        with _pool_waits():
+            swapped = await script(keys=list(self._keys(session_id)), args=self._args(expected, text))
+        return _swapped(swapped)
 
     async def acompare_and_set(self, session_id: str, expected: int, text: str) -> int | None:
         return (await self.aswap(session_id, expected, text)).revision
@@ -220,11 +226,12 @@ class RedisStore:
             return
         client, _ = self._aclient()
         blobs = self._keys(session_id)[1]
-        async with client.pipeline() as pipe:
-            pipe.hset(blobs, key, text)
-            if self.ttl:
-                pipe.expire(blobs, self.ttl)
-            await pipe.execute()
+        with _pool_waits():
+            async with client.pipeline() as pipe:
+                pipe.hset(blobs, key, text)
+                if self.ttl:
+                    pipe.expire(blobs, self.ttl)
+                await pipe.execute()
 
     async def aget_blob(self, session_id: str, key: str) -> str | None:
         if not self.has_async_client:
@@ -232,7 +239,8 @@ class RedisStore:
 
             return await asyncio.to_thread(self.get_blob, session_id, key)
         client, _ = self._aclient()
-        value = await client.hget(self._keys(session_id)[1], key)
+        with _pool_waits():
+            value = await client.hget(self._keys(session_id)[1], key)
         return None if value is None else _text(value)
 
     async def adelete(self, session_id: str) -> None:
@@ -255,3 +263,23 @@ class RedisStore:
     def close(self) -> None:
         """Close the sync client's connections."""
         self.redis.close()
+
+
+@contextlib.contextmanager
+def _pool_waits() -> Iterator[None]:
+    """Turn redis-py's "No connection available." (a ``BlockingConnectionPool`` wait that outlasted
+    ``timeout``: every pooled connection stayed in use) into ``StoreBusyError``: the process is
+    saturated, the store is not sick, so the circuit breaker must not open for it."""
+    import asyncio
+
+    import redis.exceptions
+
+    try:
+        yield
+    except redis.exceptions.ConnectionError as exc:
+        if isinstance(exc.__cause__, asyncio.TimeoutError) and "No connection available" in str(exc):
+            raise StoreBusyError(
+                "every pooled connection to the session store stayed in use for its timeout "
+                "(raise RedisStore(max_connections=...) or lower the concurrency)"
+            ) from exc
+        raise
