@@ -86,7 +86,10 @@ def relocate_drop(ir: TelosIR, *, keep_past_drop: bool = False) -> TelosIR:
     # sent it keeps its wire form — string or parts — when it becomes history next turn: I2). That
     # also holds when ``input`` has no turn at all (only the model's items, or nothing).
     item_turn = ir.api == "openai_responses"
-    if moved and (latest is not None or item_turn):
+    # Chat Completions with no user or tool turn at all (only system and assistant messages, as a
+    # LangGraph agent's first step can be): the envelope goes last in a system message of its own too.
+    no_turn = ir.api == "openai_chat" and latest is None
+    if moved and (latest is not None or item_turn or no_turn):
         system = tuple(block for block in system if block.band is not Band.DROP)
         trailing = latest is not None and latest < len(messages) - 1
         # Chat Completions: a latest turn whose content is a string keeps it (docs/engines.md, *Wire
@@ -94,7 +97,9 @@ def relocate_drop(ir: TelosIR, *, keep_past_drop: bool = False) -> TelosIR:
         string_turn = (
             ir.api == "openai_chat" and latest is not None and messages[latest].content_form == "string"
         )
-        if ir.api in ("openai_chat", "openai_responses") and (trailing or item_turn or string_turn):
+        if ir.api in ("openai_chat", "openai_responses") and (
+            trailing or item_turn or string_turn or no_turn
+        ):
             # The envelope goes last, in a system message of its own (OpenAI takes system messages
             # anywhere), so it never sits in front of bytes the next request repeats.
             where = f"messages[{len(messages)}]"
@@ -104,13 +109,15 @@ def relocate_drop(ir: TelosIR, *, keep_past_drop: bool = False) -> TelosIR:
             after = (
                 "the assistant messages that follow the latest turn"
                 if trailing
+                else "the last message (the request has no user or tool turn)"
+                if no_turn
                 else "the latest turn"
                 if item_turn
                 else "the latest turn (its content is a string)"
             )
             how = f"appended as a trailing system message after {after}"
         else:
-            assert latest is not None  # only Responses relocates without a turn, and always trailing
+            assert latest is not None  # relocating without a turn is always to a trailing message
             where = f"messages[{latest}]"
             relocated = tuple(_moved(block, where) for block in moved)
             target = messages[latest]
