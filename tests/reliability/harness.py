@@ -943,11 +943,24 @@ _R = [
     ("input_tokens_count", r_count, ar_count, False, True, False),
     ("compact", r_compact, ar_compact, False, False, False),
 ]
-#: Every Responses entry point (kept apart from ``ENTRIES``: ``test_responses_reliability.py``).
+
+
+def sdk_has_responses_entry(name: str) -> bool:
+    """Whether the installed openai SDK has this Responses entry point (openai 2.0 has neither
+    ``responses.input_tokens`` nor ``responses.compact``; telos skips such patch targets too)."""
+    from openai.resources.responses import Responses
+
+    needs = {"input_tokens_count": "input_tokens", "input_tokens": "input_tokens", "compact": "compact"}
+    return hasattr(Responses, needs.get(name, "create"))
+
+
+#: Every Responses entry point the installed SDK has (kept apart from ``ENTRIES``:
+#: ``test_responses_reliability.py``).
 RESPONSES_ENTRIES: tuple[Entry, ...] = tuple(
     Entry("responses", name, is_async, streaming, count, r_call if not is_async else ar_call, turn)
     for name, r_call, ar_call, streaming, count, turn in _R
     for is_async in (False, True)
+    if sdk_has_responses_entry(name)
 )
 
 

@@ -55,18 +55,25 @@ def _typed_dict_keys(cls: type) -> frozenset[str]:
     return frozenset(getattr(cls, "__required_keys__", ())) | frozenset(getattr(cls, "__optional_keys__", ()))
 
 
+#: The API's cache fields (docs/engines.md, "OpenAI Responses"): the server accepts them from any
+#: client, whether or not the installed SDK's types declare them yet (openai 2.0 does not).
+_CACHE_FIELDS = frozenset({"prompt_cache_key", "prompt_cache_retention", "prompt_cache_options"})
+
+
 def _accepted_fields() -> frozenset[str]:
     try:
         from openai.types.responses import response_create_params
     except ImportError:  # an openai SDK from before the Responses API: no field check
         return frozenset()
-    return _typed_dict_keys(response_create_params.ResponseCreateParamsStreaming) | _typed_dict_keys(
+    declared = _typed_dict_keys(response_create_params.ResponseCreateParamsStreaming) | _typed_dict_keys(
         response_create_params.ResponseCreateParamsNonStreaming
     )
+    return declared | _CACHE_FIELDS
 
 
 ACCEPTED_FIELDS = _accepted_fields()
-"""Top-level request fields the installed SDK's ``response_create_params`` declares (empty: unchecked)."""
+"""Top-level request fields the installed SDK's ``response_create_params`` declares, plus the API's
+cache fields (empty: unchecked)."""
 
 
 def _item_role(item: Mapping[str, Any]) -> str:

@@ -168,7 +168,11 @@ def _strip_session_header(sdk: str, client: Any, options: Any) -> tuple[Any, str
     value = headers[own[-1]] if own else defaults[default[-1]]  # type: ignore[index]
     kept = {key: item for key, item in headers.items() if key not in own}
     if default:  # set on the client: the SDK's Omit removes it from this request's headers
-        kept[SESSION_HEADER] = importlib.import_module(f"{sdk}._types").Omit()
+        omit = importlib.import_module(f"{sdk}._types").Omit()
+        # Under the client's own spelling of the name too: openai 2.x / anthropic 0.x merge default
+        # and per-request headers as plain dicts, so only an Omit under the same key removes it.
+        for key in {SESSION_HEADER, *default}:
+            kept[key] = omit
     name = value.strip() if isinstance(value, str) else ""
     return options.model_copy(update={"headers": kept}), name or None
 
