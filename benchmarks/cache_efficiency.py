@@ -259,10 +259,14 @@ def run_session(
     return cells
 
 
+#: ``patch(only_what_pays=...)`` for every replay (``--gate off``: the former default, to compare).
+ONLY_WHAT_PAYS = True
+
+
 def _worker(
     vendor: str, source: str, session: Sequence[TraceRequest], styles: Sequence[str], modes: Sequence[str]
 ) -> Cells:
-    with patched():
+    with patched(only_what_pays=ONLY_WHAT_PAYS):
         return run_session(vendor, source, session, styles, modes)
 
 
@@ -291,7 +295,8 @@ def run_section(
     if jobs > 1 and ref is None:
         # Longest sessions first, so the last worker to finish is not the one with the longest.
         work.sort(key=lambda item: -sum(len(str(r.kwargs)) for r in item[1][-1:]))
-        with patched():  # the SDKs import their types lazily on the first call: once, before forking
+        # The SDKs import their types lazily on the first call: once, before forking.
+        with patched(only_what_pays=ONLY_WHAT_PAYS):
             replay([work[0][1][:1]], AS_SENT, engine=section.vendor)
         context = multiprocessing.get_context("fork")
         with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
@@ -308,7 +313,7 @@ def run_section(
     progress = Progress(
         per_run * len(section.styles) * len(section.modes) * len(section.strategies), enabled=show_progress
     )
-    with patched():
+    with patched(only_what_pays=ONLY_WHAT_PAYS):
         for source, session in work:
             _merge(
                 section,
@@ -554,12 +559,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     add(
         "--quick", action="store_true", help=f"{QUICK_SESSIONS} sessions per source, {QUICK_TURNS} turns each"
     )
+    add(
+        "--gate",
+        choices=["on", "off"],
+        default="on",
+        help="patch()'s only-what-pays gate (default on, as patch(); off: every request rewritten)",
+    )
     add("--jobs", type=int, default=1, metavar="N", help="worker processes (default 1; not with --telos-sdk)")
     add("--telos-sdk", action="store_true", help="also run the reference telos-sdk (if installed)")
     add("--progress", action="store_true", default=None, help="show progress (default: when on a terminal)")
     add("--json", type=Path, metavar="FILE", help="write every number as JSON")
     add("--write-md", type=Path, metavar="FILE", help="replace the 'Cache efficiency' section of FILE")
     args = parser.parse_args(argv)
+    global ONLY_WHAT_PAYS
+    ONLY_WHAT_PAYS = args.gate == "on"
     if args.quick:
         args.sessions_per_source = args.sessions_per_source or QUICK_SESSIONS
         args.max_turns = args.max_turns or QUICK_TURNS

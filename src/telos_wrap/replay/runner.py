@@ -294,14 +294,18 @@ def _replay_sessions(
 
 
 @contextlib.contextmanager
-def patched(*, quiet: bool = True) -> Iterator[None]:
+def patched(*, quiet: bool = True, only_what_pays: bool = True) -> Iterator[None]:
     """``telos_wrap.patch()`` (with the emulated self-hosted URLs) for the block; restored after.
 
     ``quiet`` keeps telos_wrap's own log lines (cache-break notices, fall-backs) and the SDK's
     retired-model warnings off the terminal while a replay runs; fall-backs are still counted.
+    ``only_what_pays`` is ``patch()``'s option (False: rewrite requests below the minimum too).
     """
     was_patched, previous = telos_wrap.is_patched(), current_config()
-    telos_wrap.patch(engines={**previous.engines, **{ENGINES[e] or "": e for e in _SELF_HOSTED}})
+    telos_wrap.patch(
+        engines={**previous.engines, **{ENGINES[e] or "": e for e in _SELF_HOSTED}},
+        only_what_pays=only_what_pays,
+    )
     logger = logging.getLogger("telos_wrap")
     level = logger.level
     if quiet:
