@@ -158,7 +158,37 @@ def check_openai_body(body: Mapping[str, Any]) -> None:
     )
     if "prompt_cache_options" not in _hints(params):
         body = _without_newer_cache_fields(body)
+    elif not _breakpoints_take_a_ttl():
+        body = _without_breakpoint_ttls(body)
     check(dict(body), params)
+
+
+def _breakpoints_take_a_ttl() -> bool:
+    from openai.types.chat import chat_completion_content_part_text_param as text_part
+
+    breakpoint_type = getattr(text_part, "PromptCacheBreakpoint", None)
+    return breakpoint_type is None or "ttl" in _hints(breakpoint_type)
+
+
+def _without_breakpoint_ttls(body: Mapping[str, Any]) -> dict[str, Any]:
+    """openai 3.0's ``PromptCacheBreakpoint`` predates its ``ttl`` (the API accepts it from any
+    client, docs/engines.md): check the rest of the body."""
+
+    def strip(value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {
+                k: (
+                    {kk: vv for kk, vv in v.items() if kk != "ttl"}
+                    if k == "prompt_cache_breakpoint"
+                    else strip(v)
+                )
+                for k, v in value.items()
+            }
+        if isinstance(value, list):
+            return [strip(item) for item in value]
+        return value
+
+    return {k: strip(v) for k, v in body.items()}
 
 
 def _without_newer_cache_fields(body: Mapping[str, Any]) -> dict[str, Any]:
