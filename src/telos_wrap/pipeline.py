@@ -65,6 +65,13 @@ class SessionHooks:
         """Per-message values (name → one per conversation message) the memo keeps as it settles."""
         return {}
 
+    def fork_point(self) -> int | None:
+        """After ``before_bridge``: the first message differing from the session's previous request.
+
+        ``None`` when the request extends the previous one (append-only) or there is none.
+        """
+        return None
+
 
 @dataclass(frozen=True, slots=True)
 class PrepareOptions:
@@ -144,7 +151,7 @@ def prepare(
             ir = bridge_pass(ir)
     tables = memo.tables if memo is not None else None
     with stage("plan"):
-        plan = engine.plan(ir, options.hints, reuse=tables)
+        plan = engine.plan(ir, options.hints, reuse=tables, fork=hooks.fork_point())
         if options.count_only:
             plan = replace(plan, extras={})
     with stage("emit"):

@@ -291,6 +291,7 @@ class SessionsMachine(RuleBasedStateMachine):
         messages = self.history[index]
         session = self.sessions[index]
         before = Durable.of(session)
+        previous = session.state.app
         sent_before, writes_before = len(self.transport.bodies), len(self.store.writes)
         caller_view = copy.deepcopy(messages)
         with session:
@@ -314,6 +315,15 @@ class SessionsMachine(RuleBasedStateMachine):
         state = session.state
         prepared = last_prepared(session)
         assert json.loads(sent) == prepared.body
+        # BP-fork only on a request that diverges from the session's previous one, and only on
+        # the prefix both share (an append-only request carries no extra marker).
+        forks = [bp for bp in prepared.plan.breakpoints if bp.name == "BP-fork"]
+        if previous is None or state.app is None or state.app.messages.startswith(previous.messages):
+            assert not forks, "BP-fork on an append-only request"
+        else:
+            old, new = previous.message_hashes(), state.app.message_hashes()
+            common = next((i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b), len(new))
+            assert all(bp.message is not None and bp.message < common for bp in forks)
         # Settled history is reused as it was bridged: the prunes in it were recorded on the
         # request that settled it. The fresh process lifts everything, so it records them all.
         complete = last_prepared(fresh)

@@ -337,7 +337,9 @@ class OpenAICompatEngine:
     #: wandb/weave PR #4563, litellm PR #35290 in peers-patching.md §5).
     stream_options_accepted: ClassVar[bool] = False
 
-    def plan(self, ir: TelosIR, hints: TelosHints, *, reuse: PrefixTables | None = None) -> EmitPlan:
+    def plan(
+        self, ir: TelosIR, hints: TelosHints, *, reuse: PrefixTables | None = None, fork: int | None = None
+    ) -> EmitPlan:
         """The caller's own markers (kept) and, where accepted, the stream-usage request."""
         extras = stream_usage_extras(ir.params) if self.stream_options_accepted and is_chat(ir) else {}
         return EmitPlan(breakpoints=caller_breakpoints(ir), extras=extras)

@@ -13,9 +13,17 @@ Vendor facts this module relies on (``../shared/reference/vendor-cache-rules.md`
 Plan (seeds: plan_marks): BP-T end of tools, BP-S last PIN system block, BP-R last FOLD system
 block (the ref-pool), BP-mid at fixed message positions every 19 (so the lookback keeps finding an
 entry written by an earlier request however far the conversation jumps), BP-X on the last non-DROP
-block before the DROP tail. The caller's own markers count against the 4 and are kept (the oldest
-are trimmed only if the caller alone exceeds the limit). Over budget, ours are dropped by priority
-BP-T < BP-S < BP-mid(2nd) < BP-R < BP-mid < BP-X.
+block before the DROP tail, and BP-fork when the request diverges from the session's previous
+one (``plan(fork=...)``: a rewind or a sibling branch) on the last cacheable non-DROP block before
+the first message that differs: the prefix both requests share. Each request reads (and so
+refreshes, docs/engines.md) the entries at its breakpoints only, so without BP-fork two
+branches alternating slower than the TTL each refresh only their own part and the shared entry
+expires (BENCHMARKS.md, *Sibling branches*). Alternating branches keep diverging from their
+previous request at the same message, so BP-fork lands on the same block every turn. The
+caller's own markers count against the 4 and are kept (the oldest are trimmed only if the caller
+alone exceeds the limit). Over budget, ours are dropped by priority
+BP-T < BP-S < BP-mid(2nd) < BP-R < BP-mid < BP-fork < BP-X (BP-fork covers system and tools too,
+and is only there on a divergent request).
 """
 
 from __future__ import annotations
@@ -102,11 +110,14 @@ class AnthropicEngine:
 
     # -- planning -------------------------------------------------------------------------------
 
-    def plan(self, ir: TelosIR, hints: TelosHints, *, reuse: PrefixTables | None = None) -> EmitPlan:
+    def plan(
+        self, ir: TelosIR, hints: TelosHints, *, reuse: PrefixTables | None = None, fork: int | None = None
+    ) -> EmitPlan:
         """Decide the breakpoints for ``ir`` (see module docstring).
 
         With ``reuse`` (a session's ``PrefixTables``) the settled history's summaries come from
         earlier turns, so planning costs what is new in the request, not the conversation's length.
+        ``fork`` (from the session): the first message that differs from its previous request.
         """
         notes: list[str] = []
         summaries = _summaries(ir, reuse)
@@ -125,13 +136,20 @@ class AnthropicEngine:
         slots = allowed - len(caller)
         stable_ttl = "1h" if hints.ttl == "1h" else "5m"
         ours: list[Breakpoint] = []
-        for name, location, ttl in self._candidates(ir, summaries, stable_ttl):
+        for name, location, ttl in self._candidates(ir, summaries, stable_ttl, fork):
             if slots <= 0:
                 break
             if location is None or location in taken:
                 continue
             segment, message, block = location
             ours.append(Breakpoint(name=name, segment=segment, message=message, block=block, ttl=ttl))
+            if name == "BP-fork":
+                where = f"{segment}[{block}]" if message is None else f"messages[{message}][{block}]"
+                notes.append(
+                    f"BP-fork on {where}: this request differs from the session's previous one from "
+                    f"message {fork} on (a rewind or a sibling branch); the marker keeps the shared "
+                    "prefix read, so its cache entry stays alive for the other branch"
+                )
             taken.add(location)
             slots -= 1
         breakpoints = tuple(caller) + tuple(self._fix_ttl_order(ours, caller))
@@ -228,10 +246,11 @@ class AnthropicEngine:
         return found + in_messages[::-1]
 
     def _candidates(
-        self, ir: TelosIR, summaries: list[_Summary], stable_ttl: str
+        self, ir: TelosIR, summaries: list[_Summary], stable_ttl: str, fork: int | None
     ) -> list[tuple[str, Location | None, str]]:
         x_location = _last_cacheable_before_drop(ir, summaries)
         bp_x: Location | None = None if x_location is None else ("messages", *x_location)
+        bp_fork = _fork_anchor(ir, fork, bp_x)
         mids = _mid_anchors(ir, summaries, x_location)
         system_pin = [
             i for i, block in enumerate(ir.system) if block.band is Band.PIN and _cacheable(block, "system")
@@ -244,6 +263,7 @@ class AnthropicEngine:
         bp_t: Location | None = ("tools", None, len(ir.tools) - 1) if ir.tools else None
         return [
             ("BP-X", bp_x, "5m"),
+            ("BP-fork", bp_fork, "5m"),
             ("BP-mid", mids[0] if mids else None, "5m"),
             ("BP-R", bp_r, stable_ttl),
             ("BP-S", bp_s, stable_ttl),
@@ -454,6 +474,26 @@ def _last_cacheable_before_drop(ir: TelosIR, summaries: list[_Summary]) -> tuple
     blocks = ir.messages[first_drop].blocks
     drop_block = next(index for index, block in enumerate(blocks) if block.band is Band.DROP)
     return _cacheable_at_or_before(ir, first_drop, drop_block - 1)
+
+
+def _fork_anchor(ir: TelosIR, fork: int | None, bp_x: Location | None) -> Location | None:
+    """Where BP-fork goes: the last cacheable non-DROP block before message ``fork``.
+
+    Never after BP-X (the last cacheable block before the first DROP block), so the marker never
+    covers a DROP block (I3); ``None`` without a divergence or when no such block exists.
+    """
+    if fork is None or bp_x is None or not 0 < fork <= len(ir.messages):
+        return None
+    last = fork - 1  # the location just past the last block of message ``fork - 1``
+    location = _cacheable_before(ir, ("messages", last, len(ir.messages[last].blocks)))
+    if location is None or location[0] != "messages" or _order_of(location) > _order_of(bp_x):
+        return None
+    return location
+
+
+def _order_of(location: Location) -> tuple[int, int, int]:
+    segment, message, block = location
+    return _SEGMENT_RANK[segment], message if message is not None else -1, block
 
 
 def _mid_anchors(

@@ -207,8 +207,15 @@ class EngineAdapter(Protocol):
 
     profile: EngineProfile
 
-    def plan(self, ir: TelosIR, hints: TelosHints, *, reuse: PrefixTables | None = None) -> EmitPlan:
-        """Decide cache anchors and vendor fields. ``reuse``: the session's ``PrefixTables``."""
+    def plan(
+        self, ir: TelosIR, hints: TelosHints, *, reuse: PrefixTables | None = None, fork: int | None = None
+    ) -> EmitPlan:
+        """Decide cache anchors and vendor fields. ``reuse``: the session's ``PrefixTables``.
+
+        ``fork``: when the request diverges from the session's previous one (a rewind or a sibling
+        branch), the index of its first message that differs; engines with explicit breakpoints may
+        anchor the shared prefix before it (``engines/anthropic.py``, BP-fork). ``None`` otherwise.
+        """
         ...
 
     def emit(self, ir: TelosIR, plan: EmitPlan, *, reuse: PrefixTables | None = None) -> dict[str, Any]:

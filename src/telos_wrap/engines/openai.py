@@ -113,7 +113,9 @@ class OpenAIEngine(OpenAICompatEngine):
     )
     stream_options_accepted = True
 
-    def plan(self, ir: TelosIR, hints: TelosHints, *, reuse: PrefixTables | None = None) -> EmitPlan:
+    def plan(
+        self, ir: TelosIR, hints: TelosHints, *, reuse: PrefixTables | None = None, fork: int | None = None
+    ) -> EmitPlan:
         """Key, options and breakpoints for ``ir`` (see module docstring)."""
         params = ir.params
         chat = is_chat(ir)

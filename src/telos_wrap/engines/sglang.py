@@ -67,7 +67,9 @@ class SGLangEngine(OpenAICompatEngine):
     stream_options_accepted = True
     server_flag = "--enable-cache-report"
 
-    def plan(self, ir: TelosIR, hints: TelosHints, *, reuse: PrefixTables | None = None) -> EmitPlan:
+    def plan(
+        self, ir: TelosIR, hints: TelosHints, *, reuse: PrefixTables | None = None, fork: int | None = None
+    ) -> EmitPlan:
         """``stream_options``, isolation keys, ``cache_control`` and ``tier_hint`` for ``ir``."""
         params = ir.params
         extras = stream_usage_extras(params) if is_chat(ir) else {}

@@ -92,7 +92,9 @@ class VLLMEngine(OpenAICompatEngine):
     #: The server flag without which usage has no cache counts.
     server_flag = "--enable-prompt-tokens-details"
 
-    def plan(self, ir: TelosIR, hints: TelosHints, *, reuse: PrefixTables | None = None) -> EmitPlan:
+    def plan(
+        self, ir: TelosIR, hints: TelosHints, *, reuse: PrefixTables | None = None, fork: int | None = None
+    ) -> EmitPlan:
         """``stream_options``, ``cache_salt`` (isolation) and ``cache_policy`` for ``ir``."""
         params = ir.params
         chat = is_chat(ir)

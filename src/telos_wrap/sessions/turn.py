@@ -64,6 +64,10 @@ class StateHooks(SessionHooks):
         #: One character per application message: the content form it was sent in (``s``/``l``/...).
         self.forms = ""
         self.slugs: tuple[str, ...] = ()
+        self._fork: int | None = None
+
+    def fork_point(self) -> int | None:
+        return self._fork
 
     def history_memo(self) -> HistoryMemo | None:
         # Range folds rewrite message positions after the lift: no reuse by position then.
@@ -109,6 +113,7 @@ class StateHooks(SessionHooks):
         self.kinds = kinds + "".join(message_kind(message) for message in new_messages)
         self.forms = forms + "".join(message.content_form[0] for message in new_messages)
         folds = self.state.range_folds
+        self._fork = None if folds else _fork(self.state.app, self.app_hashes)
         ir, range_records = apply_range_folds(ir, folds, hash_list(self.app_hashes) if folds else [])
         ir, pool_records = apply_pins_and_slug_folds(ir, self.pins, self.state.slug_folds)
         self.slugs = tuple(ir.ref_pool)
@@ -144,6 +149,22 @@ class StateHooks(SessionHooks):
                 )
             )
         return records
+
+
+def _fork(previous: AppPrint | None, hashes: str) -> int | None:
+    """The first message of ``hashes`` that differs from the previous request's, if it diverged.
+
+    Read from the durable ``AppPrint``, so a fresh process with the same state finds the same
+    fork. ``None`` for an append-only request (the previous messages are a prefix of this one),
+    for the first request, and when nothing is shared.
+    """
+    if previous is None or hashes.startswith(previous.messages):
+        return None
+    old, new = hash_list(previous.messages), hash_list(hashes)
+    common = next(
+        (i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b), min(len(old), len(new))
+    )
+    return common or None
 
 
 class _AppRows(Sequence[tuple[str, str, str]]):
