@@ -1,4 +1,4 @@
-"""Developer sessions: ``nox -s tests lint typecheck tests_sdk integrations integrations_instructor``.
+"""Developer sessions: ``nox -s tests lint typecheck tests_sdk integrations_each integrations_instructor``.
 
 Every session uses the one interpreter on the machine (``python3``); venvs are made with ``uv``
 when it is installed (much faster for the framework environments), else with virtualenv.
@@ -70,11 +70,32 @@ def tests_sdk_oldest(session: nox.Session) -> None:
     _tests(session, *SDK_LINES["0x"], *OLDEST_OTHERS, rerecord=True, without=WITHOUT["oldest"])
 
 
+#: Each framework in a venv of its own, so it resolves the SDK versions it would in a user's app:
+#: ``{session name: (its extra, its test modules)}``.
+FRAMEWORKS = {
+    "langchain": (
+        "integrations-langchain",
+        ["tests/integrations/test_langchain.py", "tests/integrations/test_langgraph.py"],
+    ),
+    "pydantic_ai": ("integrations-pydantic-ai", ["tests/integrations/test_pydantic_ai.py"]),
+    "litellm": ("integrations-litellm", ["tests/integrations/test_litellm.py"]),
+}
+
+
 @nox.session(python=PYTHON)
 def integrations(session: nox.Session) -> None:
-    """tests/integrations with LangChain, LangGraph, pydantic-ai and LiteLLM (one shared venv)."""
+    """tests/integrations with LangChain, LangGraph, pydantic-ai and LiteLLM in one venv (quick local run)."""
     session.install("-e", ".[test,integrations]")
     session.run("python", "-m", "pytest", "tests/integrations", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+@nox.parametrize("framework", list(FRAMEWORKS))
+def integrations_each(session: nox.Session, framework: str) -> None:
+    """One framework's integration tests in its own venv (``integrations_each(framework='litellm')``)."""
+    extra, paths = FRAMEWORKS[framework]
+    session.install("-e", f".[test,{extra}]")
+    session.run("python", "-m", "pytest", *paths, *session.posargs)
 
 
 @nox.session(python=PYTHON)
