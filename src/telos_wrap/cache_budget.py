@@ -26,7 +26,7 @@ import telos_wrap
 from telos_wrap.ir.canon import canonical_bytes
 from telos_wrap.ir.model import UsageReport
 from telos_wrap.replay.results import RunResult
-from telos_wrap.replay.runner import TELOS, patched, replay
+from telos_wrap.replay.runner import SERVED_APIS, TELOS, patched, replay
 from telos_wrap.sessions import CacheBreak, MemoryStore, Session
 from telos_wrap.traces import TraceRequest
 
@@ -42,10 +42,8 @@ __all__ = [
 
 #: Engines a budget may name; an API's requests go to its own engine when none is named.
 _API_ENGINES = {
-    "anthropic": ("anthropic",),
-    "openai": ("openai", "deepseek", "vllm", "sglang"),
-    # DeepSeek serves no Responses API (docs/engines.md, "OpenAI Responses").
-    "responses": ("openai", "vllm", "sglang"),
+    api: tuple(engine for engine, apis in SERVED_APIS.items() if api in apis)
+    for api in ("anthropic", "openai", "responses")
 }
 
 

@@ -14,6 +14,7 @@ from telos_wrap.replay.runner import (
     AS_SENT,
     AUTO_CACHING,
     JITTER_SEED,
+    SERVED_APIS,
     TELOS,
     Progress,
     Strategy,
@@ -133,10 +134,6 @@ def run_demo(*, jittered: bool = True, show_progress: bool | None = None) -> Com
     )
 
 
-#: The recorded APIs (``TraceRequest.api``) each engine serves; other engines serve chat and Responses.
-_SERVED: dict[str, tuple[str, ...]] = {"anthropic": ("anthropic",), "deepseek": ("openai",)}
-
-
 def check_engine(engine: str, sessions: list[list[TraceRequest]]) -> list[list[TraceRequest]]:
     """Keep the requests the engine can serve; raise ``SystemExit`` with a clear message otherwise."""
     try:
@@ -146,8 +143,7 @@ def check_engine(engine: str, sessions: list[list[TraceRequest]]) -> list[list[T
             f"telos-wrap: the telos engine {engine!r} is not available in this version ({exc}); "
             "use --engine anthropic"
         ) from None
-    # Which recorded APIs the engine serves: DeepSeek has no Responses API (docs/engines.md).
-    wanted = _SERVED.get(engine, ("openai", "responses"))
+    wanted = SERVED_APIS.get(engine, ("openai", "responses"))
     kept = [[r for r in s if r.api in wanted] for s in sessions]
     kept = [s for s in kept if s]
     skipped = sum(len(s) for s in sessions) - sum(len(s) for s in kept)

@@ -37,6 +37,15 @@ ENGINES: Mapping[str, str | None] = {
     "vllm": "http://vllm.emulated:8000/v1",
     "sglang": "http://sglang.emulated:30000/v1",
 }
+#: The recorded APIs (``TraceRequest.api``) each engine serves: DeepSeek has no Responses API
+#: (docs/engines.md, "OpenAI Responses").
+SERVED_APIS: Mapping[str, tuple[str, ...]] = {
+    "anthropic": ("anthropic",),
+    "openai": ("openai", "responses"),
+    "deepseek": ("openai",),
+    "vllm": ("openai", "responses"),
+    "sglang": ("openai", "responses"),
+}
 _SELF_HOSTED = {"vllm", "sglang"}
 DEMO_FILE = "demo_session.jsonl.xz"
 JITTER_SEED = 0
