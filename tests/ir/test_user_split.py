@@ -68,3 +68,32 @@ def test_plain_text_is_one_pin_span() -> None:
 def test_system_mode_ignores_prev() -> None:
     split = split_text("<prev>x</prev> rest", with_fold=False)
     assert split.is_plain
+
+
+def test_a_layer_applies_to_the_text_the_earlier_patterns_left() -> None:
+    # Learned on "HOME=/h\nLANG=C\nJOB=1\nJOB=2\nRules" (the UPTIME line already cut): its anchor
+    # "LANG=C\n" is followed by the job lines only once the first layer is cut.
+    text = "HOME=/h\nLANG=C\nUPTIME=42s\nJOB=1\nJOB=2\nRules"
+    first = DEFAULT_PATTERNS.layered([[r"^UPTIME=\S+$"]])
+    both = first.layered([[r"(?<=LANG=C\n)^JOB[^\n]*(?:\n[^\n]*)*?$(?=\nRules)"]])
+    assert split_text(text, first, with_fold=False).pin == "HOME=/h\nLANG=C\nJOB=1\nJOB=2\nRules"
+    assert split_text(text, both, with_fold=False).pin == "HOME=/h\nLANG=C\nRules"
+    # The same patterns matched on the text itself find nothing for the second one.
+    flat = DEFAULT_PATTERNS.extended(
+        drop=[r"^UPTIME=\S+$", r"(?<=LANG=C\n)^JOB[^\n]*(?:\n[^\n]*)*?$(?=\nRules)"]
+    )
+    assert split_text(text, flat, with_fold=False).pin == "HOME=/h\nLANG=C\nJOB=1\nJOB=2\nRules"
+
+
+@given(
+    st.lists(pieces, max_size=12).map("".join),
+    st.lists(st.sampled_from([r"^\s*What[^\n]*$", r"x", r"(?<=\n)\S+", r"ï\w*", r"^$"]), max_size=3),
+    st.lists(st.sampled_from([r"hello", r"\?", r"(?<=X)\S", r"[a-z]{3}"]), max_size=2),
+)
+def test_layers_tile_the_input_and_cut_only_pin_text(text: str, first: list[str], second: list[str]) -> None:
+    plain = split_text(text, DEFAULT_PATTERNS)
+    layered = split_text(text, DEFAULT_PATTERNS.layered([first, second]))
+    assert "".join(span.text for span in layered.spans) == text
+    # A layer only moves PIN text to DROP: FOLD is untouched, DROP only grows.
+    assert layered.fold == plain.fold
+    assert len(layered.drop) >= len(plain.drop) and len(layered.pin) <= len(plain.pin)

@@ -181,6 +181,36 @@ def test_a_region_of_varying_line_count_is_learned_at_its_second_change() -> Non
     stable_from(driver, 2)
 
 
+def test_an_environment_dump_whose_items_come_and_go_is_learned_at_its_first_change() -> None:
+    jobs = [0, 0, 2, 3, 1, 4, 0, 2]
+
+    def dump(turn: int) -> str:
+        items = [f"JOB_{k}=running (pid {1000 + 37 * turn + k})" for k in range(jobs[turn])]
+        stable = ["Environment:", "HOME=/home/agent", f"PWD=/tmp/run-{turn:04x}a", "SHELL=/bin/bash"]
+        return "\n".join([*stable, f"UPTIME={40 * turn + 3}s", *items])
+
+    driver = run(lambda turn: anthropic_body(f"{dump(turn)}\nYou are a coding agent.\n{RULES}", turn))
+    # Turn 1: PWD and UPTIME change in place (values): one break. Turn 2: job lines come (a list of
+    # one kind), learned and cut in the request they first appear in: no break.
+    assert [(at, kind) for at, kind, _, _ in learned(driver)] == [(1, "value"), (1, "value"), (2, "list")]
+    assert driver.breaks == [(1, "system_changed")]
+    stable_from(driver, 1)
+    system = "".join(block["text"] for block in driver.results[-1].prepared.body["system"])
+    assert "SHELL=/bin/bash" in system and "JOB_" not in system and "UPTIME" not in system
+    reaches_the_model(driver, "JOB_1=running (pid 1260)")
+
+
+def test_one_new_line_with_a_number_is_an_edit_not_a_list() -> None:
+    def body(turn: int) -> dict[str, Any]:
+        extra = "Use at most 3 tools per answer.\n" if turn >= 3 else ""
+        return anthropic_body(f"You are the support assistant.\n{extra}{RULES}", turn)
+
+    driver = run(body)
+    assert driver.state.volatile == ()
+    assert driver.breaks == [(3, "system_changed")]
+    stable_from(driver, 3)
+
+
 def test_state_round_trips_and_old_schemas_are_read() -> None:
     driver = run(lambda turn: anthropic_body(f"Intro line.\nClock: {clock(turn)}\n{RULES}", turn), turns=3)
     text = driver.state.dumps()

@@ -32,18 +32,26 @@ class SplitPatterns:
 
     drop: tuple[re.Pattern[str], ...]
     fold: tuple[re.Pattern[str], ...]
+    #: DROP patterns applied after the others, layer by layer: the patterns of a layer apply together
+    #: to the PIN text the patterns before them left (the text a session learned them on).
+    layers: tuple[tuple[re.Pattern[str], ...], ...] = ()
 
     def extended(
         self, drop: Iterable[str | re.Pattern[str]] = (), fold: Iterable[str | re.Pattern[str]] = ()
     ) -> SplitPatterns:
         """A copy with more DROP / FOLD patterns (strings are compiled with ``re.MULTILINE``)."""
+        return SplitPatterns(
+            drop=self.drop + _compile_all(drop), fold=self.fold + _compile_all(fold), layers=self.layers
+        )
 
-        def compile_all(items: Iterable[str | re.Pattern[str]]) -> tuple[re.Pattern[str], ...]:
-            return tuple(
-                item if isinstance(item, re.Pattern) else re.compile(item, re.MULTILINE) for item in items
-            )
+    def layered(self, layers: Iterable[Iterable[str | re.Pattern[str]]]) -> SplitPatterns:
+        """A copy with more DROP layers (see ``layers``), applied after the existing ones."""
+        added = tuple(layer for layer in (_compile_all(items) for items in layers) if layer)
+        return SplitPatterns(drop=self.drop, fold=self.fold, layers=self.layers + added)
 
-        return SplitPatterns(drop=self.drop + compile_all(drop), fold=self.fold + compile_all(fold))
+
+def _compile_all(items: Iterable[str | re.Pattern[str]]) -> tuple[re.Pattern[str], ...]:
+    return tuple(item if isinstance(item, re.Pattern) else re.compile(item, re.MULTILINE) for item in items)
 
 
 DEFAULT_PATTERNS = SplitPatterns(
@@ -131,9 +139,43 @@ def _split_memo(text: str, patterns: SplitPatterns, with_fold: bool) -> TextSpli
 def _split(text: str, patterns: SplitPatterns, with_fold: bool) -> TextSplit:
     if not text:
         return TextSplit(spans=())
+    spans = _split_flat(text, patterns, with_fold)
+    for layer in patterns.layers:
+        spans = _cut_layer(spans, layer)
+    return TextSplit(spans=spans)
+
+
+def _cut_layer(spans: tuple[Span, ...], layer: tuple[re.Pattern[str], ...]) -> tuple[Span, ...]:
+    """``spans`` with ``layer``'s DROP matches in the PIN text they leave (joined) cut out too."""
+    view = "".join(span.text for span in spans if span.band is Band.PIN)
+    if not view:
+        return spans
+    cut = _split_flat(view, SplitPatterns(drop=layer, fold=()), with_fold=False)
+    if all(piece.band is Band.PIN for piece in cut):
+        return spans
+    pieces = iter(cut)
+    piece, used = next(pieces), 0
+    out: list[Span] = []
+    for span in spans:
+        if span.band is not Band.PIN:
+            out.append(span)
+            continue
+        pos = 0
+        while pos < len(span.text):
+            if used == len(piece.text):
+                piece, used = next(pieces), 0
+            take = min(len(span.text) - pos, len(piece.text) - used)
+            out.append(Span(piece.band, span.text[pos : pos + take]))
+            pos += take
+            used += take
+    return tuple(out)
+
+
+def _split_flat(text: str, patterns: SplitPatterns, with_fold: bool) -> tuple[Span, ...]:
+    """The split by ``patterns.drop`` / ``fold`` (all matched on ``text`` itself), layers aside."""
     matches = _matches(text, patterns, with_fold)
     if not matches:
-        return TextSplit(spans=(Span(Band.PIN, text),))
+        return (Span(Band.PIN, text),)
     raw: list[Span] = []
     cursor = 0
     for start, stop, band in matches:
@@ -148,7 +190,7 @@ def _split(text: str, patterns: SplitPatterns, with_fold: bool) -> TextSplit:
         cursor = stop
     if cursor < len(text):
         raw.append(Span(Band.PIN, text[cursor:]))
-    return TextSplit(spans=tuple(_merge_blank_pin(raw)))
+    return tuple(_merge_blank_pin(raw))
 
 
 def _merge_blank_pin(spans: list[Span]) -> list[Span]:

@@ -99,6 +99,7 @@ class VolatileSpan:
         learned_at: the request index whose comparison with its predecessor taught it (for a
             suspect: the request that first saw it change).
         kind: ``"value"`` (a sentence around a changed digit-bearing value, learned at its first
+            change), ``"list"`` (lines carrying values that came and went, learned at their first
             change), ``"lines"`` (a run of lines) or ``"region"`` (lines replaced by another number
             of lines) — the last two are learned when the same place changes a second time.
         body: ``pattern`` without its anchors (what the span's DROP text itself matches; for
@@ -110,7 +111,7 @@ class VolatileSpan:
     line: int
     lines: int
     learned_at: int
-    kind: Literal["value", "lines", "region"] = "lines"
+    kind: Literal["value", "lines", "region", "list"] = "lines"
     body: str = ""
 
     def to_json(self) -> dict[str, Any]:
@@ -133,7 +134,7 @@ class VolatileSpan:
             line=int(data["line"]),
             lines=int(data["lines"]),
             learned_at=int(data["learned_at"]),
-            kind=kind if kind in ("value", "lines", "region") else "lines",
+            kind=kind if kind in ("value", "lines", "region", "list") else "lines",
             body=str(data.get("body", "")),
         )
 

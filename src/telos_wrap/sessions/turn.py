@@ -93,7 +93,11 @@ class StateHooks(SessionHooks):
     def patterns(self, base: SplitPatterns) -> SplitPatterns:
         if not self.volatile:
             return base
-        return base.extended(drop=[span.pattern for span in self.volatile])
+        # Spans learned at one request were learned together, on the text the earlier ones left.
+        layers: dict[int, list[str]] = {}
+        for span in self.volatile:
+            layers.setdefault(span.learned_at, []).append(span.pattern)
+        return base.layered(layers.values())
 
     def before_bridge(self, ir: TelosIR) -> TelosIR:
         self.system_view = system_view(ir)
@@ -133,6 +137,7 @@ class StateHooks(SessionHooks):
                 "value": "a value in it changed while the rest of its line stayed the same",
                 "lines": "these lines changed twice while the rest of the system prompt did not",
                 "region": "these lines were replaced twice while the rest of the system prompt was not",
+                "list": "lines carrying values came and went here while the lines around them stayed",
             }[span.kind]
             records.append(
                 Transformation(
@@ -264,8 +269,9 @@ def run_turn(
         if fresh:
             again = StateHooks(state, pins, (*volatile, *fresh), tuple(fresh), memo=memo)
             retried = prepare(api, body, options, again)
-            # The lift applies the patterns to the request's own text: use them only if they cut
-            # there exactly what they cut from the lifted text they were learned on.
+            # The lift applies the spans learned at one request as one layer, to the text the earlier
+            # layers left (the text they were learned on): use them only if they cut there exactly
+            # what they cut from the lifted text (a pattern may also match elsewhere in the request).
             wanted = tuple(t for t in expected_view(hooks.system_view, fresh) if t != "")
             if again.system_view == wanted:
                 hooks, prepared, learned = again, retried, tuple(fresh)

@@ -16,15 +16,21 @@ a fingerprint of the previous request's, and learns a DROP pattern for what chan
   ``…You are helping Ana. Date: 2026-11-23 10:02. Be brief…`` — or, for a sentence longer than
   ``MAX_SENTENCE`` characters, just the changed token. The pattern is the sentence's skeleton with
   ``\\S+`` for every value, anchored on the value-free stable text around it;
+* **a list** — lines that carry values came or went between stable lines (an environment dump's
+  ``JOB_3=running (pid 4121)`` items): where the line diff's changed chunk has a value on every
+  line and either a line kept its skeleton or at least two new lines of one skeleton came, that run
+  of lines is learned **at the first change**, anchored on the stable lines around it;
 * **any other change** (words changed, lines added or removed) is what a real prompt edit looks like:
   it is remembered as a *suspect* (its anchored pattern) and learned only when **the same place
   changes again** (a one-off edit costs its one cache break and is never learned). A run of at most
   ``MAX_SPAN_LINES`` lines (same line count: line-anchored; another line count: anchored on the
   stable lines before and after), anywhere in the block, first, last or only line included.
 
-A learned span is never forgotten while its value rests (the pattern matches any value), stays
-capped at ``MAX_LEARNED`` per session, and is verified before use: the pattern, applied by the lift to
-the request, must remove exactly what it removed from the lifted text here.
+The spans learned at one request are applied by the lift as one layer, to the text the earlier
+layers left (``SplitPatterns.layered``): the text they were learned on, so an anchor may sit next
+to an earlier cut. A learned span is never forgotten while its value rests (the pattern matches any
+value), stays capped at ``MAX_LEARNED`` per session, and is verified before use: the pattern,
+applied by the lift to the request, must remove exactly what it removed from the lifted text here.
 
 Fingerprints hold hashes only (``fingerprint``): per line a hash of the line, and for lines with
 digit-bearing tokens a hash of the skeleton and one short hash per value. Everything here is pure and
@@ -34,6 +40,7 @@ every worker of a shared session learns the same patterns.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import hashlib
 import re
@@ -81,6 +88,8 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _VALUE_RE = r"\S+"
 #: Any number of whole lines (the shortest that reaches the anchor after it).
 _REGION_BODY = r"^[^\n]*(?:\n[^\n]*)*?$"
+#: Span kinds learned at their first change (the others are suspects until they change again).
+_LEARNED_AT_FIRST_CHANGE = frozenset({"value", "list"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +194,7 @@ def learn(
         if text is None or text.startswith("\x00") or old.startswith("~") or _block_print(text) == old:
             continue
         for span in _block_changes(block, old, text, index):
-            if span.kind != "value":
+            if span.kind not in _LEARNED_AT_FIRST_CHANGE:
                 again = _changed_again(span, text, kept)
                 if again is None:
                     kept = (*kept, span)[-MAX_SUSPECTS:]
@@ -237,23 +246,89 @@ def _block_changes(block: int, old: str, text: str, index: int) -> list[Volatile
     before = [_parse_line(entry) for entry in old.split(",")]
     lines = text.split("\n")
     now = [_parse_line(_line_print(line)) for line in lines]
-    if len(before) != len(now):
-        region = _region(block, before, now, lines, index)
-        return [region] if region is not None else []
-    changed = [i for i, (a, b) in enumerate(zip(before, now, strict=True)) if a.line != b.line]
+    if len(before) == len(now):
+        changed = [(i, i) for i, (a, b) in enumerate(zip(before, now, strict=True)) if a.line != b.line]
+        return _aligned_changes(block, before, now, lines, changed, index)
+    listed = _list_changes(block, before, now, lines, index)
+    if listed is not None:
+        return listed
+    region = _region(block, before, now, lines, index)
+    return [region] if region is not None else []
+
+
+def _aligned_changes(
+    block: int,
+    before: Sequence[_Line],
+    now: Sequence[_Line],
+    lines: Sequence[str],
+    changed: Sequence[tuple[int, int]],
+    index: int,
+) -> list[VolatileSpan]:
+    """Spans for changed lines paired one to one (``(old line, new line)``, in order)."""
     spans: list[VolatileSpan] = []
     run: list[int] = []
-    for i in changed:
-        if before[i].skeleton and before[i].skeleton == now[i].skeleton:
-            spans.extend(_value_spans(block, lines, i, before[i], now[i], index))
+    for i, j in changed:
+        if before[i].skeleton and before[i].skeleton == now[j].skeleton:
+            spans.extend(_value_spans(block, lines, j, before[i], now[j], index))
             continue
-        if run and run[-1] != i - 1:
+        if run and run[-1] != j - 1:
             spans.extend(_run_span(block, lines, run, index))
             run = []
-        run.append(i)
+        run.append(j)
     if run:
         spans.extend(_run_span(block, lines, run, index))
     return spans
+
+
+def _list_changes(
+    block: int, before: Sequence[_Line], now: Sequence[_Line], lines: Sequence[str], index: int
+) -> list[VolatileSpan] | None:
+    """Spans for a block whose line count changed only where lines carrying values came and went.
+
+    The lines are diffed; a chunk replaced line for line is read like any same-count change, and a
+    chunk of another line count is a *list* (``JOB_3=running (pid 4121)`` items of an environment
+    dump, a process table) when every line on both sides carries a value and either a line kept its
+    skeleton (a value changed in place) or, where nothing was there before, at least two lines of
+    one skeleton came (items of one kind): it is learned at this first change. Value lines that only
+    went away leave nothing to learn. ``None`` when some chunk is not like that (words added or
+    removed, one new line: what a prompt edit looks like, see ``_region``).
+    """
+    matcher = difflib.SequenceMatcher(None, [b.line for b in before], [n.line for n in now], autojunk=False)
+    spans: list[VolatileSpan] = []
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        if i2 - i1 == j2 - j1:
+            pairs = list(zip(range(i1, i2), range(j1, j2), strict=True))
+            spans.extend(_aligned_changes(block, before, now, lines, pairs, index))
+            continue
+        old, new = before[i1:i2], now[j1:j2]
+        if not all(line.skeleton for line in (*old, *new)):
+            return None
+        if not new:
+            continue  # items gone: nothing left here to cut
+        kept = {line.skeleton for line in old} & {line.skeleton for line in new}
+        alike = len(new) > 1 and len({line.skeleton for line in new}) == 1
+        if not (kept or (not old and alike)):
+            return None
+        span = _list_span(block, lines, j1, j2 - 1, index)
+        if span is None:
+            return None
+        spans.append(span)
+    return spans
+
+
+def _list_span(block: int, lines: Sequence[str], first: int, last: int, index: int) -> VolatileSpan | None:
+    """A ``list`` span over lines ``first..last``, widened by a line or two where they anchor badly."""
+    for wider in range(3):
+        for low, high in ((first - wider, last), (first, last + wider), (first - wider, last + wider)):
+            if low < 0 or high >= len(lines) or high - low + 1 > MAX_SPAN_LINES:
+                continue
+            pattern = _line_anchored(lines, low, high, _REGION_BODY, fixed=False)
+            if pattern is not None:
+                extent = high - low + 1
+                return VolatileSpan(pattern, block, low, extent, index, kind="list", body=_REGION_BODY)
+    return None
 
 
 # -- live values inside a line ----------------------------------------------------------------------
@@ -408,7 +483,7 @@ def _region(
 
 
 def _line_anchored(lines: Sequence[str], first: int, last: int, body: str, *, fixed: bool) -> str | None:
-    """``body`` (lines ``first..last``) anchored on the value-free stable text of its neighbour lines.
+    """``body`` (lines ``first..last``) anchored on the stable text of its neighbour lines.
 
     A fixed line count may use either neighbour; a variable one needs both ends pinned (a neighbour,
     or the start / end of the block).
@@ -416,11 +491,24 @@ def _line_anchored(lines: Sequence[str], first: int, last: int, body: str, *, fi
     text = "\n".join(lines)
     start = sum(len(line) + 1 for line in lines[:first])
     end = sum(len(line) + 1 for line in lines[: last + 1]) - 1
-    behind = [] if first == 0 else [_literal_tail(lines[first - 1])[-size:] + "\n" for size in _ANCHOR_SIZES]
+    # The neighbours' value-free text first; their whole text (values included) as a last resort.
+    behind = (
+        []
+        if first == 0
+        else [
+            source[-size:] + "\n"
+            for source in (_literal_tail(lines[first - 1]), lines[first - 1])
+            for size in _ANCHOR_SIZES
+        ]
+    )
     ahead = (
         []
         if last == len(lines) - 1
-        else ["\n" + _literal_head(lines[last + 1])[:size] for size in _ANCHOR_SIZES]
+        else [
+            "\n" + source[:size]
+            for source in (_literal_head(lines[last + 1]), lines[last + 1])
+            for size in _ANCHOR_SIZES
+        ]
     )
     behind = list(dict.fromkeys(b for b in behind if len(b.strip()) >= _MIN_ANCHOR))
     ahead = list(dict.fromkeys(a for a in ahead if len(a.strip()) >= _MIN_ANCHOR))
