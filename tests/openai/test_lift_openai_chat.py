@@ -52,6 +52,16 @@ RICH: dict[str, Any] = {
 }
 
 
+def one_shape(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` canonical, with each content that is one plain text part as its string (its one shape)."""
+    canonical = canonicalize_payload(body)
+    for message in canonical["messages"]:
+        content = message.get("content")
+        if isinstance(content, list) and len(content) == 1 and set(content[0]) == {"type", "text"}:
+            message["content"] = content[0]["text"]
+    return canonical
+
+
 @pytest.mark.parametrize("engine", ["openai", "deepseek", "vllm", "sglang", "generic"])
 def test_emit_of_lift_is_the_canonical_body(engine: str) -> None:
     from telos_wrap.engines.registry import get_engine
@@ -59,13 +69,20 @@ def test_emit_of_lift_is_the_canonical_body(engine: str) -> None:
     body = copy.deepcopy(RICH)
     adapter = get_engine(engine)
     ir = lift_openai_chat(body, session_id="s", refpool_threshold=None)
-    assert adapter.emit(ir, EmitPlan()) == canonicalize_payload(RICH)
+    emitted = adapter.emit(ir, EmitPlan())
+    assert emitted == one_shape(RICH)
+    # The two one-part contents go out as their strings; every other part list stays a list.
+    assert emitted["messages"][1]["content"] == "Rule two."
+    assert emitted["messages"][5]["content"] == "ok"
+    assert isinstance(emitted["messages"][3]["content"], list)
     assert body == RICH  # never modified
 
 
 def test_pipeline_keeps_every_message_as_sent() -> None:
     prepared = prepare("openai_chat", copy.deepcopy(RICH), PrepareOptions(engine="generic"))
-    assert prepared.body == canonicalize_payload(RICH)
+    assert prepared.body == one_shape(RICH)
+    shaped = [r for r in prepared.ir.records if r.kind == "content-shape"]
+    assert [r.where for r in shaped] == ["messages[2]"]  # the tool message (IR index: system apart)
     roles = [message["role"] for message in prepared.body["messages"]]
     assert roles == [m["role"] for m in RICH["messages"]]  # nothing merged, nothing re-roled
 
@@ -109,19 +126,50 @@ def test_volatile_system_line_joins_a_user_turn_sent_as_parts() -> None:
         "model": "m",
         "messages": [
             {"role": "system", "content": "You are kind.\nCurrent time: 2026-01-01 10:00:01\nBe brief."},
-            {"role": "user", "content": [{"type": "text", "text": "Hi"}]},
+            {"role": "user", "content": [{"type": "text", "text": "Look:"}, IMAGE]},
         ],
     }
     sent = prepare("openai_chat", body, PrepareOptions(engine="generic")).body
     assert sent["messages"][1:] == [
         {
             "content": [
-                {"text": "Hi", "type": "text"},
+                {"text": "Look:", "type": "text"},
+                canonicalize_payload(IMAGE),
                 {"text": "Current time: 2026-01-01 10:00:01\n", "type": "text"},
             ],
             "role": "user",
         },
     ]
+
+
+@pytest.mark.parametrize("shape", ["string", "one part", "one part + reminder", "string + reminder"])
+def test_a_one_text_turn_has_one_shape_whatever_the_caller_sends(shape: str) -> None:
+    # A harness that sends the newest turn as a string, as one text part, or with a reminder for this
+    # turn only (string content turned into parts): the turn goes out as a string, its own envelope
+    # at its end, so next turn (envelope pruned) the same string without it is a byte prefix of it.
+    # The system prompt's envelope follows in a trailing system message (docs/engines.md).
+    reminder = "<system-reminder>3 todos open</system-reminder>"
+    content: Any = {
+        "string": "Hi",
+        "one part": [{"type": "text", "text": "Hi"}],
+        "one part + reminder": [{"type": "text", "text": "Hi"}, {"type": "text", "text": reminder}],
+        "string + reminder": f"Hi{reminder}",
+    }[shape]
+    body = {
+        "model": "m",
+        "messages": [
+            {"role": "system", "content": "You are kind.\nCurrent time: 2026-01-01 10:00:01\nBe brief."},
+            {"role": "user", "content": content},
+        ],
+    }
+    prepared = prepare("openai_chat", body, PrepareOptions(engine="generic"))
+    messages = prepared.body["messages"]
+    expected = "Hi" + (reminder if "reminder" in shape else "")
+    assert messages[1:] == [
+        {"content": expected, "role": "user"},
+        {"content": "Current time: 2026-01-01 10:00:01\n", "role": "system"},
+    ]
+    assert [r.kind for r in prepared.ir.records].count("content-shape") == (shape.startswith("one part"))
 
 
 def test_user_envelope_is_split_and_the_callers_marker_stays_on_the_question() -> None:

@@ -47,8 +47,16 @@ def test_without_trailing_assistant_a_string_user_turn_stays_a_string() -> None:
 
 def test_without_trailing_assistant_the_envelope_joins_a_user_turn_sent_as_parts() -> None:
     body = request(0)
-    body["messages"][-1] = {"role": "user", "content": [{"type": "text", "text": "Do the task"}]}
+    # Parts that are more than one text part stay parts, and the envelope joins them as a last part.
+    body["messages"][-1] = {
+        "role": "user",
+        "content": [{"type": "text", "text": "Do the task"}, {"type": "text", "text": "(see above)"}],
+    }
     prepared = prepare("openai_chat", body, PrepareOptions(engine="openai"))
     last = prepared.body["messages"][-1]
     assert last["role"] == "user"
-    assert [part["text"] for part in last["content"]] == ["Do the task", "Current time: 2026-11-21 10:00:00"]
+    assert [part["text"] for part in last["content"]] == [
+        "Do the task",
+        "(see above)",
+        "Current time: 2026-11-21 10:00:00",
+    ]

@@ -25,7 +25,16 @@ ENVELOPE = re.compile(
 REF_STUB = re.compile(r"\A\[ref:system-doc-\d+\]\Z")
 REF_ENTRY = re.compile(r"\A\[ref:system-doc-\d+\]\n")
 DOCUMENTED_RECORDS = frozenset(
-    {"drop-moved", "drop-pruned", "ref-stub", "reordered", "tools-sorted", "tools-kept", "markers-trimmed"}
+    {
+        "drop-moved",
+        "drop-pruned",
+        "ref-stub",
+        "reordered",
+        "tools-sorted",
+        "tools-kept",
+        "content-shape",
+        "markers-trimmed",
+    }
 )
 
 
@@ -119,8 +128,22 @@ def a_payloads(body: Mapping[str, Any]) -> Counter[str]:
     for message in body.get("messages", []):
         for block in a_blocks(message.get("content")):
             if isinstance(block, Mapping) and block.get("type") != "text":
-                found[canon(without(block, "cache_control"))] += 1
+                found[canon(one_shape(without(block, "cache_control")))] += 1
     return found
+
+
+def one_shape(block: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A ``tool_result`` whose content is one plain text block, with its string (docs/engines.md)."""
+    content = block.get("content")
+    if (
+        block.get("type") == "tool_result"
+        and isinstance(content, list)
+        and len(content) == 1
+        and isinstance(content[0], Mapping)
+        and set(content[0]) == {"type", "text"}
+    ):
+        return {**block, "content": content[0]["text"]}
+    return block
 
 
 def a_tools(body: Mapping[str, Any]) -> Counter[str]:

@@ -66,6 +66,8 @@ def _drop_start(text: str, envelopes: list[str]) -> int:
     if not found:
         return -1
     start = min(found)
+    if not text.endswith('"text":"', 0, start):
+        return start  # inside a string it ends (Chat Completions, string form): cut right there
     part = text.rfind('{"', 0, start)  # the part that holds it, and the comma before that part
     if part > 0 and text[part - 1] == ",":
         part -= 1
@@ -180,6 +182,37 @@ TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_siz
 )
 
 
+def _one_part(content: Any) -> str | None:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and len(content) == 1 and set(content[0]) == {"type", "text"}:
+        return str(content[0]["text"])
+    return None
+
+
+def _flipped(step: dict[str, Any], as_string: bool) -> dict[str, Any]:
+    """``step`` with its text-only content (and its tool results') as a string or one text part."""
+
+    def shape(content: Any) -> Any:
+        text = _one_part(content)
+        if text is None:
+            return content
+        return text if as_string else [{"type": "text", "text": text}]
+
+    content = step.get("content")
+    if step["role"] in ("user", "tool") and _one_part(content) is not None:
+        return {**step, "content": shape(content)}
+    if isinstance(content, list) and any(b.get("type") == "tool_result" for b in content):
+        return {
+            **step,
+            "content": [
+                {**b, "content": shape(b["content"])} if b.get("type") == "tool_result" else b
+                for b in content
+            ],
+        }
+    return step
+
+
 class WireI2Machine(RuleBasedStateMachine):
     """Grow a conversation turn by turn; after every request, the wire I2 property must hold."""
 
@@ -193,6 +226,7 @@ class WireI2Machine(RuleBasedStateMachine):
         self.previous: list[Any] | None = None
         self.previous_settled = 0
         self.envelopes: list[str] = []
+        self.reminded: tuple[int, str] | None = None
         self.convo.user("Start the task.", False, None)
 
     def _send(self) -> None:
@@ -221,6 +255,7 @@ class WireI2Machine(RuleBasedStateMachine):
 
     @rule(text=TEXT, as_parts=st.booleans(), reminder=st.booleans())
     def user_turn(self, text: str, as_parts: bool, reminder: bool) -> None:
+        self._restore_reminded()
         if self.convo.steps and self.convo.steps[-1]["role"] == "user":
             self.convo.assistant("Noted.")
         tag = f"<system-reminder>turn {self.turn}</system-reminder>" if reminder else None
@@ -229,8 +264,31 @@ class WireI2Machine(RuleBasedStateMachine):
 
     @rule(results=st.lists(TEXT, min_size=1, max_size=3), as_parts=st.booleans())
     def tool_round(self, results: list[str], as_parts: bool) -> None:
+        self._restore_reminded()
         self.convo.tool_round(results, as_parts)
         self._send()
+
+    @rule(text=TEXT, flips=st.lists(st.booleans(), min_size=1, max_size=8))
+    def careless_user_turn(self, text: str, flips: list[bool]) -> None:
+        """A careless harness: history re-serialized (text-only content a string or one text part,
+        chosen anew), and a reminder part on the newest turn that is gone again next turn."""
+        self._restore_reminded()
+        for index, choice in zip(range(len(self.convo.steps)), itertools.cycle(flips)):
+            self.convo.steps[index] = _flipped(self.convo.steps[index], choice)
+        if self.convo.steps and self.convo.steps[-1]["role"] == "user":
+            self.convo.assistant("Noted.")
+        reminder = f"<system-reminder>turn {self.turn}, {len(text)} todos</system-reminder>"
+        self.convo.steps.append(
+            {"role": "user", "content": [{"type": "text", "text": text}, {"type": "text", "text": reminder}]}
+        )
+        self.reminded = (len(self.convo.steps) - 1, text)
+        self._send()
+
+    def _restore_reminded(self) -> None:
+        if getattr(self, "reminded", None) is not None:
+            index, text = self.reminded
+            self.convo.steps[index] = {"role": "user", "content": text}
+            self.reminded = None
 
     @rule(text=TEXT)
     def assistant_step(self, text: str) -> None:

@@ -22,7 +22,13 @@ from typing import Any, ClassVar, Literal
 
 from telos_wrap.engines.base import Breakpoint, EmitPlan, EngineProfile, PrefixTables, emit_messages
 from telos_wrap.engines.openai_usage import OpenAIChatStreamUsage, parse_openai_usage
-from telos_wrap.ir.canon import canonical_bytes, canonical_json, canonicalize_payload, canonicalize_tool_def
+from telos_wrap.ir.canon import (
+    canonical_bytes,
+    canonical_json,
+    canonicalize_payload,
+    canonicalize_tool_def,
+    is_plain_text_part,
+)
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Band, TelosBlock, TelosIR, TelosMessage, UsageReport
 
@@ -181,20 +187,22 @@ def _with_marker(payload: Any, block: TelosBlock, ours: Breakpoint | None) -> An
     return dict(sorted({**payload, MARKER: marker}.items()))
 
 
-def _content(form: str, parts: list[Any], as_parts: bool = False) -> str | list[Any]:
-    """A string when the message was sent as one and its only part is still plain text.
+def _content(form: str, parts: list[Any], as_parts: bool = False, *, pieces: bool = True) -> str | list[Any]:
+    """The wire content of a message's parts (docs/engines.md, *Wire shapes*).
 
-    ``as_parts``: always parts (an engine that places breakpoints on this role, see ``emit_chat``).
+    Chat Completions defines string content as one text part, so whichever of the two a caller sends
+    (or flips between from turn to turn), one plain text part goes out as its string. A message in
+    string form (sent as a string, or as one text part plus envelope parts, see
+    ``bridge.canonicalize``) whose parts are all plain text goes out as their text joined: its
+    envelope stays where it was, at the end of the string, and on the next turn — envelope pruned —
+    the same string without it. ``as_parts``: always parts (an engine that places breakpoints on this
+    role, see ``emit_chat``). ``pieces``: the parts are pieces of the message's own content (False for
+    a system message, whose parts can be a ref-pool stub and the entry it stands for).
     """
-    if (
-        not as_parts
-        and form == "string"
-        and len(parts) == 1
-        and isinstance(parts[0], Mapping)
-        and set(parts[0]) == {"type", "text"}
-        and isinstance(parts[0].get("text"), str)
-    ):
-        return str(parts[0]["text"])
+    if as_parts or not all(is_plain_text_part(part) for part in parts):
+        return parts
+    if len(parts) == 1 or (form == "string" and pieces):
+        return "".join(str(part["text"]) for part in parts)
     return parts
 
 
@@ -246,7 +254,7 @@ def emit_chat(
         ]
         wire = canonicalize_payload(dict(group.fields))
         wire["role"] = group.role
-        wire["content"] = _content(group.form, parts, group.role in parts_roles)
+        wire["content"] = _content(group.form, parts, group.role in parts_roles, pieces=False)
         messages.append(dict(sorted(wire.items())))
     marked = {message for segment, message, _ in ours if segment == "messages" and message is not None}
     messages.extend(

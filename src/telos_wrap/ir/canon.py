@@ -35,6 +35,7 @@ __all__ = [
     "canonicalize_payload",
     "canonicalize_schema",
     "canonicalize_tool_def",
+    "is_plain_text_part",
     "tool_sort_key",
 ]
 
@@ -78,6 +79,20 @@ def canonical_json(value: Any) -> str:
 def canonical_bytes(value: Any) -> bytes:
     """``canonical_json(value)`` encoded as UTF-8 — the bytes prefix caches compare."""
     return _ENCODER.encode(value).encode("utf-8")
+
+
+def is_plain_text_part(part: Any) -> bool:
+    """A ``{"type": "text", "text": ...}`` part with nothing else (no marker, no citations).
+
+    Chat Completions and Anthropic define string content as the equivalent of one such part
+    (docs/engines.md, *Wire shapes*): where telos sends one shape for both, this decides.
+    """
+    return (
+        isinstance(part, Mapping)
+        and len(part) == 2
+        and part.get("type") == "text"
+        and isinstance(part.get("text"), str)
+    )
 
 
 def canonicalize_payload(value: Any) -> Any:

@@ -326,8 +326,7 @@ def _lift_message(index: int, message: Mapping[str, Any], patterns: SplitPattern
                 id=block_id, band=band, kind=kind, payload=part.payload, source_tag=role, extra=part.marker
             )
         )
-    if form == "string" and len(blocks) != 1:  # a split string can no longer be one string
-        form = "list"
+    # A split string stays a string: the engines send its pieces joined again (docs/engines.md).
     return TelosMessage(role=role, blocks=tuple(blocks), content_form=form, extra=extra)
 
 

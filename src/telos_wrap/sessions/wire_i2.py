@@ -99,11 +99,21 @@ def settled_bytes(wire: Any, message: TelosMessage | None) -> bytes:
     """The bytes of wire message ``wire`` that a later turn must repeat.
 
     Its JSON in the key order it was sent (no re-sorting: order is part of the bytes), without
-    cache markers on its content blocks and without the blocks ``message`` (its IR) bands DROP.
+    cache markers on its content blocks and without the blocks ``message`` (its IR) bands DROP
+    (string content: without their text at its end).
     """
     if type(wire) is dict:
         content = wire.get("content")
-        if type(content) is list:
+        if type(content) is str and message is not None:
+            # A string that carried its turn's envelope at its end (Chat Completions, string form).
+            tail = "".join(
+                str(block.payload.get("text", ""))
+                for block in message.blocks
+                if block.band is Band.DROP and isinstance(block.payload, Mapping)
+            )
+            if tail and content.endswith(tail):
+                wire = {**wire, "content": content[: len(content) - len(tail)]}
+        elif type(content) is list:
             blocks = message.blocks if message is not None else ()
             aligned = len(blocks) == len(content)
             parts = [
