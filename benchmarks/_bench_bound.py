@@ -147,13 +147,32 @@ def readable(tokens: float, *, api: str, model: str) -> int:
 
 
 class SessionBound:
-    """Feed the requests of one session in order; each call returns that request's bound."""
+    """Feed the requests of one session in order; each call returns that request's bound.
 
-    def __init__(self) -> None:
+    ``causal=True`` is the *causal* bound: the best any learner without foresight can do. A volatile
+    string is cut only from the request where its slot (its position in the style's list of
+    volatile strings) first changed, or first appeared after the first request; before that it is
+    content like any other. So the request where a value first changes pays for the prefix after it,
+    as it must for anyone who could not know it would change (the oracle bound cuts it from the
+    first request on). Learning on sight (a clock) can beat this bound; nothing causal can beat the
+    oracle.
+    """
+
+    def __init__(self, *, causal: bool = False) -> None:
         self._seen: set[bytes] = set()
+        self._causal = causal
+        self._previous: tuple[str, ...] | None = None
+        self._known: set[int] = set()
 
     def add(self, api: str, kwargs: Mapping[str, Any], volatile: Sequence[str] = ()) -> int:
         """The bound of the next request; ``volatile``: the strings its harness changes every turn."""
+        if self._causal:
+            previous, self._previous = self._previous, tuple(volatile)
+            if previous is not None:
+                self._known.update(
+                    i for i, value in enumerate(volatile) if i >= len(previous) or previous[i] != value
+                )
+            volatile = [value for i, value in enumerate(volatile) if i in self._known]
         units = anthropic_units(kwargs, volatile) if api == "anthropic" else openai_units(kwargs, volatile)
         digest = hashlib.blake2b(digest_size=16)
         shared = 0.0

@@ -143,6 +143,22 @@ def test_a_leading_volatile_system_message_openai() -> None:
     reaches_the_model(driver, f"Current date and time: {clock(TURNS - 1)}")
 
 
+def test_a_system_message_that_is_only_a_short_clock_is_learned_on_sight() -> None:
+    # Little literal text around the value ("(sent …)"): pinned to the whole message instead.
+    def body(turn: int) -> dict[str, Any]:
+        return openai_body(
+            [{"role": "developer", "content": RULES}, {"role": "system", "content": f"(sent {clock(turn)})"}],
+            turn,
+        )
+
+    driver = run(body, api="openai_chat")
+    assert learned(driver) == [(0, "value", 1, 0)]
+    assert driver.state.volatile[0].pattern.startswith(r"\A")
+    assert driver.breaks == []
+    stable_from(driver, 0)
+    reaches_the_model(driver, f"(sent {clock(TURNS - 1)})")
+
+
 def test_a_real_prompt_edit_costs_one_break_and_is_not_learned() -> None:
     def body(turn: int) -> dict[str, Any]:
         tone = "Be concise." if turn < 4 else "Be thorough and explain each step."

@@ -44,6 +44,7 @@ import difflib
 import functools
 import hashlib
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -288,8 +289,8 @@ def _list_changes(
     The lines are diffed; a chunk replaced line for line is read like any same-count change, and a
     chunk of another line count is a *list* (``JOB_3=running (pid 4121)`` items of an environment
     dump, a process table) when every line on both sides carries a value and either a line kept its
-    skeleton (a value changed in place) or, where nothing was there before, at least two lines of
-    one skeleton came (items of one kind): it is learned at this first change. Value lines that only
+    skeleton (a value changed in place) or, where nothing was there before, at least two of the new
+    lines share a skeleton (items of one kind): it is learned at this first change. Value lines that only
     went away leave nothing to learn. ``None`` when some chunk is not like that (words added or
     removed, one new line: what a prompt edit looks like, see ``_region``).
     """
@@ -308,7 +309,8 @@ def _list_changes(
         if not new:
             continue  # items gone: nothing left here to cut
         kept = {line.skeleton for line in old} & {line.skeleton for line in new}
-        alike = len(new) > 1 and len({line.skeleton for line in new}) == 1
+        kinds = Counter(line.skeleton for line in new)
+        alike = max(kinds.values()) > 1  # at least two new lines of one kind: items of a list
         if not (kept or (not old and alike)):
             return None
         span = _list_span(block, lines, j1, j2 - 1, index)
@@ -446,6 +448,10 @@ def _anchored(text: str, start: int, end: int) -> tuple[str, str] | None:
             candidates.append(f"{body}(?={re.escape(piece)})")
     if literal >= _MIN_LITERAL:
         candidates.append(body)
+    if start == 0 and end == len(text) and literal >= _MIN_ANCHOR:
+        # The whole block is the span (a system message that is only a clock): pinned at both ends,
+        # the pattern matches a text that is nothing else, even with little literal text.
+        candidates.append(rf"\A{body}\Z")
     pattern = next((c for c in candidates if _matches_exactly(c, text, start, end)), None)
     return None if pattern is None else (pattern, body)
 
