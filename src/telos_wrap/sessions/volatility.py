@@ -448,10 +448,13 @@ def _anchored(text: str, start: int, end: int) -> tuple[str, str] | None:
             candidates.append(f"{body}(?={re.escape(piece)})")
     if literal >= _MIN_LITERAL:
         candidates.append(body)
-    if start == 0 and end == len(text) and literal >= _MIN_ANCHOR:
-        # The whole block is the span (a system message that is only a clock): pinned at both ends,
-        # the pattern matches a text that is nothing else, even with little literal text.
-        candidates.append(rf"\A{body}\Z")
+    if literal >= _MIN_ANCHOR:
+        # The first or last text of the block (a system message that is only a clock, a clock line
+        # after an environment dump): pinned to the block's start / end, little literal text will do.
+        head_pin = r"\A" if start == 0 else ""
+        tail_pin = r"(?=\s*\Z)" if not text[end:].strip() else ""
+        if head_pin or tail_pin:
+            candidates.append(f"{head_pin}{body}{tail_pin}")
     pattern = next((c for c in candidates if _matches_exactly(c, text, start, end)), None)
     return None if pattern is None else (pattern, body)
 
