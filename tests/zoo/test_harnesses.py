@@ -170,3 +170,19 @@ def test_unknown_style_or_api_is_a_clear_error() -> None:
         apply_style("nope", "anthropic", ANTHROPIC, 0)
     with pytest.raises(ValueError, match="add a Shape"):
         apply_style("clock-first", "responses", {}, 0)
+
+
+def test_the_causal_bound_pays_for_a_first_change_the_oracle_does_not() -> None:
+    # A value first in the system prompt that rests for two turns, then changes every turn.
+    def request(turn: int) -> dict[str, Any]:
+        value = "7" if turn < 3 else str(7 + turn)
+        return {**ANTHROPIC, "system": f"Open jobs: {value}\n{ANTHROPIC['system']}"}
+
+    volatile = [(f"Open jobs: {'7' if turn < 3 else str(7 + turn)}",) for turn in range(6)]
+    oracle, causal = SessionBound(), SessionBound(causal=True)
+    o = [oracle.add("anthropic", request(t), volatile[t]) for t in range(6)]
+    c = [causal.add("anthropic", request(t), volatile[t]) for t in range(6)]
+    assert o[0] == c[0] == 0
+    assert c[1] == c[2] >= o[1] == o[2] > 3000  # resting: content like any other (its own tokens too)
+    assert c[3] < 1000 < o[3]  # its first change: only a learner with foresight reads past it
+    assert c[4] == o[4] and c[5] == o[5]  # known from then on: cut, like the oracle cuts it
