@@ -20,8 +20,10 @@ The key is a digest of:
 * the opening message: the first conversation message that is not a system/developer message and is
   not empty once its DROP envelopes are stripped, as ``role`` + its text (every text part joined,
   envelopes matched by the default DROP patterns and the call's ``drop_patterns`` removed, whitespace
-  collapsed) + the canonical JSON of its non-text parts without cache markers — so string vs. parts,
-  a moved ``cache_control`` and an envelope that comes and goes all give the same key.
+  collapsed; it enters the key as a 128-bit digest, memoized by the text, so a long opening task
+  costs a lookup per call) + the canonical JSON of its non-text parts without cache markers — so
+  string vs. parts, a moved ``cache_control`` and an envelope that comes and goes all give the same
+  key.
 
 Limits (also in ``docs/sessions.md``): two conversations that open with the same message, on the
 same model, tools and user fields share one implicit session; a conversation whose opening message
@@ -35,6 +37,7 @@ so a new API (e.g. the Responses API's ``input`` items, with ``instructions`` le
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -120,11 +123,22 @@ def _normalized(message: Mapping[str, Any], patterns: SplitPatterns) -> dict[str
             others.append(_without_markers(part))
     if not isinstance(content, (str, list)) and message.get("type") not in (None, "message"):
         others.append(_without_markers(message))  # a Responses item that is not a message
-    split = [split_text(text, patterns, with_fold=False) for text in texts]
-    text = " ".join(" ".join(piece.pin.split()) for piece in split).strip()
+    text = " ".join(_flat_pin(text, patterns) for text in texts).strip()
     if not text and not others:
         return None
     return {"role": message.get("role"), "text": text, "parts": others}
+
+
+@functools.lru_cache(maxsize=1024)
+def _flat_pin(text: str, patterns: SplitPatterns) -> str:
+    """``text`` without its envelopes, whitespace runs collapsed (memoized: the opening message
+    of a conversation is the same string on every turn)."""
+    return " ".join(split_text(text, patterns, with_fold=False).pin.split())
+
+
+@functools.lru_cache(maxsize=1024)
+def _text_digest(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
 
 
 def opening_message(
@@ -149,6 +163,11 @@ def _tool_name(tool: Any) -> str:
     return ""
 
 
+def _digested(opening: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``opening`` with its text as a digest (memoized by the text, so a long task costs a lookup)."""
+    return None if opening is None else {**opening, "text": _text_digest(opening["text"])}
+
+
 def conversation_key(api: str, body: Mapping[str, Any], drop_patterns: Sequence[str] = ()) -> str:
     """A 16-hex digest naming the implicit conversation of ``body`` (see module docstring).
 
@@ -166,7 +185,7 @@ def conversation_key(api: str, body: Mapping[str, Any], drop_patterns: Sequence[
             # hashing every schema on every call would cost more than it adds to telling apart.
             "tools": sorted(map(_tool_name, tools)) if isinstance(tools, list) else None,
             "ids": ids(body),
-            "opening": opening_message(api, body, patterns),
+            "opening": _digested(opening_message(api, body, patterns)),
         }
         return hashlib.sha256(canonical_bytes(material)).hexdigest()[:16]
     except (TypeError, ValueError):
