@@ -35,7 +35,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from telos_wrap.ir.canon import canonical_json
+from telos_wrap.ir.canon import MARKER_KEYS, canonical_json
 from telos_wrap.lift.user_split import DEFAULT_PATTERNS
 
 __all__ = ["MATCH_ON", "NAME", "normalize_body", "register", "telos_body"]
@@ -45,7 +45,6 @@ NAME = "telos_body"
 #: vcrpy's default ``match_on`` plus ``telos_body``.
 MATCH_ON = ("method", "scheme", "host", "port", "path", "query", NAME)
 
-_MARKERS = frozenset({"cache_control", "prompt_cache_breakpoint"})
 _TOP_LEVEL = frozenset({"prompt_cache_options", "diagnostics"})
 _TELOS_KEY_PREFIX = "telos-"
 _MASK = "<telos:drop>"
@@ -59,7 +58,7 @@ def _mask(text: str) -> str:
 
 def _normalize(value: Any) -> Any:
     if isinstance(value, Mapping):
-        return {str(k): _normalize(v) for k, v in value.items() if k not in _MARKERS}
+        return {str(k): _normalize(v) for k, v in value.items() if k not in MARKER_KEYS}
     if isinstance(value, list):
         items = [_normalize(item) for item in value]
         only = items[0] if len(items) == 1 else None

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from telos_wrap.ir.canon import (
+    MARKER_KEYS,
     canonicalize_payload,
     canonicalize_tool_def,
     is_plain_text_part,
@@ -22,10 +23,6 @@ from telos_wrap.ir.canon import (
 from telos_wrap.ir.model import Band, BlockKind, TelosBlock, TelosIR, TelosMessage, Transformation
 
 __all__ = ["canonicalize"]
-
-
-#: Where a caller's own cache marker sits on a block (``TelosBlock.extra``), per API.
-_MARKERS = ("cache_control", "prompt_cache_breakpoint")
 
 
 def _canonical_block(block: TelosBlock) -> TelosBlock:
@@ -40,7 +37,7 @@ def _one_text_part(message: TelosMessage) -> bool:
         len(kept) == 1
         and kept[0].kind is BlockKind.TEXT
         and is_plain_text_part(kept[0].payload)
-        and not any(marker in kept[0].extra for marker in _MARKERS)
+        and MARKER_KEYS.isdisjoint(kept[0].extra)
     )
 
 

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
+    "MARKER_KEYS",
     "SCHEMA_SET_ARRAY_KEYS",
     "TOOL_SOURCE_RANK",
     "canonical_bytes",
@@ -79,6 +80,11 @@ def canonical_json(value: Any) -> str:
 def canonical_bytes(value: Any) -> bytes:
     """``canonical_json(value)`` encoded as UTF-8 — the bytes prefix caches compare."""
     return _ENCODER.encode(value).encode("utf-8")
+
+
+#: The fields a cache marker takes on a block: Anthropic ``cache_control``, OpenAI
+#: ``prompt_cache_breakpoint`` (docs/engines.md).
+MARKER_KEYS = frozenset({"cache_control", "prompt_cache_breakpoint"})
 
 
 def is_plain_text_part(part: Any) -> bool:

@@ -42,7 +42,7 @@ import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from telos_wrap.ir.canon import canonical_bytes
+from telos_wrap.ir.canon import MARKER_KEYS, canonical_bytes
 from telos_wrap.lift.user_split import DEFAULT_PATTERNS, SplitPatterns, split_text
 
 __all__ = ["conversation_key", "opening_message"]
@@ -52,8 +52,6 @@ _INSTRUCTION_ROLES = frozenset({"system", "developer"})
 #: Part types whose ``text`` is conversation text (Anthropic / Chat ``text``, Responses ``input_text``
 #: and ``output_text``).
 _TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
-#: Cache markers are not content: harnesses move them to the newest message every turn.
-_MARKERS = frozenset({"cache_control", "prompt_cache_breakpoint"})
 #: Top-level fields that name a caller's conversation or end user (OpenAI Chat / Responses).
 _OPENAI_IDS = ("prompt_cache_key", "safety_identifier", "user")
 
@@ -94,7 +92,7 @@ _CONVERSATION: Mapping[str, tuple[_Items, _Ids]] = {
 
 def _without_markers(value: Any) -> Any:
     if isinstance(value, Mapping):
-        return {key: _without_markers(item) for key, item in value.items() if key not in _MARKERS}
+        return {key: _without_markers(item) for key, item in value.items() if key not in MARKER_KEYS}
     if isinstance(value, list):
         return [_without_markers(item) for item in value]
     return value

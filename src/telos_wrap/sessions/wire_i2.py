@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from itertools import compress
 from typing import TYPE_CHECKING, Any
 
+from telos_wrap.ir.canon import MARKER_KEYS
 from telos_wrap.ir.model import Band, TelosMessage
 
 if TYPE_CHECKING:
@@ -79,9 +80,6 @@ __all__ = [
     "settled_bytes",
     "telos_rewrites_seen",
 ]
-
-#: Keys of a content block that are cache markers, not content (Anthropic, OpenAI gpt-5.6+).
-MARKER_KEYS = frozenset({"cache_control", "prompt_cache_breakpoint"})
 
 
 #: JSON in the key order of the value, not ``canonical_json``: the order is part of the bytes sent,
