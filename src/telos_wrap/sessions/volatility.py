@@ -322,14 +322,18 @@ def _list_changes(
 
 def _list_span(block: int, lines: Sequence[str], first: int, last: int, index: int) -> VolatileSpan | None:
     """A ``list`` span over lines ``first..last``, widened by a line or two where they anchor badly."""
-    for wider in range(3):
-        for low, high in ((first - wider, last), (first, last + wider), (first - wider, last + wider)):
-            if low < 0 or high >= len(lines) or high - low + 1 > MAX_SPAN_LINES:
-                continue
-            pattern = _line_anchored(lines, low, high, _REGION_BODY, fixed=False)
-            if pattern is not None:
-                extent = high - low + 1
-                return VolatileSpan(pattern, block, low, extent, index, kind="list", body=_REGION_BODY)
+    tries = dict.fromkeys(
+        extent
+        for wider in range(3)
+        for extent in ((first - wider, last), (first, last + wider), (first - wider, last + wider))
+    )
+    for low, high in tries:
+        if low < 0 or high >= len(lines) or high - low + 1 > MAX_SPAN_LINES:
+            continue
+        pattern = _line_anchored(lines, low, high, _REGION_BODY, fixed=False)
+        if pattern is not None:
+            extent = high - low + 1
+            return VolatileSpan(pattern, block, low, extent, index, kind="list", body=_REGION_BODY)
     return None
 
 
