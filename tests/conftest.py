@@ -99,12 +99,17 @@ def vcr_cassette_dir(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def emulator_url(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Base URL of a real emulator HTTP server when recording; a placeholder when replaying."""
+    """Base URL of a real emulator HTTP server when recording; a placeholder when replaying.
+
+    Cassettes match on method, path and body, not on the port: the committed ones are recorded on
+    port 4010 (so a re-recording only changes what changed); scratch recordings (``TELOS_CASSETTE_DIR``,
+    the older-SDK nox sessions) take a free port, so two such runs on one machine cannot collide.
+    """
     mode = request.config.getoption("--record-mode", default="none")
     if mode in (None, "none"):
         yield "http://127.0.0.1:4010"
         return
     from telos_wrap.emulator import Emulator, serve
 
-    with serve(Emulator(), port=4010) as url:
+    with serve(Emulator(), port=0 if os.environ.get("TELOS_CASSETTE_DIR") else 4010) as url:
         yield url

@@ -103,11 +103,9 @@ WIRE_PATHS = {
 
 
 def _family_key() -> str:
-    """The documented prompt_cache_key: sha256 over canonical tools, PIN system blocks, ref slugs."""
+    """The documented prompt_cache_key: sha256 over the canonical tools (docs/engines.md)."""
     material = {
         "tools": sorted(canonical_json(canonicalize_tool_def(tool)) for tool in TOOLS),
-        "system": [canonical_json({"type": "text", "text": text}) for text in (SYSTEM_TEXT, DEVELOPER_TEXT)],
-        "refs": [],
     }
     return "telos-" + hashlib.sha256(canonical_bytes(material)).hexdigest()[:16]
 

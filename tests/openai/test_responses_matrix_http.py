@@ -76,11 +76,9 @@ INPUT: list[dict[str, Any]] = [
 
 
 def _family_key(tools: list[dict[str, Any]]) -> str:
-    """The documented prompt_cache_key: sha256 over canonical tools, PIN system blocks, ref slugs."""
+    """The documented prompt_cache_key: sha256 over the canonical tools (docs/engines.md)."""
     material = {
         "tools": sorted(canonical_json(canonicalize_tool_def(tool)) for tool in tools),
-        "system": [canonical_json({"type": "input_text", "text": INSTRUCTIONS})],
-        "refs": [],
     }
     return "telos-" + hashlib.sha256(canonical_bytes(material)).hexdigest()[:16]
 

@@ -306,15 +306,20 @@ def merge_under_caller(params: Mapping[str, Any], key: str, ours: Mapping[str, A
 
 
 def family_digest(ir: TelosIR, isolation: str | None = None) -> str:
-    """SHA-256 (hex) of the prefix *family*: canonical tools, PIN system blocks, ref-pool slugs.
+    """SHA-256 (hex) of the prefix *family*: the canonical tools (and ``isolation``, a tenant key).
 
-    Stable for a whole session: tool order and key order do not matter, DROP text (a date line) is not
-    PIN, and folding a ref-pool entry keeps its slug. ``isolation`` (a tenant key) partitions families.
+    It names a cache partition (OpenAI's ``prompt_cache_key`` is part of the cache identity, docs/
+    engines.md), so it must not change while two requests can still share a cached prefix. Every
+    rendered prompt starts with its tools; what follows them changes without the tools changing: a
+    volatile span learned mid-session leaves the PIN system, a real prompt edit, a new ref-pool
+    document. A family that hashed those moved the whole request to a fresh partition at exactly
+    those moments, losing the reads of the tools and of the system text before the change as well
+    (two- and three-request LangGraph sessions read nothing at all). Tool order and key order do not
+    matter. Requests with different system prompts but the same tools share a family: their prefixes
+    still differ after the tools, which the vendor's prefix match tells apart.
     """
     material: dict[str, Any] = {
         "tools": sorted(canonical_json(canonicalize_tool_def(tool.payload)) for tool in ir.tools),
-        "system": [canonical_json(block.payload) for block in ir.system if block.band is Band.PIN],
-        "refs": sorted(ir.ref_pool),
     }
     if isolation is not None:
         material["isolation"] = isolation

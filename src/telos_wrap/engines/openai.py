@@ -21,7 +21,8 @@ Vendor facts (openai 3.54 ``types/chat/completion_create_params.py`` and
   independent, langchain4j says OpenAI rejects both (§2.2 DISAGREE) — telos never sends both.
 
 Plan: ``prompt_cache_key = "telos-" + sha256(prefix family)[:16]`` unless the caller set one (the
-family is canonical tools + PIN system + ref-pool slugs, plus ``hints.isolation`` when given); on
+family is the canonical tools, plus ``hints.isolation`` when given: ``family_digest`` says why not the
+system text); on
 gpt-5.6+ also ``prompt_cache_options = {"mode": "implicit"}`` (with ``"ttl": "30m"`` when
 ``hints.ttl == "30m"`` and the caller sent no ``prompt_cache_retention``) unless the caller sent their
 own, and explicit breakpoints, by priority BP-X (last markable non-DROP block of the conversation,
