@@ -30,7 +30,7 @@ RULES = "".join(f"Rule {i}: answer in plain words and name the policy section yo
 
 
 def clock_line(turn: int) -> str:
-    return f"Current date and time: 2026-11-23 10:{turn:02d}:{turn * 7 % 60:02d}"
+    return f"Current date and time: 2026-11-23 10:{turn + 1:02d}:{turn * 7 % 60:02d}"
 
 
 def system_text(turn: int | None) -> str:

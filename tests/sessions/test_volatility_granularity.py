@@ -21,7 +21,7 @@ TURNS = 8
 
 
 def clock(turn: int) -> str:
-    return f"2026-11-23 10:{turn * 7 % 60:02d}"
+    return f"2026-11-23 10:{(turn * 7 + 3) % 60:02d}"  # never a round hour: those are learned later
 
 
 def run(make: Callable[[int], dict[str, Any]], turns: int = TURNS, api: str = "anthropic") -> Driver:
@@ -237,3 +237,25 @@ def test_state_round_trips_and_old_schemas_are_read() -> None:
     legacy = SessionState.loads(old)
     assert legacy.app is not None and legacy.app.system is None  # learning restarts, nothing breaks
     assert legacy.volatile == driver.state.volatile
+
+
+FROZEN = "The current time is 2024-05-15 15:00:00 EST."
+
+
+def test_a_frozen_round_hour_stays_in_the_cached_prefix() -> None:
+    # tau-bench's simulated "now": moved to the DROP tail on sight, it cost its tokens on every request.
+    driver = run(lambda turn: anthropic_body([{"type": "text", "text": f"{RULES}\n{FROZEN}"}], turn))
+    assert learned(driver) == []
+    assert driver.breaks == []
+    assert FROZEN in driver.system_bytes(TURNS - 1).decode()
+
+
+def test_a_live_clock_first_read_on_the_hour_costs_one_break() -> None:
+    # The one-in-sixty live clock that starts on a round hour: learned at its first change instead.
+    def body(turn: int) -> dict[str, Any]:
+        return anthropic_body([{"type": "text", "text": f"Now: 2026-11-23 10:{turn * 7:02d}\n{RULES}"}], turn)
+
+    driver = run(body)
+    assert learned(driver) == [(1, "value", 0, 0)]
+    assert len(driver.breaks) == 1
+    stable_from(driver, 1)

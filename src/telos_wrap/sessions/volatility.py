@@ -82,8 +82,11 @@ _MIN_ANCHOR = 4
 #: A digit-bearing token: whitespace-delimited, leading ``(["'<`` and trailing punctuation left out,
 #: ``KEY=`` left out (``UPTIME=42s``: the value is ``42s``).
 VALUE = re.compile(r"[^\s(\[\"'<>=]*\d[^\s<>=]*?(?=[.,;:!?)\]\"'>]*(?:[\s=]|$))")
-#: A time of day (``10:02``, ``10:02:07``, ``10:02:07.123456``): a clock, learned on sight.
+#: A time of day (``10:02``, ``10:02:07``, ``10:02:07.123456``): a clock, learned on sight unless it
+#: is a round hour (``_live_looking``).
 CLOCK = re.compile(r"(?<![\d:])\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?![\d:])")
+#: A time of day on the hour, to the second and below (``15:00``, ``15:00:00``, ``00:00:00.000``).
+_ROUND_HOUR = re.compile(r"\d{1,2}:00(?::00(?:[.,]0+)?)?")
 #: Where a sentence ends inside a line: after ``.``, ``!`` or ``?`` and before whitespace.
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _VALUE_RE = r"\S+"
@@ -402,12 +405,23 @@ def _clock_spans_of(block: int, text: str) -> tuple[VolatileSpan, ...]:
     lines = text.split("\n")
     spans: list[VolatileSpan] = []
     for number, line in enumerate(lines):
-        clocks = [
-            m.span() for m in VALUE.finditer(line) if CLOCK.search(line, m.start(), m.end()) is not None
-        ]
+        clocks = [m.span() for m in VALUE.finditer(line) if _live_looking(line, m.start(), m.end())]
         if clocks:
             spans.extend(_sentence_spans(block, lines, number, clocks, 0))
     return tuple(spans)
+
+
+def _live_looking(line: str, start: int, end: int) -> bool:
+    """Whether the value ``line[start:end]`` holds a time of day that is not a round hour.
+
+    A fixed time written into a prompt (a benchmark's simulated "now" such as tau-bench's
+    ``The current time is 2024-05-15 15:00:00 EST.``, a publication time, an opening hour) is almost
+    always a round hour; a live clock reads ``HH:00`` one minute in sixty. A round one is therefore
+    left in place and learned at its first change like any other value: a frozen clock then costs
+    nothing, where moving it out of the cached prefix costs its tokens on every request.
+    """
+    found = CLOCK.search(line, start, end)
+    return found is not None and _ROUND_HOUR.fullmatch(found.group()) is None
 
 
 def _skeleton_regex(fragment: str) -> tuple[str, int]:
