@@ -224,8 +224,8 @@ def check_rewritten(body: dict[str, Any]) -> None:
     assert [tool["name"] for tool in body["tools"]] == ["book", "search_flights"]  # stable sort
     assert body["tools"][1]["input_schema"]["required"] == ["from", "to"]
     assert all("Current time" not in block["text"] for block in body["system"])
-    assert body["system"][0]["text"] == "[ref:system-doc-0]"  # large system text pooled, rendered after
-    assert body["system"][1]["text"].startswith("[ref:system-doc-0]\nYou are a careful assistant")
+    # The large system text is pooled; as the last system text it is sent in place of its stub.
+    assert body["system"][0]["text"].startswith("You are a careful assistant")
     last = body["messages"][-1]["content"]
     assert last[0] == {
         "cache_control": {"type": "ephemeral"},

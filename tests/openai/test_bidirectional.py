@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -101,16 +102,16 @@ def test_vllm_cooperative_fold_sends_evict_span() -> None:
     folded, extras = cooperative_fold(adapter, ir, "system-doc-0", "Policy summary.")
     span = extras["cache_policy"]["evict_span"]
     assert span["ref"] == "system-doc-0" and len(span["sha256"]) == 64
-    assert span["at"] == {"message": 0, "part": 1}
+    # The policy is the last system text: its entry stands in place of its stub, as the caller sent it.
+    document = ir.system[0].payload["text"]
+    assert span["at"] == {"message": 0, "part": 0}
+    assert span["sha256"] == hashlib.sha256(document.encode()).hexdigest()  # the bytes that were sent
     body = emit_with_extras(adapter, folded, TelosHints(), extras)
     assert body["cache_policy"] == {
         "evict_span": span,
-        "pin_prefix_until_block": {"message": 0, "part": 1},
+        "pin_prefix_until_block": {"message": 0, "part": 0},
     }
-    assert body["messages"][0]["content"] == [
-        {"text": "[ref:system-doc-0]", "type": "text"},  # the stub's bytes never change
-        {"text": "[ref:system-doc-0]\nPolicy summary.", "type": "text"},
-    ]
+    assert body["messages"][0]["content"] == "Policy summary."
 
 
 def test_sglang_cooperative_fold_forks_and_replaces() -> None:

@@ -194,6 +194,8 @@ def test_user_envelope_is_split_and_the_callers_marker_stays_on_the_question() -
 
 
 def test_large_system_text_goes_to_the_ref_pool_and_is_still_sent() -> None:
+    # The document is the last system text: its entry would follow its stub at once, so it is sent in
+    # the stub's place as the caller wrote it (no stub, no reference line: they would only cost tokens).
     document = "policy line\n" * 300
     body = {
         "model": "m",
@@ -201,12 +203,33 @@ def test_large_system_text_goes_to_the_ref_pool_and_is_still_sent() -> None:
     }
     prepared = prepare("openai_chat", body, PrepareOptions(engine="generic"))
     assert list(prepared.ir.ref_pool) == ["system-doc-0"]
-    system = prepared.body["messages"][0]
-    assert system["role"] == "system"
-    assert system["content"] == [
-        {"text": "[ref:system-doc-0]", "type": "text"},
-        {"text": "[ref:system-doc-0]\n" + document, "type": "text"},
+    assert prepared.body["messages"] == body["messages"]
+    assert not [r for r in prepared.ir.records if r.kind == "ref-stub"]
+
+
+def test_large_system_text_before_other_system_text_keeps_its_stub() -> None:
+    # With system text after it, the stub pays: a fold of the document keeps that text cached.
+    document = "policy line\n" * 300
+    body = {
+        "model": "m",
+        "messages": [
+            {"role": "system", "content": document},
+            {"role": "developer", "content": "Answer briefly."},
+            {"role": "user", "content": "Q"},
+        ],
+    }
+    prepared = prepare("openai_chat", body, PrepareOptions(engine="generic"))
+    assert prepared.body["messages"][:2] == [
+        {"role": "system", "content": "[ref:system-doc-0]"},
+        {
+            "role": "developer",
+            "content": [
+                {"text": "Answer briefly.", "type": "text"},
+                {"text": "[ref:system-doc-0]\n" + document, "type": "text"},
+            ],
+        },
     ]
+    assert [r.kind for r in prepared.ir.records if r.kind == "ref-stub"] == ["ref-stub"]
 
 
 def test_message_with_only_volatile_system_text_leaves_no_empty_message() -> None:

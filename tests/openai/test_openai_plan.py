@@ -73,8 +73,9 @@ def test_gpt_5_6_breakpoints_at_stable_boundaries_never_on_assistant() -> None:
     sent = _send(_body("gpt-5.6"))
     assert sent["prompt_cache_options"] == {"mode": "implicit"}
     explicit = {"mode": "explicit"}
-    # BP-S on the stub, BP-R on the rendered ref-pool entry, BP-X on the question before the clock line.
-    assert _markers(sent) == [(1, 0, explicit), (1, 1, explicit), (4, 0, explicit)]
+    # BP-S on the last PIN system text, BP-R on the pooled document (the last system text, so sent in
+    # place of its stub: refpool.in_place), BP-X on the question before the clock line.
+    assert _markers(sent) == [(0, 0, explicit), (1, 0, explicit), (4, 0, explicit)]
     assert sent["messages"][4]["content"][1] == {"text": "Current time: 10:00", "type": "text"}
     roles = [sent["messages"][m]["role"] for m, _, _ in _markers(sent)]
     assert "assistant" not in roles

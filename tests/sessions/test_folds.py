@@ -58,6 +58,24 @@ def test_fold_keeps_every_byte_before_the_slug_content_and_the_stub(
     assert "fold: ref:" + slug in sess.explain(3)
 
 
+def test_fold_of_a_long_last_system_text_swaps_it_in_place(
+    claude: anthropic.Anthropic, transport: RecordingTransport, clock: ManualClock
+) -> None:
+    # The system prompt is one long text: pooled, but sent as written (no stub would pay), so the
+    # fold replaces that block with the summary where it stands, and the tools before it stay.
+    with telos_wrap.session(clock=clock.now) as sess:
+        for turn in range(2):
+            claude.messages.create(model=MODEL, max_tokens=32, system=HANDBOOK, messages=messages_for(turn))
+        before = _last(transport)
+        sess.fold(slugs=["system-doc-0"], summary="Summary: refunds in 14 days.")
+        claude.messages.create(model=MODEL, max_tokens=32, system=HANDBOOK, messages=messages_for(2))
+        after = _last(transport)
+    assert [block["text"] for block in before["system"]] == [HANDBOOK]
+    assert [block["text"] for block in after["system"]] == ["Summary: refunds in 14 days."]
+    assert before.get("tools") == after.get("tools")
+    assert "fold: ref:system-doc-0" in sess.explain(2)
+
+
 def test_fold_of_a_message_range_is_durable_and_explained(
     claude: anthropic.Anthropic, transport: RecordingTransport, clock: ManualClock
 ) -> None:

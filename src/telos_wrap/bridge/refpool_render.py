@@ -4,6 +4,12 @@ The system segment becomes ``pin*`` (system text and ``[ref:slug]`` stubs) → `
 entry, lexicographic slug order, each starting with its own ``[ref:slug]`` line) → ``drop*``.
 Rendering the entries into the same request is what keeps a stub honest: the document it points at
 is always sent (the reference implementation sent stubs without the documents).
+
+A stub that would be followed at once by its own entry (it is the last PIN block, nothing else is
+FOLD, its entry comes first in slug order) is not sent: the entry goes in its place as its content
+alone (``refpool.in_place``), which is the text the caller sent. The stub buys something only when
+PIN text follows it (a fold then keeps that text cached); right before its entry it only costs
+tokens.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from telos_wrap.ir.model import Band, TelosIR, Transformation
-from telos_wrap.ir.refpool import RefPool
+from telos_wrap.ir.refpool import RefPool, in_place
 
 __all__ = ["render_ref_pool"]
 
@@ -24,7 +30,11 @@ def render_ref_pool(ir: TelosIR) -> TelosIR:
     pins = tuple(block for block in ir.system if block.band is Band.PIN)
     folds = tuple(block for block in ir.system if block.band is Band.FOLD and block.ref_slug is None)
     drops = tuple(block for block in ir.system if block.band is Band.DROP)
-    system = pins + folds + pool.render_blocks() + drops
+    entries = pool.render_blocks()
+    last = pins[-1] if pins else None
+    if last is not None and last.ref_slug is not None and not folds and entries[0].ref_slug == last.ref_slug:
+        pins, entries = pins[:-1], (in_place(entries[0], last.extra), *entries[1:])
+    system = pins + folds + entries + drops
     pool.lint_blocks(system)
     records = list(ir.records)
     for block in pins:

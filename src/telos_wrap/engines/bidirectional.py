@@ -27,7 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 from telos_wrap.engines.base import EngineAdapter, ProbeResult
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Band, TelosIR, TelosMessage
-from telos_wrap.ir.refpool import RefPool, entry_payload_text
+from telos_wrap.ir.refpool import IN_PLACE, RefPool, entry_payload_text, in_place
 
 __all__ = [
     "BidirectionalEngine",
@@ -150,14 +150,22 @@ def fold_ref(ir: TelosIR, slug: str, summary: str) -> TelosIR:
     pool = RefPool(ir.ref_pool.values())
     folded = pool.fold(slug, summary)
     system = tuple(
-        folded if block.ref_slug == slug and block.band is Band.FOLD else block for block in ir.system
+        (in_place(folded, block.extra) if block.extra.get(IN_PLACE) else folded)
+        if block.ref_slug == slug and block.band is Band.FOLD
+        else block
+        for block in ir.system
     )
     return replace(ir, ref_pool=pool.snapshot(), system=system)
 
 
 def entry_digest(ir: TelosIR, slug: str) -> str | None:
-    """SHA-256 (hex) of ref-pool entry ``slug``'s current rendered text, or ``None`` if unknown."""
-    block = ir.ref_pool.get(slug)
+    """SHA-256 (hex) of ref-pool entry ``slug``'s text as the request renders it, or ``None`` if unknown.
+
+    That is the entry's block in ``ir.system`` (with its reference line, or its content alone where it
+    stands in place of its stub) when the pool was rendered, else the pool entry itself.
+    """
+    rendered = (b for b in ir.system if b.ref_slug == slug and b.band is Band.FOLD)
+    block = next(rendered, None) or ir.ref_pool.get(slug)
     if block is None:
         return None
     return hashlib.sha256(entry_payload_text(block).encode("utf-8")).hexdigest()

@@ -17,10 +17,12 @@ from telos_wrap.errors import RefPoolError
 from telos_wrap.ir.model import Band, BlockKind, TelosBlock
 
 __all__ = [
+    "IN_PLACE",
     "REF_PATTERN",
     "SLUG_PATTERN",
     "RefPool",
     "entry_payload_text",
+    "in_place",
     "make_entry",
     "parse_rendered",
     "parse_stub",
@@ -176,6 +178,27 @@ def make_entry(slug: str, text: str, *, source: str) -> TelosBlock:
         payload={"type": "text", "text": render_entry_text(slug, text)},
         ref_slug=slug,
         source_tag=source,
+    )
+
+
+#: ``extra`` flag of a pool entry rendered in its stub's place (``in_place``).
+IN_PLACE = "ref_in_place"
+
+
+def in_place(entry: TelosBlock, extra: Mapping[str, Any]) -> TelosBlock:
+    """Pool ``entry`` rendered in the place of its own stub: its content alone, no reference line.
+
+    Where a stub would be followed at once by its entry (the last PIN text of the system segment, the
+    first entry rendered), the stub and the reference line point at nothing the model does not read
+    right after them: they only cost tokens (about ten a request, measured: 0.9% more cost on
+    tau-bench's Chat Completions sessions). Rendered in place, the bytes are the caller's text and a
+    fold still swaps only this block. ``extra``: the stub's extras (where it stood), the entry's win.
+    """
+    rendered = parse_rendered(entry_payload_text(entry))
+    text = rendered[1] if rendered is not None else entry_payload_text(entry)
+    merged = {k: v for k, v in extra.items() if k != "stub_for_chars"}
+    return replace(
+        entry, payload={**entry.payload, "text": text}, extra={**merged, **entry.extra, IN_PLACE: True}
     )
 
 
