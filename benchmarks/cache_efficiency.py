@@ -71,6 +71,7 @@ from telos_wrap.replay import (
     patched,
     replay,
 )
+from telos_wrap.sessions.wire_i2 import telos_rewrites_seen
 from telos_wrap.traces import TraceRequest, group_sessions, load_trace
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,9 +103,16 @@ class Cell:
     requests: int = 0
     refused: int = 0
     fallbacks: int = 0
+    #: ``telos_rewrote`` breaks: a settled message telos did not re-send byte for byte (I2 on the wire).
+    telos_rewrites: int = 0
 
     def add(
-        self, run: RunResult, as_sent: RunResult, bounds: Sequence[int], causal_bounds: Sequence[int]
+        self,
+        run: RunResult,
+        as_sent: RunResult,
+        bounds: Sequence[int],
+        causal_bounds: Sequence[int],
+        rewrites: int = 0,
     ) -> None:
         for turn, base, bound, causal in zip(run.turns, as_sent.turns, bounds, causal_bounds, strict=True):
             if turn.error is not None:  # refused: the caller pays it uncached at its as-sent size
@@ -118,6 +126,7 @@ class Cell:
             self.as_sent_input += base.input
             self.requests += 1
         self.fallbacks += run.fallbacks
+        self.telos_rewrites += rewrites
 
     def merge(self, other: Cell) -> None:
         for name in (
@@ -130,6 +139,7 @@ class Cell:
             "requests",
             "refused",
             "fallbacks",
+            "telos_rewrites",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
@@ -165,6 +175,7 @@ class Cell:
             "causal_efficiency": None if self.causal_efficiency is None else round(self.causal_efficiency, 6),
             "refused": self.refused,
             "fallbacks": self.fallbacks,
+            "telos_rewrites": self.telos_rewrites,
         }
 
 
@@ -266,8 +277,10 @@ def run_session(
         causal_bounds = [causal.add(r.api, r.kwargs, v) for r, v in zip(requests, volatile, strict=True)]
         for mode in modes:
             runs: dict[str, RunResult] = {}
+            rewrites: dict[str, int] = {}
             for strategy in _strategies(vendor, ref):
                 before = sum(ref.fallbacks.values()) if ref is not None else 0
+                telos_rewrites_seen(clear=True)
                 run = replay(
                     [requests],
                     strategy,
@@ -279,9 +292,11 @@ def run_session(
                 if ref is not None and strategy.name == reference.NAME:
                     run.fallbacks += sum(ref.fallbacks.values()) - before
                 runs[strategy.name] = run
+                rewrites[strategy.name] = len(telos_rewrites_seen(clear=True))
             as_sent = runs[AS_SENT.name]
             for name, run in runs.items():
-                cells.setdefault((source, style, mode, name), Cell()).add(run, as_sent, bounds, causal_bounds)
+                cell = cells.setdefault((source, style, mode, name), Cell())
+                cell.add(run, as_sent, bounds, causal_bounds, rewrites[name])
     return cells
 
 
@@ -375,6 +390,8 @@ def _notes(cell: Cell, label: str) -> list[str]:
         notes.append(f"{label}: {cell.refused} refused")
     if cell.fallbacks:
         notes.append(f"{label}: {cell.fallbacks} fall-backs")
+    if cell.telos_rewrites:
+        notes.append(f"{label}: {cell.telos_rewrites} telos_rewrote breaks")
     return notes
 
 
@@ -467,6 +484,15 @@ def checks(section: Section) -> list[str]:
                 lines.append(
                     f"{verdict} {where}: telos_wrap {_pct(cell.efficiency)} of the bound (>= 97%){causal}"
                 )
+        rewrites = sum(
+            section.cell(source, style, mode, TELOS.name).telos_rewrites
+            for style in section.styles
+            for source in section.sources()
+        )
+        lines.append(
+            f"{'PASS ' if rewrites == 0 else 'FAIL '} {section.vendor:9} {mode:10} I2 on the wire: "
+            f"{rewrites} telos_rewrote breaks over every style and source (0 wanted)"
+        )
         other = AUTO_CACHING.name if AUTO_CACHING.name in section.strategies else AS_SENT.name
         for source in sources:
             telos = section.cell(source, CLEAN, mode, TELOS.name)
