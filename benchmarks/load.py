@@ -20,7 +20,15 @@ included) p50/p99/max, the longest loop stall, the store's breaker counters, and
 session's stored state holds exactly its own turns and usage.
 
     python benchmarks/load.py [--sessions 500] [--turns 20] [--latency 5] [--stall 6]
-                              [--scenarios 0ms,latency,stalled] [--quick]
+                              [--scenarios 0ms,latency,stalled] [--think S] [--quick]
+
+The emulator answers at once, so by default every session sends its next turn as soon as the last
+one returns: 500 tasks always ready, a saturated loop, and each call's latency is mostly its wait
+behind the other 499 (it measures throughput). ``--think S`` adds the time a real model takes to
+answer: each session waits ``S`` seconds times a factor in [0.5, 1.5) (seeded per session and turn,
+the same in every pass) before its next turn, so the load is what 500 live conversations offer
+(about ``sessions / S`` calls a second) and a call's added latency is telos' own work plus what
+queues behind it.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ import asyncio
 import gc
 import multiprocessing as mp
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -337,6 +346,7 @@ async def run_pass(
     turns: int,
     store: RedisStore | None,
     stall: tuple[float, float] | None = None,
+    think: float = 0.0,
 ) -> PassResult:
     """``sessions`` concurrent sessions of ``turns`` turns each; patched iff ``store`` is given."""
     latencies: list[float] = []
@@ -352,13 +362,18 @@ async def run_pass(
         wrappers._aprepare = timed_aprepare(telos_samples)  # type: ignore[assignment]
 
     async def one(owner: int) -> None:
-        await asyncio.sleep(owner * 0.002)  # a ramp, not 500 connections in the same millisecond
+        pace = random.Random(owner)
+        # A ramp, not 500 connections in the same millisecond; with model time, conversations start
+        # spread over one model answer, as live ones would be (not all in the same second).
+        await asyncio.sleep(think * pace.random() if think else owner * 0.002)
         sess = telos_wrap.session(f"{name}-{owner}", store=store) if store is not None else None
         if sess is not None:
             held.append(sess)
             await sess.__aenter__()
         try:
             for turn in range(turns):
+                if think and turn:
+                    await asyncio.sleep(think * (0.5 + pace.random()))
                 started = time.perf_counter()
                 await client.messages.create(
                     model=MODEL, max_tokens=8, system=SYSTEM, messages=messages_for(owner, turn)
@@ -493,7 +508,7 @@ def report(results: list[PassResult]) -> None:
 
 
 async def main_async(args: argparse.Namespace, rig: Rig) -> list[PassResult]:
-    results = [await run_pass("unpatched", rig, args.sessions, args.turns, None)]
+    results = [await run_pass("unpatched", rig, args.sessions, args.turns, None, think=args.think)]
     telos_wrap.patch()
     try:
         for scenario in args.scenarios.split(","):
@@ -506,16 +521,19 @@ async def main_async(args: argparse.Namespace, rig: Rig) -> list[PassResult]:
             )
             if scenario == "0ms":
                 rig.latency.value = 0.0
-                results.append(await run_pass("patched, Redis 0 ms", rig, args.sessions, args.turns, store))
+                name = "patched, Redis 0 ms"
+                results.append(await run_pass(name, rig, args.sessions, args.turns, store, think=args.think))
             elif scenario == "latency":
                 rig.latency.value = args.latency / 1e3
                 name = f"patched, Redis {args.latency:g} ms"
-                results.append(await run_pass(name, rig, args.sessions, args.turns, store))
+                results.append(await run_pass(name, rig, args.sessions, args.turns, store, think=args.think))
             elif scenario == "stalled":
                 rig.latency.value = 0.0
                 stall = (args.stall_at, args.stall)
                 name = f"patched, Redis stalled {args.stall:g}s"
-                results.append(await run_pass(name, rig, args.sessions, args.turns, store, stall))
+                results.append(
+                    await run_pass(name, rig, args.sessions, args.turns, store, stall, think=args.think)
+                )
             else:
                 raise SystemExit(f"unknown scenario {scenario!r}")
     finally:
@@ -535,6 +553,9 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=1.0, help="RedisStore timeout (s)")
     parser.add_argument("--backoff", type=float, default=2.0, help="breaker window (s)")
     parser.add_argument("--scenarios", default="0ms,latency,stalled")
+    parser.add_argument(
+        "--think", type=float, default=0.0, help="seconds a model takes to answer, between turns (default 0)"
+    )
     parser.add_argument("--quick", action="store_true", help="50 sessions x 5 turns, 2 s stall")
     args = parser.parse_args()
     if args.quick:
@@ -542,8 +563,9 @@ def main() -> None:
     gc.collect()
     rig = start_rig()
     try:
+        pacing = f"{args.think:g} s x [0.5, 1.5) model time between turns" if args.think else "no pause"
         print(
-            f"{args.sessions} concurrent async sessions x {args.turns} turns; emulator over HTTP; "
+            f"{args.sessions} concurrent async sessions x {args.turns} turns ({pacing}); emulator over HTTP; "
             f"Redis behind a relay (timeout {args.timeout:g} s, breaker window {args.backoff:g} s)"
         )
         report(asyncio.run(main_async(args, rig)))

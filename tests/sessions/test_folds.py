@@ -131,7 +131,7 @@ def test_mark_is_a_dry_run_of_the_next_request(
             sess.mark()
         _send(claude, 0)
         plan = sess.mark()
-        assert plan.breakpoints == sess._records[0].prepared.plan.breakpoints  # type: ignore[union-attr]
+        assert plan.breakpoints == sess._records[0].explained.breakpoints  # type: ignore[union-attr]
         assert sess.stats.requests == 1  # nothing recorded
         # A fold recorded since is visible in the dry run, and a body can be given explicitly.
         other = sess.mark(

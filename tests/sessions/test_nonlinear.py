@@ -250,9 +250,8 @@ def assistant(n: int) -> dict[str, Any]:
 
 
 def last_prepared(session: Session) -> Any:
-    """What ``session.explain()`` shows of the session's latest request in this process."""
-    records = session._records  # the prepared request behind explain()
-    prepared = records[next(reversed(records))].prepared
+    """The session's latest request as this process prepared it (body, plan, IR)."""
+    prepared = session._last_prepared
     assert prepared is not None, "the request was not rewritten"
     return prepared
 

@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 
 from telos_wrap.bridge import BridgeOptions
 from telos_wrap.config import current_config
-from telos_wrap.engines.base import EmitPlan
+from telos_wrap.engines.base import Breakpoint, EmitPlan
 from telos_wrap.errors import (
     RefPoolError,
     StoreBusyError,
@@ -46,7 +46,7 @@ from telos_wrap.failopen import report_failure
 from telos_wrap.history import HistoryMemo
 from telos_wrap.ir.canon import canonical_json
 from telos_wrap.ir.hints import TelosHints, parse_hints
-from telos_wrap.ir.model import Api, UsageReport
+from telos_wrap.ir.model import Api, Transformation, UsageReport
 from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks
 from telos_wrap.sessions.breaker import StoreBreaker, StoreEvent, breaker_of
 from telos_wrap.sessions.folds import FoldError, validate_range, validate_slug
@@ -83,6 +83,24 @@ CacheBreakCallback = Callable[[CacheBreak], None]
 
 
 @dataclass(frozen=True, slots=True)
+class Explained:
+    """What ``explain`` shows of a request telos prepared: its plan and records, not its body or IR.
+
+    A session keeps the last 64 of these; holding whole pipeline results (wire body, IR) would keep
+    every one of them alive, and with it the garbage collector's work in a process of many sessions.
+    """
+
+    untouched: str | None
+    breakpoints: tuple[Breakpoint, ...]
+    notes: tuple[str, ...]
+    records: tuple[Transformation, ...]
+
+    @classmethod
+    def of(cls, prepared: Prepared) -> Explained:
+        return cls(prepared.untouched, prepared.plan.breakpoints, prepared.plan.notes, prepared.ir.records)
+
+
+@dataclass(frozen=True, slots=True)
 class RequestRecord:
     """What this process remembers of one request of the session (for ``explain``).
 
@@ -90,7 +108,7 @@ class RequestRecord:
         index: the request's index in its session.
         api / engine: wire API and engine adapter.
         kind: ``"telos"`` (rewritten), ``"passthrough"`` (sent as built) or ``"refresh"`` (pre-warm).
-        prepared: the pipeline result (``None`` unless ``kind == "telos"``).
+        explained: what telos did to it (``None`` unless ``kind == "telos"``).
         cache_break / learned: what ``run_turn`` found.
         usage: the response's usage once recorded.
     """
@@ -99,7 +117,7 @@ class RequestRecord:
     api: Api
     engine: str
     kind: str
-    prepared: Prepared | None = None
+    explained: Explained | None = None
     cache_break: CacheBreak | None = None
     learned: VolatileSpan | None = None
     usage: UsageReport | None = None
@@ -234,7 +252,8 @@ class Session:
         self._history_limit = history_limit
         self._blobs: dict[str, str] = {}
         self._last_request: tuple[Api, dict[str, Any], PrepareOptions] | None = None
-        self._last_sent: dict[str, Any] | None = None
+        #: The latest request this process rewrote (its body is what a refresh re-sends).
+        self._last_prepared: Prepared | None = None
         self._memo = HistoryMemo()
         self._ledger = WireLedger()
         #: The store's copy as this process last saw it: (revision, text, state); revision 0 = absent.
@@ -690,7 +709,7 @@ class Session:
         self, api: Api, body: Mapping[str, Any], options: PrepareOptions, result: TurnResult
     ) -> None:
         self._last_request = (api, dict(body), options)
-        self._last_sent = result.prepared.body
+        self._last_prepared = result.prepared
         self._ledger.remember(result.wire)
         self._remember(
             RequestRecord(
@@ -698,7 +717,7 @@ class Session:
                 api,
                 options.engine,
                 "telos",
-                result.prepared,
+                Explained.of(result.prepared),
                 result.cache_break,
                 result.learned,
             )
@@ -953,7 +972,8 @@ class Session:
         (the last request, ``max_tokens: 0``). ``telos_wrap.sessions.refresh_io.send_refresh`` sends it.
         """
         with self._lock:
-            return decide_refresh(self.state, self._last_sent, self.clock(), margin=margin)
+            last = self._last_prepared.body if self._last_prepared is not None else None
+            return decide_refresh(self.state, last, self.clock(), margin=margin)
 
     def forget_volatility(self) -> None:
         """Drop every learned volatile span (they are learned again if they keep changing)."""
@@ -997,22 +1017,21 @@ class Session:
                 lines.append(_break_line(brk))
             return "\n".join(lines)
         lines = [f"session {self.id} request {record.index} ({record.api}, engine {record.engine})"]
-        if record.prepared is None:
+        explained = record.explained
+        if explained is None:
             lines.append(
                 "  pre-warm refresh (max_tokens=0), sent as built"
                 if record.kind == "refresh"
                 else "  sent unchanged (telos disabled for it, or it failed open)"
             )
-        elif record.prepared.untouched is not None:
-            lines.append(f"  left untouched (sent as the SDK built it): {record.prepared.untouched}")
+        elif explained.untouched is not None:
+            lines.append(f"  left untouched (sent as the SDK built it): {explained.untouched}")
         else:
-            for bp in record.prepared.plan.breakpoints:
+            for bp in explained.breakpoints:
                 where = bp.segment if bp.message is None else f"messages[{bp.message}]"
                 lines.append(f"  breakpoint {bp.name:7} at {where}[{bp.block}] ttl={bp.ttl}")
-            lines.extend(f"  note: {note}" for note in record.prepared.plan.notes)
-            lines.extend(
-                f"  {t.kind}: {t.where} ({t.chars} chars) — {t.detail}" for t in record.prepared.ir.records
-            )
+            lines.extend(f"  note: {note}" for note in explained.notes)
+            lines.extend(f"  {t.kind}: {t.where} ({t.chars} chars) — {t.detail}" for t in explained.records)
         if record.learned is not None:
             lines.append(f"  learned volatile span: {record.learned.pattern!r}")
         if record.cache_break is not None or brk is not None:
