@@ -256,6 +256,43 @@ class PassResult:
     recovered_after: float | None = None
     breaker: Any = None
     state_ok: str = "-"
+    gc: GcStats | None = None
+
+
+@dataclass
+class GcStats:
+    """Garbage collections during a pass, and the objects the collector tracks after it."""
+
+    full: int  # generation-2 collections: each walks every tracked object in the process
+    longest_full: float
+    total: float  # seconds spent in collections of any generation
+    live: int  # tracked objects after the pass, its sessions still held
+
+
+class GcTimer:
+    """Times every collection (``gc.callbacks``): the full ones are the loop's longest stalls."""
+
+    def __init__(self) -> None:
+        self.pauses: list[tuple[int, float]] = []
+        self._started = 0.0
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.pauses.append((info["generation"], time.perf_counter() - self._started))
+
+    def __enter__(self) -> GcTimer:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._callback)
+
+    def stats(self) -> GcStats:
+        full = [took for generation, took in self.pauses if generation == 2]
+        total = sum(took for _, took in self.pauses)
+        return GcStats(len(full), max(full, default=0.0), total, len(gc.get_objects()))
 
 
 class LagMonitor:
@@ -405,7 +442,7 @@ async def run_pass(
     started = time.perf_counter()
     stall_task = asyncio.ensure_future(staller(*stall)) if stall else None
     try:
-        with StepTimer() as steps:
+        with StepTimer() as steps, GcTimer() as collections:
             await asyncio.gather(*(one(n) for n in range(sessions)))
     finally:
         monitor.running = False
@@ -416,6 +453,7 @@ async def run_pass(
     result = PassResult(
         name, len(latencies), seconds, latencies, telos_samples, monitor.max_lag, steps.stats()
     )
+    result.gc = collections.stats()
     if stall is not None:
         lo, hi = started + stall[0], started + stall[0] + stall[1]
         result.completed_during_stall = sum(lo <= t <= hi for t in finished_at)
@@ -490,6 +528,12 @@ def report(results: list[PassResult]) -> None:
     for r in results:
         if r.steps is not None:
             print(f"  {r.name}: longest step ({r.steps.count} steps): {r.steps.longest_what}")
+        if r.gc is not None:
+            longest = r.gc.longest_full * 1e3
+            print(
+                f"  {r.name}: {r.gc.full} full garbage collections (longest {longest:.1f} ms), "
+                f"{r.gc.total:.2f} s in all collections, {r.gc.live:,} tracked objects after the pass"
+            )
     for r in results:
         if r.breaker is not None:
             b = r.breaker
