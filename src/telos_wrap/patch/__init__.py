@@ -1,7 +1,11 @@
 """``patch()`` / ``unpatch()``: install the wrapt wrappers on whatever SDKs are importable.
 
 Targets are data (``TARGETS``). Each is resolved with ``importlib`` and wrapped on its own: a
-missing module or attribute (an older or newer SDK) is skipped and logged, never fatal. Patching is
+missing module or attribute (an older or newer SDK) is skipped and logged, never fatal. An SDK the
+application has not imported yet is not imported here: a wrapt post-import hook patches it when the
+application first imports it (importing ``openai`` into an Anthropic-only process would load ~1,100
+modules and leave ~108,000 objects for every full garbage collection to walk, for the process'
+lifetime). Patching is
 idempotent and thread-safe; ``unpatch()`` puts back the exact original function objects and never
 raises. If another library wrapped a method *over* ours since, ours is switched off in place
 instead, so theirs keeps working.
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -189,6 +194,8 @@ def patch(
 ) -> dict[str, bool]:
     """Patch the installed ``anthropic`` and ``openai`` SDKs. Calling it again only updates the options.
 
+    An SDK not imported yet is patched when the application imports it (nothing is imported here).
+
     Args:
         strict: raise ``TelosStageError`` when telos fails instead of sending the original request.
         engines: ``{base_url_or_host: engine}`` for OpenAI-compatible servers telos cannot recognise
@@ -219,10 +226,33 @@ def patch(
         return coverage()
 
 
+#: SDKs with a post-import hook registered (wrapt cannot unregister one: it checks the mode).
+_hooked: set[str] = set()
+
+
+def _on_sdk_import(module: Any) -> None:
+    """wrapt post-import hook: the application imported an SDK; patch it as the current mode wants."""
+    try:
+        with _lock:
+            if rewriting():
+                wanted: list[Target] | tuple[Target, ...] = TARGETS
+            elif _observer_holds:
+                wanted = _observer_targets()
+            else:
+                return
+            _install([target for target in wanted if target.sdk == module.__name__])
+    except Exception:  # an import of the application's must never fail because of telos
+        logger.warning("telos_wrap could not patch %s when it was imported", module, exc_info=True)
+
+
 def _install(targets: tuple[Target, ...] | list[Target]) -> None:
-    """Wrap every target not wrapped yet (call with ``_lock`` held)."""
+    """Wrap every target not wrapped yet (call with ``_lock`` held); defer SDKs not imported yet."""
+    for sdk in dict.fromkeys(target.sdk for target in targets):
+        if sdk not in sys.modules and sdk not in _hooked:
+            _hooked.add(sdk)
+            wrapt.register_post_import_hook(_on_sdk_import, sdk)
     for target in targets:
-        if target in _installed:
+        if target in _installed or target.sdk not in sys.modules:
             continue
         try:
             resolved = _resolve(target)
@@ -319,6 +349,9 @@ def is_patched() -> bool:
 
 
 def coverage() -> dict[str, bool]:
-    """Which entry points and layers are wrapped right now, as ``{"module:Class.method": bool}``."""
+    """Which entry points and layers are wrapped right now, as ``{"module:Class.method": bool}``.
+
+    The targets of an SDK the application has not imported yet are ``False`` until it does.
+    """
     with _lock:
         return {f"{t.module}:{t.qualname}": t in _installed for t in TARGETS}
