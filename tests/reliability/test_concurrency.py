@@ -56,15 +56,17 @@ def test_patch_and_unpatch_while_16_threads_call() -> None:
     errors: list[BaseException] = []
     answers: list[tuple[str, str]] = []
     seen: set[bool] = set()  # whether calls went out rewritten (True) and as sent (False)
+    toggled = [0]  # patch/unpatch rounds the main thread completed so far
 
     def worker(index: int) -> None:
         sdk = "anthropic" if index % 2 else "openai"
         try:
             with telos_wrap.session(f"thread-{index}"):
-                # 20 calls each, and more (up to 200) until both patched and unpatched calls went
-                # out: which calls land in a patched window is up to the GIL's scheduling.
-                for n in range(200):
-                    if n >= 20 and len(seen) == 2:
+                # 20 calls each, and more (up to 2,000) until both patched and unpatched calls went
+                # out and the main thread toggled twice: which calls land in a patched window, and
+                # when the main thread gets the GIL back from 16 busy threads, is up to the scheduler.
+                for n in range(2000):
+                    if n >= 20 and len(seen) == 2 and toggled[0] >= 2:
                         break
                     tag = f"t{index}-{n}"
                     kwargs = kwargs_for(sdk, tag)
@@ -90,6 +92,7 @@ def test_patch_and_unpatch_while_16_threads_call() -> None:
         telos_wrap.unpatch()
         time.sleep(0.0005)
         toggles += 1
+        toggled[0] = toggles
     for thread in threads:
         thread.join(30)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import importlib
+import sys
 import threading
 import uuid
 import weakref
@@ -42,30 +43,47 @@ _pending_lock = threading.Lock()
 _PENDING_LIMIT = 4096
 
 
-@functools.cache
+class _Token:
+    """What every ``HintToken`` class is besides the SDKs' ``Omit`` types: the carrier of a token."""
+
+    token: str
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+    def __repr__(self) -> str:
+        return "HintToken(...)"
+
+
+_SDKS = ("anthropic", "openai")
+
+
 def _token_type() -> type:
-    """A class that is every importable SDK's ``Omit`` and carries a token (see module docstring)."""
-    bases: list[type] = []
-    for module in ("anthropic._types", "openai._types"):
+    """A class that is the ``Omit`` of every SDK imported so far and carries a token (module docstring).
+
+    Only imported SDKs count: importing one here would load it into an application that never uses
+    it (``patch``). An SDK imported later gets a new class that is its ``Omit`` too, before any of its
+    calls can carry a token (its entry points are patched on import).
+    """
+    return _token_type_for(tuple(sdk for sdk in _SDKS if sdk in sys.modules))
+
+
+@functools.cache
+def _token_type_for(sdks: tuple[str, ...]) -> type:
+    bases: list[type] = [_Token]
+    for sdk in sdks:
         try:
-            omit = importlib.import_module(module).Omit
-        except Exception:  # the SDK is not installed (or has no Omit): nothing of it to satisfy
+            omit = importlib.import_module(f"{sdk}._types").Omit
+        except Exception:  # the SDK has no Omit: nothing of it to satisfy
             continue
         if isinstance(omit, type):
             bases.append(omit)
-
-    def __init__(self: Any, token: str) -> None:
-        self.token = token
-
-    def __repr__(self: Any) -> str:
-        return "HintToken(...)"
-
-    return type("HintToken", tuple(bases) or (object,), {"__init__": __init__, "__repr__": __repr__})
+    return type("HintToken", tuple(bases), {})
 
 
 def hint_token(value: Any) -> str | None:
     """The token a ``HINT_HEADER`` value carries (``None`` if it carries none)."""
-    if isinstance(value, _token_type()):
+    if isinstance(value, _Token):
         token = getattr(value, "token", None)
         return token if isinstance(token, str) else None
     return value if isinstance(value, str) else None
