@@ -11,30 +11,37 @@ import subprocess
 import sys
 import textwrap
 
+from telos_wrap.emulator import Emulator, serve
+
 PROBE = textwrap.dedent(
     """
+    import json
     import sys
 
     import anthropic
     import telos_wrap
 
-    coverage = telos_wrap.patch()
+    url = sys.argv[1]
+    coverage = telos_wrap.patch(only_what_pays=False)
     assert "openai" not in sys.modules, "patch() imported openai"
     assert coverage["anthropic._base_client:SyncAPIClient.request"]
     assert not any(coverage[k] for k in coverage if k.startswith("openai"))
+    claude = anthropic.Anthropic(api_key="x", base_url=url, max_retries=0)
+    with telos_wrap.session("lazy"):
+        question = [{"role": "user", "content": "hi"}]
+        model = "claude-opus-4-8"
+        reply = claude.messages.create(model=model, max_tokens=8, system="Brief.", messages=question)
+    assert telos_wrap.usage_of(reply) is not None, "rewritten and observed by telos"
+    assert "openai" not in sys.modules, "an Anthropic call imported openai"
 
     import openai  # the application imports it later: patched on import
 
     assert all(v for k, v in telos_wrap.coverage().items() if k.startswith("openai._base_client"))
-    from telos_wrap.emulator import Emulator, serve
-
-    emulator = Emulator()
-    with serve(emulator, flavour="openai") as url:
-        telos_wrap.patch(engines={url + "/v1": "openai"}, only_what_pays=False)
-        client = openai.OpenAI(api_key="x", base_url=url + "/v1", max_retries=0)
-        client.chat.completions.create(model="gpt-4.1", messages=[{"role": "user", "content": "hi"}])
-    assert emulator.requests[-1].body["prompt_cache_key"].startswith("telos-"), "rewritten by telos"
-    print("OK")
+    telos_wrap.patch(engines={url + "/v1": "openai"}, only_what_pays=False)
+    client = openai.OpenAI(api_key="x", base_url=url + "/v1", max_retries=0)
+    completion = client.chat.completions.create(model="gpt-4.1", messages=[{"role": "user", "content": "hi"}])
+    assert telos_wrap.usage_of(completion) is not None
+    print(json.dumps("OK"))
     """
 )
 
@@ -56,14 +63,20 @@ AFTER_UNPATCH = textwrap.dedent(
 )
 
 
-def _run(code: str) -> str:
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+def _run(code: str, *args: str) -> str:
+    result = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     return result.stdout
 
 
 def test_an_sdk_imported_after_patch_is_patched_on_import_and_not_before() -> None:
-    assert _run(PROBE).strip() == "OK"
+    # The emulator (which imports both SDKs) is served from this process; the probe only talks HTTP.
+    emulator = Emulator()
+    with serve(emulator, flavour="openai") as url:
+        assert _run(PROBE, url).strip() == '"OK"'
+    anthropic_body, openai_body = (record.body for record in emulator.requests)
+    assert "cache_control" in anthropic_body["system"][0]  # a breakpoint telos placed
+    assert openai_body["prompt_cache_key"].startswith("telos-")
 
 
 def test_an_sdk_imported_after_unpatch_stays_untouched() -> None:
