@@ -18,7 +18,7 @@ import openai
 import pytest
 
 import telos_wrap
-from telos_wrap.emulator import Emulator, ManualClock
+from telos_wrap.emulator import Emulator, ManualClock, serve
 from tests.sdk_http import AsyncEmulatorTransport, EmulatorTransport, sdk_http
 
 #: The API key every test client sends: distinctive, so a scan of the cassettes can prove it is absent.
@@ -207,3 +207,15 @@ def http_wire(emulator_url: str) -> Iterator[HttpWire]:
 def hint(value: dict[str, Any]) -> dict[str, Any]:
     """``telos_hint=`` as keyword arguments (the SDK's own signatures do not declare it)."""
     return {"telos_hint": value}
+
+
+@pytest.fixture
+def served_openai() -> Iterator[tuple[Emulator, openai.OpenAI]]:
+    """The emulator's OpenAI flavour served on 127.0.0.1, ``patch(strict=True)``, and a real client."""
+    emulator = Emulator(clock=ManualClock())
+    with serve(emulator, flavour="openai") as url:
+        telos_wrap.patch(strict=True, engines={url + "/v1": "openai"})
+        try:
+            yield emulator, openai.OpenAI(api_key="x", base_url=url + "/v1", max_retries=0)
+        finally:
+            telos_wrap.unpatch()

@@ -9,13 +9,10 @@ partitions the cache by ``prompt_cache_key`` (docs/emulator.md).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import openai
-import pytest
 
 import telos_wrap
-from telos_wrap.emulator import Emulator, ManualClock, serve, text_for_tokens
+from telos_wrap.emulator import Emulator, text_for_tokens
 from telos_wrap.failopen import failure_counts
 
 #: One tool of ~1,100 tokens: the shared prefix before the system prompt is above the 1,024 minimum.
@@ -30,17 +27,6 @@ TOOLS = [
     }
 ]
 RULES = "You are a research agent.\nAnswer in one paragraph.\nCite every source."
-
-
-@pytest.fixture
-def client() -> Iterator[tuple[Emulator, openai.OpenAI]]:
-    emulator = Emulator(clock=ManualClock())
-    with serve(emulator, flavour="openai") as url:
-        telos_wrap.patch(strict=True, engines={url + "/v1": "openai"})
-        try:
-            yield emulator, openai.OpenAI(api_key="x", base_url=url + "/v1", max_retries=0)
-        finally:
-            telos_wrap.unpatch()
 
 
 def _system(jobs: list[int]) -> str:
@@ -59,9 +45,9 @@ def _turns(n: int) -> list[dict[str, str]]:
 
 
 def test_learning_a_volatile_line_keeps_the_key_and_reads_the_tools(
-    client: tuple[Emulator, openai.OpenAI],
+    served_openai: tuple[Emulator, openai.OpenAI],
 ) -> None:
-    emulator, oai = client
+    emulator, oai = served_openai
     jobs = [[3507, 47600], [72174], [37368, 62922, 47235]]  # an environment dump's job list
     with telos_wrap.session() as session:
         for turn, listing in enumerate(jobs):
@@ -76,8 +62,8 @@ def test_learning_a_volatile_line_keeps_the_key_and_reads_the_tools(
     assert not failure_counts()
 
 
-def test_a_prompt_edit_keeps_the_key(client: tuple[Emulator, openai.OpenAI]) -> None:
-    emulator, oai = client
+def test_a_prompt_edit_keeps_the_key(served_openai: tuple[Emulator, openai.OpenAI]) -> None:
+    emulator, oai = served_openai
     with telos_wrap.session():
         for rules in (RULES, RULES.replace("one paragraph", "two paragraphs")):
             messages = [{"role": "system", "content": rules}, {"role": "user", "content": "hi"}]

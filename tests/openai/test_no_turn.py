@@ -9,27 +9,14 @@ to the original request. Real ``openai`` SDK over real HTTP to the emulator serv
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import openai
 import pytest
 
 import telos_wrap
-from telos_wrap.emulator import Emulator, ManualClock, serve, text_for_tokens
+from telos_wrap.emulator import Emulator, text_for_tokens
 from telos_wrap.failopen import failure_counts
 
 INSTRUCTIONS = "You are a customer support agent for an airline.\n" + text_for_tokens(1600)
-
-
-@pytest.fixture
-def client() -> Iterator[tuple[Emulator, openai.OpenAI]]:
-    emulator = Emulator(clock=ManualClock())
-    with serve(emulator, flavour="openai") as url:
-        telos_wrap.patch(strict=True, engines={url + "/v1": "openai"})
-        try:
-            yield emulator, openai.OpenAI(api_key="x", base_url=url + "/v1", max_retries=0)
-        finally:
-            telos_wrap.unpatch()
 
 
 @pytest.mark.parametrize(
@@ -40,8 +27,10 @@ def client() -> Iterator[tuple[Emulator, openai.OpenAI]]:
     ],
     ids=["untagged-learned", "tagged"],
 )
-def test_system_only_requests_move_the_clock_last(client: tuple[Emulator, openai.OpenAI], clock: str) -> None:
-    emulator, oai = client
+def test_system_only_requests_move_the_clock_last(
+    served_openai: tuple[Emulator, openai.OpenAI], clock: str
+) -> None:
+    emulator, oai = served_openai
     later = [{"role": "assistant", "content": "How may I assist you today?"}]
     with telos_wrap.session() as session:
         for step, tail in enumerate([[], later, [*later, {"role": "user", "content": "A refund, please."}]]):
