@@ -19,6 +19,7 @@ from typing import Any
 
 import telos_wrap
 from telos_wrap.emulator import Emulator, Replier, ToolCall, serve, tool_loop
+from telos_wrap.emulator.flavour_openai import HIT_INCREMENT
 from telos_wrap.failopen import reset_failures
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # benchmarks._bench_bound
@@ -182,7 +183,15 @@ def check(plain: Run, patched: Run, *, requests: int = REQUESTS, margin: float =
     # Efficiency = cache reads / the oracle bound (the same bound for both runs: same content).
     # Not the raw hit ratio: the emulator renders every body field, so telos' prompt_cache_key
     # adds ~10 prompt tokens to the denominator.
-    assert patched.cache_read() >= plain.cache_read(), (patched.cache_read(), plain.cache_read())
+    # OpenAI's automatic cache (before gpt-5.6) reads whole 128-token steps: a prefix a few tokens
+    # shorter can read one step less (telos' prefix ends before the moved clock's old place, the
+    # careless one runs into the clock line's unchanged head). Less than a step per request is that
+    # grid's resolution; Anthropic's reads are exact.
+    grid = sum(HIT_INCREMENT for r in patched.emulator.requests if r.flavour != "anthropic")
+    assert patched.cache_read() > plain.cache_read() - max(grid, 1), (
+        patched.cache_read(),
+        plain.cache_read(),
+    )
     assert bound > 0, "the scenario sends a cacheable prefix"
     assert patched.cache_read() >= margin * bound, (patched.cache_read(), bound)
 
