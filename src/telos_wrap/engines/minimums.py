@@ -57,6 +57,8 @@ _ANTHROPIC: tuple[tuple[str, int], ...] = (
 )
 #: An Anthropic model the table does not know: the lowest minimum any Claude model has.
 ANTHROPIC_DEFAULT = 512
+#: ``_ANTHROPIC`` with the longest prefixes first (a stable sort: ties keep the table's order).
+_ANTHROPIC_LONGEST_FIRST = tuple(sorted(_ANTHROPIC, key=lambda row: -len(row[0])))
 #: OpenAI: "caching is automatic for prompts >= 1024 tokens" (§2.1), every model.
 OPENAI_MINIMUM = 1024
 #: Engines whose servers cache from (almost) the first token: DeepSeek (no minimum on the current
@@ -85,7 +87,7 @@ def minimum_for(engine: str, model: object) -> Minimum:
     name = model if isinstance(model, str) else ""
     if engine == "anthropic":
         bare = name.split("@")[0].rsplit("/", 1)[-1]
-        for prefix, tokens in sorted(_ANTHROPIC, key=lambda row: -len(row[0])):
+        for prefix, tokens in _ANTHROPIC_LONGEST_FIRST:
             if bare.startswith(prefix):
                 return Minimum(tokens, name)
         return Minimum(ANTHROPIC_DEFAULT, name, known=False)

@@ -65,7 +65,13 @@ def entry_wrapper(
 # -- the request layer -----------------------------------------------------------------------------
 
 
+#: Types of plain JSON values: never an SDK sentinel (checked first, it is most of a body's fields).
+_PLAIN = frozenset({str, int, float, bool, type(None), list, dict})
+
+
 def _is_sentinel(value: Any) -> bool:
+    if type(value) in _PLAIN:
+        return False
     name = type(value).__name__
     return name in ("Omit", "NotGiven") and type(value).__module__.split(".")[0] in ("anthropic", "openai")
 

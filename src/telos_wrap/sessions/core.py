@@ -174,7 +174,7 @@ def _apply_usage(
 ) -> SessionState:
     """``state`` with one response's usage added (the fold of ``record_usage``)."""
     if report is None or report.raw_input is None:
-        new = replace(state, unreported=state.unreported + 1)
+        changes: dict[str, Any] = {"unreported": state.unreported + 1}
     else:
         by_ttl = report.cache_write_by_ttl or {}
         usage = dict(state.usage)
@@ -185,10 +185,11 @@ def _apply_usage(
             write_1h=by_ttl.get("1h", 0) + by_ttl.get("12h", 0),
             output=report.output or 0,
         )
-        new = replace(state, usage=usage)
+        changes = {"usage": usage}
     if response_id is not None and index >= state.last_response_index:
-        new = replace(new, last_response_id=response_id, last_response_index=index)
-    return new
+        changes["last_response_id"] = response_id
+        changes["last_response_index"] = index
+    return replace(state, **changes)  # one copy of the 19-field state, not two
 
 
 def _blob_key(text: str) -> str:
