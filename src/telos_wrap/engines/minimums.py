@@ -110,18 +110,27 @@ def estimate_tokens_over(body: Mapping[str, Any], limit: int) -> int:
     budget = limit * CHARS_PER_TOKEN
     chars = 0
     stack: list[Any] = [body.get(key) for key in _PROMPT_FIELDS if key in body]
+    # The count is a sum (any walk order gives the same total), and the walk stops only once it
+    # passes the budget: a string value of a mapping is counted on the spot instead of stacked.
     while stack and chars <= budget:
         value = stack.pop()
-        if isinstance(value, str):
+        kind = type(value)
+        if kind is str:
             chars += len(value)
-        elif isinstance(value, Mapping):
+        elif kind is dict or (kind is not list and isinstance(value, Mapping)):
             chars += CHARS_PER_TOKEN
             for key, item in value.items():
-                chars += len(key) if isinstance(key, str) else 0
-                stack.append(item)
-        elif isinstance(value, (list, tuple)):
+                if isinstance(key, str):
+                    chars += len(key)
+                if type(item) is str:
+                    chars += len(item)
+                else:
+                    stack.append(item)
+        elif kind is list or isinstance(value, tuple):
             chars += CHARS_PER_TOKEN
             stack.extend(value)
+        elif isinstance(value, str):
+            chars += len(value)
         elif value is not None:
             chars += len(str(value))
     return -(-chars // CHARS_PER_TOKEN)

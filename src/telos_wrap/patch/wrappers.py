@@ -81,7 +81,7 @@ def _plain_body(options: Any) -> dict[str, Any] | None:
     data = options.json_data
     if not isinstance(data, Mapping):
         return None
-    body = {key: value for key, value in data.items() if not _is_sentinel(value)}
+    body = {key: value for key, value in data.items() if type(value) in _PLAIN or not _is_sentinel(value)}
     extra = options.extra_json
     if isinstance(extra, Mapping):
         # Like the SDK's _merge_mappings: extra_body wins, an Omit removes the key.
