@@ -141,6 +141,7 @@ def _materialize(options: Any) -> Any:
         key: list(value)
         for key in ("messages", "tools", "input")
         if (value := data.get(key)) is not None
+        and type(value) is not list  # the usual case, before the ABC checks
         and not isinstance(value, (list, str, bytes, Mapping))
         and not _is_sentinel(value)
         and hasattr(value, "__iter__")
