@@ -278,6 +278,8 @@ class AnthropicEngine:
         Ours may never be longer than a caller's marker before them, and are raised to match a
         longer one after them; the caller's own TTLs are never changed.
         """
+        if not caller and len({_TTL_RANK[bp.ttl or "5m"] for bp in ours}) <= 1:
+            return list(ours)  # one TTL and no caller's marker: nothing to cap or raise
         tagged = sorted(
             [*((bp, True) for bp in ours), *((bp, False) for bp in caller)], key=lambda p: _order(p[0])
         )

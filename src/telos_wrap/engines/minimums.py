@@ -57,6 +57,8 @@ _ANTHROPIC: tuple[tuple[str, int], ...] = (
 )
 #: An Anthropic model the table does not know: the lowest minimum any Claude model has.
 ANTHROPIC_DEFAULT = 512
+#: ``_ANTHROPIC`` with the longest prefixes first (a stable sort: ties keep the table's order).
+_ANTHROPIC_LONGEST_FIRST = tuple(sorted(_ANTHROPIC, key=lambda row: -len(row[0])))
 #: OpenAI: "caching is automatic for prompts >= 1024 tokens" (§2.1), every model.
 OPENAI_MINIMUM = 1024
 #: Engines whose servers cache from (almost) the first token: DeepSeek (no minimum on the current
@@ -85,7 +87,7 @@ def minimum_for(engine: str, model: object) -> Minimum:
     name = model if isinstance(model, str) else ""
     if engine == "anthropic":
         bare = name.split("@")[0].rsplit("/", 1)[-1]
-        for prefix, tokens in sorted(_ANTHROPIC, key=lambda row: -len(row[0])):
+        for prefix, tokens in _ANTHROPIC_LONGEST_FIRST:
             if bare.startswith(prefix):
                 return Minimum(tokens, name)
         return Minimum(ANTHROPIC_DEFAULT, name, known=False)
@@ -108,18 +110,27 @@ def estimate_tokens_over(body: Mapping[str, Any], limit: int) -> int:
     budget = limit * CHARS_PER_TOKEN
     chars = 0
     stack: list[Any] = [body.get(key) for key in _PROMPT_FIELDS if key in body]
+    # The count is a sum (any walk order gives the same total), and the walk stops only once it
+    # passes the budget: a string value of a mapping is counted on the spot instead of stacked.
     while stack and chars <= budget:
         value = stack.pop()
-        if isinstance(value, str):
+        kind = type(value)
+        if kind is str:
             chars += len(value)
-        elif isinstance(value, Mapping):
+        elif kind is dict or (kind is not list and isinstance(value, Mapping)):
             chars += CHARS_PER_TOKEN
             for key, item in value.items():
-                chars += len(key) if isinstance(key, str) else 0
-                stack.append(item)
-        elif isinstance(value, (list, tuple)):
+                if isinstance(key, str):
+                    chars += len(key)
+                if type(item) is str:
+                    chars += len(item)
+                else:
+                    stack.append(item)
+        elif kind is list or isinstance(value, tuple):
             chars += CHARS_PER_TOKEN
             stack.extend(value)
+        elif isinstance(value, str):
+            chars += len(value)
         elif value is not None:
             chars += len(str(value))
     return -(-chars // CHARS_PER_TOKEN)

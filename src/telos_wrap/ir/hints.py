@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -60,12 +61,21 @@ class TelosHints(BaseModel):
         """These hints with unset fields taken from ``base`` (call hints over session hints)."""
         if base is None:
             return self
+        if not self.model_fields_set:  # the common call: no telos_hint of its own
+            return _every_field_set(base)
         data = base.model_dump()
         for name in self.model_fields_set:
             data[name] = getattr(self, name)
         if base.drop_patterns and "drop_patterns" in self.model_fields_set:
             data["drop_patterns"] = tuple(dict.fromkeys((*base.drop_patterns, *self.drop_patterns)))
         return TelosHints(**data)
+
+
+@functools.lru_cache(maxsize=256)
+def _every_field_set(base: TelosHints) -> TelosHints:
+    """``TelosHints()`` merged over ``base``: a copy of ``base`` with every field set (memoized: the
+    hints are frozen, and a session's are the same object on every call)."""
+    return TelosHints(**base.model_dump())
 
 
 _VALID_KEYS = ", ".join(TelosHints.model_fields)

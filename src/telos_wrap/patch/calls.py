@@ -146,14 +146,18 @@ def hint_headers(kwargs: dict[str, Any]) -> None:
     kwargs["extra_headers"] = {**(headers if isinstance(headers, Mapping) else {}), HINT_HEADER: value}
 
 
+#: The hints of a call without ``telos_hint`` (frozen: one instance serves every call).
+_NO_HINTS = TelosHints()
+
+
 def read_hint_header(value: str | None) -> tuple[TelosHints, Session | None]:
     """The hints and session (if still alive) of the call whose header token is ``value``."""
     if not value:
-        return TelosHints(), None
+        return _NO_HINTS, None
     with _pending_lock:
         payload = _pending.get(value)
     if payload is None:
-        return TelosHints(), None
+        return _NO_HINTS, None
     hints = TelosHints(**payload.get("hint", {}))
     session_id = payload.get("session")
     return hints, (_live_sessions.get(session_id) if isinstance(session_id, str) else None)

@@ -22,6 +22,13 @@ from telos_wrap.usage import attach_usage
 __all__ = ["hook_stream", "is_stream"]
 
 _USAGE_EVENTS = frozenset({"message_start", "message_delta"})
+_UNREAD: Any = object()  # an event's ``type`` not read yet (see ``_event_kind``)
+#: Anthropic stream events that never carry usage (a stream's content deltas are most of its events):
+#: passed on without feeding them (``_feed`` would look up their ``usage``, which they lack: ~1.5 us
+#: each, the SDK model's ``__getattr__`` raises, and nothing of theirs would be fed).
+_NO_USAGE_EVENTS = frozenset(
+    {"content_block_start", "content_block_delta", "content_block_stop", "message_stop", "ping"}
+)
 
 
 def is_stream(obj: Any) -> bool:
@@ -29,9 +36,13 @@ def is_stream(obj: Any) -> bool:
     return hasattr(type(obj), "__stream__") and hasattr(obj, "response")
 
 
-def _feed(accumulator: StreamUsage, event: Any, stream: Any, ctx: CallContext) -> bool:
-    """Feed one event; return True if the caller must not see it (our own usage-only chunk)."""
-    kind = getattr(event, "type", None)
+def _feed(accumulator: StreamUsage, event: Any, stream: Any, ctx: CallContext, kind: Any = _UNREAD) -> bool:
+    """Feed one event; return True if the caller must not see it (our own usage-only chunk).
+
+    ``kind``: the event's ``type`` if the caller read it already (``_event_kind``).
+    """
+    if kind is _UNREAD:
+        kind = getattr(event, "type", None)
     if isinstance(kind, str) and kind.startswith("response."):
         # OpenAI Responses: usage rides on the terminal event's ``response`` (response.completed).
         response = getattr(event, "response", None)
@@ -61,10 +72,26 @@ def _is_usage_only(event: Any) -> bool:
         return False
 
 
-def _guarded_feed(accumulator: StreamUsage, event: Any, stream: Any, ctx: CallContext) -> bool:
+def _event_kind(event: Any) -> Any:
+    """The event's ``type`` (``None`` if it has none), read once per event; ``_UNREAD`` if reading
+    it raised (``_feed`` reads it again, inside ``_guarded_feed``'s handler, which reports it)."""
+    try:
+        return getattr(event, "type", None)
+    except Exception:
+        return _UNREAD
+
+
+def _plain(kind: Any) -> bool:
+    """An Anthropic event that never carries usage (``_NO_USAGE_EVENTS``): nothing to feed or hide."""
+    return type(kind) is str and kind in _NO_USAGE_EVENTS
+
+
+def _guarded_feed(
+    accumulator: StreamUsage, event: Any, stream: Any, ctx: CallContext, kind: Any = _UNREAD
+) -> bool:
     if not ctx.stream_failed:
         try:
-            return _feed(accumulator, event, stream, ctx)
+            return _feed(accumulator, event, stream, ctx, kind)
         except Exception as exc:
             ctx.stream_failed = True
             report_failure(TelosStageError("stream-usage", exc), strict=ctx.strict)
@@ -88,9 +115,9 @@ def _observe(
 ) -> Iterator[Any]:
     try:
         for event in iterator:
-            if _guarded_feed(accumulator, event, stream, ctx):
-                continue
-            yield event
+            kind = _event_kind(event)
+            if _plain(kind) or not _guarded_feed(accumulator, event, stream, ctx, kind):
+                yield event
     finally:
         _finish(accumulator, stream, ctx)
 
@@ -100,9 +127,9 @@ async def _aobserve(
 ) -> AsyncIterator[Any]:
     try:
         async for event in iterator:
-            if _guarded_feed(accumulator, event, stream, ctx):
-                continue
-            yield event
+            kind = _event_kind(event)
+            if _plain(kind) or not _guarded_feed(accumulator, event, stream, ctx, kind):
+                yield event
     finally:
         _finish(accumulator, stream, ctx)
 

@@ -65,7 +65,13 @@ def entry_wrapper(
 # -- the request layer -----------------------------------------------------------------------------
 
 
+#: Types of plain JSON values: never an SDK sentinel (checked first, it is most of a body's fields).
+_PLAIN = frozenset({str, int, float, bool, type(None), list, dict})
+
+
 def _is_sentinel(value: Any) -> bool:
+    if type(value) in _PLAIN:
+        return False
     name = type(value).__name__
     return name in ("Omit", "NotGiven") and type(value).__module__.split(".")[0] in ("anthropic", "openai")
 
@@ -75,7 +81,7 @@ def _plain_body(options: Any) -> dict[str, Any] | None:
     data = options.json_data
     if not isinstance(data, Mapping):
         return None
-    body = {key: value for key, value in data.items() if not _is_sentinel(value)}
+    body = {key: value for key, value in data.items() if type(value) in _PLAIN or not _is_sentinel(value)}
     extra = options.extra_json
     if isinstance(extra, Mapping):
         # Like the SDK's _merge_mappings: extra_body wins, an Omit removes the key.
@@ -135,6 +141,7 @@ def _materialize(options: Any) -> Any:
         key: list(value)
         for key in ("messages", "tools", "input")
         if (value := data.get(key)) is not None
+        and type(value) is not list  # the usual case, before the ABC checks
         and not isinstance(value, (list, str, bytes, Mapping))
         and not _is_sentinel(value)
         and hasattr(value, "__iter__")

@@ -192,7 +192,7 @@ def _apply_usage(
 ) -> SessionState:
     """``state`` with one response's usage added (the fold of ``record_usage``)."""
     if report is None or report.raw_input is None:
-        new = replace(state, unreported=state.unreported + 1)
+        changes: dict[str, Any] = {"unreported": state.unreported + 1}
     else:
         by_ttl = report.cache_write_by_ttl or {}
         usage = dict(state.usage)
@@ -203,10 +203,11 @@ def _apply_usage(
             write_1h=by_ttl.get("1h", 0) + by_ttl.get("12h", 0),
             output=report.output or 0,
         )
-        new = replace(state, usage=usage)
+        changes = {"usage": usage}
     if response_id is not None and index >= state.last_response_index:
-        new = replace(new, last_response_id=response_id, last_response_index=index)
-    return new
+        changes["last_response_id"] = response_id
+        changes["last_response_index"] = index
+    return replace(state, **changes)  # one copy of the 19-field state, not two
 
 
 def _blob_key(text: str) -> str:
@@ -530,6 +531,20 @@ class Session:
                 if isinstance(op, _Sleep):
                     await asyncio.sleep(op.seconds)
                     value = None
+                    continue
+                if ops.inline:
+                    # An in-memory store never waits: its async twins are its sync methods, so the
+                    # race against the breaker (a task and a loop iteration, ~25 us) cannot matter.
+                    try:
+                        if op is _LOAD:
+                            value = ops.load(self.id)
+                        elif isinstance(op, _Swap):
+                            value = ops.swap(self.id, op.expected, op.text)
+                        else:
+                            assert isinstance(op, _GetBlob)
+                            value = ops.get_blob(self.id, op.key)
+                    except Exception as exc:
+                        value = _Failed(exc)
                     continue
                 call: Coroutine[Any, Any, Any]
                 if op is _LOAD:

@@ -106,6 +106,9 @@ class StoreOps:
     def __init__(self, store: Any) -> None:
         self.store = store
         self._native_async = isinstance(store, AsyncSessionStore)
+        #: A ``MemoryStore`` (not a subclass, which may override its async twins): nothing it does
+        #: waits, so async sessions call its sync methods directly (``Session._arun``).
+        self.inline = type(store) is MemoryStore
 
     def load(self, session_id: str) -> Versioned | None:
         loaded: Versioned | None = self.store.load(session_id)
