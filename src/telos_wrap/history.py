@@ -14,6 +14,9 @@ memo keeps, per session and in memory only:
 On the next turn the incoming messages are compared with the copies by plain ``==`` — one C-level
 walk in which an unchanged string compares by identity — so a message changed in place, or
 replaced, is noticed and redone from there on: nothing is trusted because it is the same object.
+``==`` alone would take ``True`` for ``1`` and ``1`` for ``1.0`` (and ``0.0`` for ``-0.0``), whose
+JSON differs: a copy holds its numbers as ``ExactNumber`` leaves, equal only to a number of the same
+type and JSON text, so such an edit is noticed too (the comparison runs Python code only there).
 The memo is a cache, never state: dropping it changes no byte that is sent, whatever order
 requests arrive in — a retry, a rewind, sibling branches from one prefix, a shorter conversation
 with the same first message. Tables and aggregates are bound to the message objects they were
@@ -30,16 +33,53 @@ from typing import Any
 from telos_wrap.engines.base import PrefixTables
 from telos_wrap.ir.model import TelosIR, TelosMessage
 
-__all__ = ["HistoryMemo", "copy_containers", "raw_latest_turn"]
+__all__ = ["ExactNumber", "HistoryMemo", "exact_copy", "raw_latest_turn"]
+
+_NUMBERS = (bool, int, float)
 
 
-def copy_containers(value: Any) -> Any:
-    """``value`` with every dict and list copied and every leaf shared (immutable JSON scalars)."""
+class ExactNumber:
+    """A number in a memo copy: equal only to a number of its own type with the same JSON text.
+
+    Plain ``==`` says ``True == 1 == 1.0`` and ``0.0 == -0.0``; the wire bytes of each differ.
+    """
+
+    __slots__ = ("value",)
+    __hash__ = None  # type: ignore[assignment]  # a copy's leaf is compared, never hashed
+
+    def __init__(self, value: bool | int | float) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        value = self.value
+        if type(other) is not type(value):
+            return False
+        if type(value) is float:
+            return repr(other) == repr(value)  # as JSON writes it: -0.0 is not 0.0, a NaN is a NaN
+        return other == value
+
+    def __repr__(self) -> str:
+        return f"ExactNumber({self.value!r})"
+
+
+def exact_copy(value: Any) -> tuple[Any, bool]:
+    """``value`` with every dict and list copied, numbers as ``ExactNumber``, strings shared.
+
+    Returns the copy and whether it holds a number (a copy without one compares exactly by ``==``).
+    """
     if type(value) is dict:
-        return {key: copy_containers(item) for key, item in value.items()}
+        found = False
+        copied: dict[Any, Any] = {}
+        for key, item in value.items():
+            copied[key], number = exact_copy(item)
+            found = found or number
+        return copied, found
     if type(value) is list:
-        return [copy_containers(item) for item in value]
-    return value
+        items = [exact_copy(item) for item in value]
+        return [item for item, _ in items], any(number for _, number in items)
+    if type(value) in _NUMBERS:
+        return ExactNumber(value), True
+    return value, False
 
 
 class HistoryMemo:
@@ -171,8 +211,10 @@ class HistoryMemo:
             for index in range(start, stop):
                 message = messages[index]
                 wire = sent[index] if sent is not None else None
+                copy, numbers = exact_copy(message)
+                # The wire form may stand in for a copy only where ``==`` is exact: no numbers.
                 self._snapshot.append(
-                    wire if type(wire) is dict and wire == message else copy_containers(message)
+                    wire if not numbers and type(wire) is dict and wire == message else copy
                 )
                 self._messages.append(ir.messages[index])
 
