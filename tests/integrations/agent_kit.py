@@ -181,8 +181,9 @@ def check(plain: Run, patched: Run, *, requests: int = REQUESTS, margin: float =
     assert patched.failures == {}, patched.failures
     bound = patched.bound()
     # Efficiency = cache reads / the oracle bound (the same bound for both runs: same content).
-    # Not the raw hit ratio: the emulator renders every body field, so telos' prompt_cache_key
-    # adds ~10 prompt tokens to the denominator.
+    # Not the raw hit ratio: telos may send another number of prompt tokens than the application
+    # for the same content (moved envelopes, one shape for one-part content), which moves the
+    # denominator without changing what was read.
     # OpenAI's automatic cache (before gpt-5.6) reads whole 128-token steps: a prefix a few tokens
     # shorter can read one step less (telos' prefix ends before the moved clock's old place, the
     # careless one runs into the clock line's unchanged head). Less than a step per request is that
