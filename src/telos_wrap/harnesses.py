@@ -35,6 +35,10 @@ Every style, what the harness does every turn, and what it declares volatile:
 * ``shape-flips``: every text-only tool result re-serialized as a string or as one text part,
   chosen anew every turn (the vendors render both alike; a cache keyed on bytes does not).
   Volatile: nothing.
+* ``cleared-results``: every 8 turns the harness clears earlier tool results to save context: each
+  tool result before the messages of the last 3 turns becomes ``[output elided]`` and stays so (a
+  history rewrite at a new place every 8 turns, as context-hygiene passes do). Volatile: nothing;
+  the bound counts only the prefix a request still shares with an earlier one.
 * ``kitchen-sink``: ``clock-midline`` + ``env-dump`` + ``volatile-block`` + ``system-reminder`` +
   ``shuffle``. Volatile: the union.
 
@@ -343,6 +347,23 @@ def _shape_flips(t: _Turn) -> None:
         holder["content"] = _as_other_shape(holder.get("content"), t.rng.random() < 0.5)
 
 
+#: ``cleared-results``: how often the harness clears tool results, and how many recent turns it keeps.
+_ELIDE_EVERY, _ELIDE_KEEP_TURNS = 8, 3
+ELIDED = "[output elided]"
+
+
+def _cleared_results(t: _Turn) -> None:
+    # Stateless per request: the last clearing happened at turn ``t.turn - t.turn % 8``; it cleared
+    # what came before that turn's last 3 turns (two messages a turn in the traces' agents).
+    cleared_at = t.turn - t.turn % _ELIDE_EVERY
+    if cleared_at == 0:
+        return
+    cutoff = 2 * (cleared_at - _ELIDE_KEEP_TURNS)
+    for index, holder in t.shape.tool_results(t.request):
+        if index < cutoff:
+            holder["content"] = ELIDED
+
+
 Habit = Callable[[_Turn], None]
 
 
@@ -406,6 +427,11 @@ def _styles() -> dict[str, HarnessStyle]:
             "shape-flips",
             "text-only tool results re-serialized as a string or one text part, anew every turn",
             (_shape_flips,),
+        ),
+        HarnessStyle(
+            "cleared-results",
+            "earlier tool results cleared every 8 turns to save context (history rewritten there)",
+            (_cleared_results,),
         ),
         HarnessStyle(
             "kitchen-sink",

@@ -113,7 +113,8 @@ def test_the_request_changes_only_where_declared(style: str, api: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("style", "api"), [c for c in CASES if c[0] not in ("shuffle", "tool-result-shapes", "shape-flips")]
+    ("style", "api"),
+    [c for c in CASES if c[0] not in ("shuffle", "tool-result-shapes", "shape-flips", "cleared-results")],
 )
 def test_volatile_styles_change_the_request_every_few_turns(style: str, api: str) -> None:
     sent = [json.dumps(apply_style(style, api, REQUESTS[api], turn).kwargs) for turn in range(12)]
@@ -186,3 +187,35 @@ def test_the_causal_bound_pays_for_a_first_change_the_oracle_does_not() -> None:
     assert c[1] == c[2] >= o[1] == o[2] > 3000  # resting: content like any other (its own tokens too)
     assert c[3] < 1000 < o[3]  # its first change: only a learner with foresight reads past it
     assert c[4] == o[4] and c[5] == o[5]  # known from then on: cut, like the oracle cuts it
+
+
+def test_cleared_results_clears_tool_results_before_the_last_three_turns_every_eight_turns() -> None:
+    def results(messages: list[dict[str, Any]]) -> list[Any]:
+        return [
+            block["content"]
+            for message in messages
+            if isinstance(message["content"], list)
+            for block in message["content"]
+            if block.get("type") == "tool_result"
+        ]
+
+    messages: list[dict[str, Any]] = []
+    for n in range(12):  # twelve turns: an assistant tool call, then its result
+        messages.append(
+            {"role": "assistant", "content": [{"type": "tool_use", "id": f"t{n}", "name": "f", "input": {}}]}
+        )
+        messages.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"t{n}", "content": f"out {n}"}],
+            }
+        )
+    kwargs = {**ANTHROPIC, "messages": messages}
+    assert results(apply_style("cleared-results", "anthropic", kwargs, 7).kwargs["messages"]) == results(
+        messages
+    )
+    at_8 = results(apply_style("cleared-results", "anthropic", kwargs, 8).kwargs["messages"])
+    at_11 = results(apply_style("cleared-results", "anthropic", kwargs, 11).kwargs["messages"])
+    # Cleared at turn 8: what came before its last three turns (messages 0..9); kept so until turn 16.
+    assert at_8 == at_11 == ["[output elided]"] * 5 + [f"out {n}" for n in range(5, 12)]
+    assert results(messages) == [f"out {n}" for n in range(12)]  # the input is never modified
