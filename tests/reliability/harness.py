@@ -853,7 +853,24 @@ def r_create_stream(c: Any, kw: dict[str, Any]) -> Outcome:
 def _dump_event(event: Any) -> Any:
     """A Responses helper event; its ``ParsedResponse`` snapshot does not match the declared union, which
     pydantic warns about on every dump (an SDK quirk, not what is being tested)."""
-    return event.model_dump(mode="json", warnings=False)
+    try:
+        return event.model_dump(mode="json", warnings=False)
+    except TypeError:
+        # pydantic 2.7 (the floor) leaves generic classes with a placeholder serializer ("'MockValSer'
+        # object cannot be converted to 'SchemaSerializer'"), patched or not: build them.
+        _rebuild(event)
+        return event.model_dump(mode="json", warnings=False)
+
+
+def _rebuild(value: Any) -> None:
+    """``model_rebuild`` every pydantic model class inside ``value`` (innermost first)."""
+    if isinstance(value, list):
+        for item in value:
+            _rebuild(item)
+    elif hasattr(type(value), "model_rebuild") and hasattr(value, "__dict__"):
+        for item in vars(value).values():
+            _rebuild(item)
+        type(value).model_rebuild(force=True)
 
 
 def r_stream_helper(c: Any, kw: dict[str, Any]) -> Outcome:

@@ -55,7 +55,7 @@ from telos_wrap.sessions.records import CacheBreak, RangeFold, SlugFold, Volatil
 from telos_wrap.sessions.refresh import RefreshDecision, decide_refresh
 from telos_wrap.sessions.state import EngineUsage, SessionState
 from telos_wrap.sessions.stats import PriceMultipliers, SessionStats
-from telos_wrap.sessions.store import SessionStore, Versioned, default_store, store_ops
+from telos_wrap.sessions.store import SessionStore, StoreOps, Versioned, default_store, store_ops
 from telos_wrap.sessions.turn import StateHooks, TurnResult, run_turn
 from telos_wrap.sessions.wire_i2 import WireLedger, note_telos_rewrote
 
@@ -212,6 +212,19 @@ def _apply_usage(
 
 def _blob_key(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def _sync_call(ops: StoreOps, op: _StoreOp, session_id: str) -> Any:
+    """One store operation of a plan through the store's sync methods; a failure comes back as ``_Failed``."""
+    try:
+        if op is _LOAD:
+            return ops.load(session_id)
+        if isinstance(op, _Swap):
+            return ops.swap(session_id, op.expected, op.text)
+        assert isinstance(op, _GetBlob)
+        return ops.get_blob(session_id, op.key)
+    except Exception as exc:
+        return _Failed(exc)
 
 
 class Session:
@@ -506,16 +519,7 @@ class Session:
                 time.sleep(op.seconds)
                 value = None
                 continue
-            try:
-                if op is _LOAD:
-                    value = ops.load(self.id)
-                elif isinstance(op, _Swap):
-                    value = ops.swap(self.id, op.expected, op.text)
-                else:
-                    assert isinstance(op, _GetBlob)
-                    value = ops.get_blob(self.id, op.key)
-            except Exception as exc:
-                value = _Failed(exc)
+            value = _sync_call(ops, op, self.id)
 
     async def _arun(self, plan: Generator[_StoreOp, Any, T]) -> T:
         """Run a plan with the store's async methods, one plan per session at a time."""
@@ -535,16 +539,7 @@ class Session:
                 if ops.inline:
                     # An in-memory store never waits: its async twins are its sync methods, so the
                     # race against the breaker (a task and a loop iteration, ~25 us) cannot matter.
-                    try:
-                        if op is _LOAD:
-                            value = ops.load(self.id)
-                        elif isinstance(op, _Swap):
-                            value = ops.swap(self.id, op.expected, op.text)
-                        else:
-                            assert isinstance(op, _GetBlob)
-                            value = ops.get_blob(self.id, op.key)
-                    except Exception as exc:
-                        value = _Failed(exc)
+                    value = _sync_call(ops, op, self.id)
                     continue
                 call: Coroutine[Any, Any, Any]
                 if op is _LOAD:
