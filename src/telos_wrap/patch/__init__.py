@@ -5,10 +5,9 @@ missing module or attribute (an older or newer SDK) is skipped and logged, never
 application has not imported yet is not imported here: a wrapt post-import hook patches it when the
 application first imports it (importing ``openai`` into an Anthropic-only process would load ~1,100
 modules and leave ~108,000 objects for every full garbage collection to walk, for the process'
-lifetime). Patching is
-idempotent and thread-safe; ``unpatch()`` puts back the exact original function objects and never
-raises. If another library wrapped a method *over* ours since, ours is switched off in place
-instead, so theirs keeps working.
+lifetime). Patching is idempotent and thread-safe; ``unpatch()`` puts back the exact original
+function objects and never raises. If another library wrapped a method *over* ours since, ours is
+switched off in place instead, so theirs keeps working.
 
 A method another library already wrapped with wrapt (OpenLLMetry's instrumentors, say) gets
 telos' wrapper *beneath* theirs (their ``FunctionWrapper.__wrapped__`` becomes ours), not over it:
