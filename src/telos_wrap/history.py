@@ -33,7 +33,7 @@ from typing import Any
 from telos_wrap.engines.base import PrefixTables
 from telos_wrap.ir.model import TelosIR, TelosMessage
 
-__all__ = ["ExactNumber", "HistoryMemo", "exact_copy", "raw_latest_turn"]
+__all__ = ["ExactNumber", "HistoryMemo", "exact_copy", "holds_number", "raw_latest_turn"]
 
 _NUMBERS = (bool, int, float)
 
@@ -62,24 +62,24 @@ class ExactNumber:
         return f"ExactNumber({self.value!r})"
 
 
-def exact_copy(value: Any) -> tuple[Any, bool]:
-    """``value`` with every dict and list copied, numbers as ``ExactNumber``, strings shared.
-
-    Returns the copy and whether it holds a number (a copy without one compares exactly by ``==``).
-    """
+def exact_copy(value: Any) -> Any:
+    """``value`` with every dict and list copied, numbers as ``ExactNumber``, strings shared."""
     if type(value) is dict:
-        found = False
-        copied: dict[Any, Any] = {}
-        for key, item in value.items():
-            copied[key], number = exact_copy(item)
-            found = found or number
-        return copied, found
+        return {key: exact_copy(item) for key, item in value.items()}
     if type(value) is list:
-        items = [exact_copy(item) for item in value]
-        return [item for item, _ in items], any(number for _, number in items)
+        return [exact_copy(item) for item in value]
     if type(value) in _NUMBERS:
-        return ExactNumber(value), True
-    return value, False
+        return ExactNumber(value)
+    return value
+
+
+def holds_number(value: Any) -> bool:
+    """Whether ``value`` has a number anywhere (without one, ``==`` compares it exactly)."""
+    if type(value) is dict:
+        return any(holds_number(item) for item in value.values())
+    if type(value) is list:
+        return any(holds_number(item) for item in value)
+    return type(value) in _NUMBERS
 
 
 class HistoryMemo:
@@ -211,11 +211,9 @@ class HistoryMemo:
             for index in range(start, stop):
                 message = messages[index]
                 wire = sent[index] if sent is not None else None
-                copy, numbers = exact_copy(message)
                 # The wire form may stand in for a copy only where ``==`` is exact: no numbers.
-                self._snapshot.append(
-                    wire if not numbers and type(wire) is dict and wire == message else copy
-                )
+                shared = type(wire) is dict and wire == message and not holds_number(message)
+                self._snapshot.append(wire if shared else exact_copy(message))
                 self._messages.append(ir.messages[index])
 
     def _reset(self, key: Hashable) -> None:

@@ -48,14 +48,14 @@ def test_a_number_edited_in_place_to_an_equal_number_of_another_type_is_sent_as_
 
 
 def test_exact_copy_tells_numbers_apart_and_nothing_else() -> None:
-    from telos_wrap.history import ExactNumber, exact_copy
+    from telos_wrap.history import ExactNumber, exact_copy, holds_number
 
     message = {"role": "user", "content": [{"type": "text", "text": "hi", "n": 1, "ok": True, "x": 0.5}]}
-    copy, numbers = exact_copy(message)
-    assert numbers and copy == message and message == copy
+    copy = exact_copy(message)
+    assert holds_number(message) and copy == message and message == copy
     assert copy != {**message, "content": [{"type": "text", "text": "hi", "n": 1.0, "ok": True, "x": 0.5}]}
     assert copy != {**message, "content": [{"type": "text", "text": "hi", "n": 1, "ok": 1, "x": 0.5}]}
-    text_only, numbers = exact_copy({"role": "user", "content": "hi"})
-    assert not numbers and text_only == {"role": "user", "content": "hi"}
+    text_only = exact_copy({"role": "user", "content": "hi"})
+    assert not holds_number(text_only) and text_only == {"role": "user", "content": "hi"}
     assert ExactNumber(float("nan")) == float("nan")  # same JSON text ("NaN"): the same bytes
     assert ExactNumber(0.0) != -0.0 and ExactNumber(2) != 2.0 and ExactNumber(2) == 2
