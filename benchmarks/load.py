@@ -274,13 +274,16 @@ class GcTimer:
 
     def __init__(self) -> None:
         self.pauses: list[tuple[int, float]] = []
+        self.spent = 0.0  # seconds in collections so far (``StepTimer`` subtracts it from a step)
         self._started = 0.0
 
     def _callback(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
             self._started = time.perf_counter()
         else:
-            self.pauses.append((info["generation"], time.perf_counter() - self._started))
+            took = time.perf_counter() - self._started
+            self.pauses.append((info["generation"], took))
+            self.spent += took
 
     def __enter__(self) -> GcTimer:
         gc.callbacks.append(self._callback)
@@ -318,6 +321,11 @@ class StepStats:
     p99: float
     longest: float
     longest_what: str
+    #: The longest step with the garbage collections that ran inside it taken out: the longest time
+    #: the request path's own code (the SDK's and telos') held the loop.
+    longest_outside_gc: float = 0.0
+    #: Steps that held the loop 5 ms or longer with their garbage collections taken out.
+    over_5ms_outside_gc: int = 0
 
 
 class StepTimer:
@@ -330,17 +338,23 @@ class StepTimer:
     the store 5 ms away, a synchronous store call makes a step of at least 5 ms.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, collections: GcTimer | None = None) -> None:
         self.durations: list[float] = []
         self.longest = 0.0
         self.longest_what = ""
+        self.longest_outside_gc = 0.0
+        self.over_5ms_outside_gc = 0
+        self._collections = collections
         self._original: Any = None
 
     def __enter__(self) -> StepTimer:
         original = self._original = asyncio.events.Handle._run
         timer = self
 
+        collections = self._collections
+
         def _run(handle: asyncio.events.Handle) -> None:
+            collected = collections.spent if collections is not None else 0.0
             started = time.perf_counter()
             try:
                 original(handle)
@@ -350,6 +364,12 @@ class StepTimer:
                 if took > timer.longest:
                     timer.longest = took
                     timer.longest_what = repr(handle)[:160]
+                if collections is not None:
+                    own = took - (collections.spent - collected)
+                    if own > timer.longest_outside_gc:
+                        timer.longest_outside_gc = own
+                    if own >= 0.005:
+                        timer.over_5ms_outside_gc += 1
 
         asyncio.events.Handle._run = _run  # type: ignore[method-assign]
         return self
@@ -358,7 +378,14 @@ class StepTimer:
         asyncio.events.Handle._run = self._original  # type: ignore[method-assign]
 
     def stats(self) -> StepStats:
-        return StepStats(len(self.durations), pct(self.durations, 0.99), self.longest, self.longest_what)
+        return StepStats(
+            len(self.durations),
+            pct(self.durations, 0.99),
+            self.longest,
+            self.longest_what,
+            self.longest_outside_gc,
+            self.over_5ms_outside_gc,
+        )
 
 
 def timed_aprepare(samples: list[float]) -> Callable[..., Awaitable[Any]]:
@@ -442,7 +469,7 @@ async def run_pass(
     started = time.perf_counter()
     stall_task = asyncio.ensure_future(staller(*stall)) if stall else None
     try:
-        with StepTimer() as steps, GcTimer() as collections:
+        with GcTimer() as collections, StepTimer(collections) as steps:
             await asyncio.gather(*(one(n) for n in range(sessions)))
     finally:
         monitor.running = False
@@ -527,7 +554,11 @@ def report(results: list[PassResult]) -> None:
         )
     for r in results:
         if r.steps is not None:
-            print(f"  {r.name}: longest step ({r.steps.count} steps): {r.steps.longest_what}")
+            print(
+                f"  {r.name}: longest step ({r.steps.count} steps): {r.steps.longest_what}; "
+                f"outside garbage collection: longest {r.steps.longest_outside_gc * 1e3:.2f} ms, "
+                f"{r.steps.over_5ms_outside_gc} of 5 ms or more"
+            )
         if r.gc is not None:
             longest = r.gc.longest_full * 1e3
             print(
