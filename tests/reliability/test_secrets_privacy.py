@@ -23,7 +23,7 @@ import pytest
 
 import telos_wrap
 from telos_wrap import pipeline
-from telos_wrap.sessions import MemoryStore, set_default_store
+from telos_wrap.sessions import MemoryStore, SessionState, set_default_store
 from telos_wrap.sessions.redis_store import RedisStore
 
 from .conftest import DEBUG_LOG
@@ -204,8 +204,15 @@ def test_memory_store_holds_json_text_only(monkeypatch: pytest.MonkeyPatch) -> N
     _session_traffic(store)
     entries = dict(store._entries)
     assert entries
-    for entry_ in entries.values():
-        assert isinstance(entry_.text, str) and isinstance(json.loads(entry_.text), dict)
+    for session_id, entry_ in entries.items():
+        # A session of this process leaves its state object (``swap_state``), encoded on first load:
+        # what the store gives out is JSON text, and the object holds nothing that text does not.
+        assert entry_.state is None or isinstance(entry_.state, SessionState)
+        loaded = store.load(session_id)
+        assert loaded is not None and isinstance(json.loads(loaded.text), dict)
+        assert entry_.text == loaded.text
+        if entry_.state is not None:
+            assert SessionState.loads(loaded.text) == entry_.state
         assert all(isinstance(blob, str) for blob in entry_.blobs.values())
 
 

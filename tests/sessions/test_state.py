@@ -13,6 +13,7 @@ from telos_wrap.ir.canon import canonical_json
 from telos_wrap.pipeline import PrepareOptions
 from telos_wrap.sessions import MemoryStore, Session, SessionState
 from telos_wrap.sessions.state import ints, pack_ints, unpack_ints
+from telos_wrap.sessions.store import Versioned
 from telos_wrap.sessions.turn import run_turn
 
 
@@ -105,6 +106,24 @@ def test_memory_store_compare_and_set_and_lru() -> None:
     assert store.compare_and_set("b", 0, "4") not in seen
     with pytest.raises(ValueError):
         MemoryStore(max_sessions=0)
+
+
+def test_memory_store_swap_state_encodes_on_first_load_and_keeps_compare_and_set() -> None:
+    store = MemoryStore()
+    one = SessionState(session_id="s", requests=1)
+    two = SessionState(session_id="s", requests=2)
+    first = store.swap_state("s", 0, one)
+    assert first.revision is not None and store._entries["s"].text is None  # not encoded yet
+    lost = store.swap_state("s", 0, two)  # a stale expected revision loses, and sees the current state
+    assert lost.revision is None and lost.current == Versioned(first.revision, one.dumps())
+    assert store._entries["s"].text == one.dumps()  # encoded once, by that load
+    second = store.swap_state("s", first.revision, two)
+    assert second.revision not in (None, first.revision)
+    assert store.load("s") == Versioned(second.revision, two.dumps())  # type: ignore[arg-type]
+    # A text written with compare_and_set replaces the kept state object.
+    third = store.compare_and_set("s", second.revision, "{}")  # type: ignore[arg-type]
+    assert third is not None and store._entries["s"].state is None
+    assert store.load("s") == Versioned(third, "{}")
 
 
 class _AlwaysLosing(MemoryStore):

@@ -137,10 +137,27 @@ class _Load(_StoreOp):
 _LOAD = _Load()
 
 
-@dataclass(frozen=True, slots=True)
 class _Swap(_StoreOp):
-    expected: int
-    text: str
+    """Write ``state`` if the store still holds revision ``expected``; its text is encoded on demand
+    (an in-process ``MemoryStore`` keeps the state object itself, ``MemoryStore.swap_state``)."""
+
+    __slots__ = ("_text", "expected", "state")
+
+    def __init__(self, expected: int, state: SessionState) -> None:
+        self.expected = expected
+        self.state = state
+        self._text: str | None = None
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = self.state.dumps()
+        return self._text
+
+    @property
+    def encoded(self) -> str | None:
+        """The text, if anything asked for it (``None``: the store kept the state object)."""
+        return self._text
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +237,8 @@ def _sync_call(ops: StoreOps, op: _StoreOp, session_id: str) -> Any:
         if op is _LOAD:
             return ops.load(session_id)
         if isinstance(op, _Swap):
+            if ops.inline:
+                return ops.store.swap_state(session_id, op.expected, op.state)
             return ops.swap(session_id, op.expected, op.text)
         assert isinstance(op, _GetBlob)
         return ops.get_blob(session_id, op.key)
@@ -426,14 +445,13 @@ class Session:
                     self._unavailable(None, strict, reported)
                 self._keep_local(target, pending)
                 return result
-            expected = self._parsed[0]
-            text = target.dumps()
-            outcome = yield _Swap(expected, text)
+            swap = _Swap(self._parsed[0], target)
+            outcome = yield swap
             if isinstance(outcome, _Failed):
                 self._unavailable(outcome.exc, strict, reported)
                 self._keep_local(target, pending)
                 # The write may still have landed (only its answer was lost): recognized later.
-                self._unconfirmed.append((text, target))
+                self._unconfirmed.append((swap.text, target))
                 del self._unconfirmed[:-_UNCONFIRMED_LIMIT]
                 return result
             breaker.success()
@@ -447,7 +465,7 @@ class Session:
                     self._event(
                         "reconciled", target, "state kept in-process during a store outage was written"
                     )
-                self._parsed = (outcome.revision, text, target)
+                self._parsed = (outcome.revision, swap.encoded, target)
                 self._dirty = None
                 del self._pending[:pending]
                 if not self._pending:
