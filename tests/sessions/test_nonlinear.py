@@ -1,7 +1,9 @@
 """Sessions that do not just grow (issue 12): a hypothesis state machine over session operations.
 
 Real agents retry a request, rewind, run sibling branches from one prefix, start over with the same
-first message, edit an old message in place, interleave two conversations, fold and refresh. The
+first message, edit an old message in place (a redacted text, a cleared tool result), call tools,
+rebuild their history with every JSON key in another order, interleave two conversations, fold and
+refresh. The
 machine below does all of these, in any order, through the real patched SDK (``strict=True``) and
 the engine emulator, for every engine and both wire APIs, and checks after every request:
 
@@ -79,6 +81,8 @@ class Wire:
     check_content: Callable[[dict[str, Any], Any], None]
     #: The caller's body as the pipeline sees it (for the content check).
     body: Callable[[str, list[dict[str, Any]]], dict[str, Any]]
+    #: An assistant step that calls a tool and the tool's result, in this API's shapes (``tool_step``).
+    tool_step: Callable[[int, bool, bool], list[dict[str, Any]]] = lambda n, as_list, big: []
 
 
 def _anthropic_client(base_url: str, transport: sdk_http.BaseTransport) -> Any:
@@ -115,6 +119,9 @@ def _responses_input(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The conversation as Responses input items (text parts become ``input_text``)."""
     items = []
     for message in messages:
+        if "type" in message:  # a function call or its output: already an input item
+            items.append(message)
+            continue
         content = message["content"]
         if isinstance(content, list):
             content = [{"type": "input_text", "text": part["text"]} for part in content]
@@ -134,6 +141,77 @@ def _no_content_check(body: dict[str, Any], prepared: Any) -> None:
     """The reliability suite's content checks are written for the two message APIs."""
 
 
+def _tool_call(n: int) -> tuple[str, dict[str, Any], str]:
+    """A tool call's id, its arguments (keys not in sorted order, as a model writes them) and result."""
+    arguments = {"order": 1000 + n, "fields": ["status", "refund"], "verbose": n % 2 == 0}
+    return f"call_{n:04d}", arguments, f"order {1000 + n}: shipped; refund eligible until day {n % 28 + 1}."
+
+
+def _big(result: str, big: bool) -> str:
+    """A tool result as long as a file read or a command's log (over the ref-pool threshold)."""
+    return result + "".join(f"\nlog {i:05d}: step done in {i % 97} ms" for i in range(400)) if big else result
+
+
+def _anthropic_tool_step(n: int, as_list: bool, big: bool) -> list[dict[str, Any]]:
+    call_id, arguments, result = _tool_call(n)
+    text = _big(result, big)
+    return [
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": f"Looking up order {1000 + n}."},
+                {"type": "tool_use", "id": call_id, "name": "lookup_order", "input": arguments},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": call_id,
+                    "content": [{"type": "text", "text": text}] if as_list else text,
+                }
+            ],
+        },
+    ]
+
+
+def _chat_tool_step(n: int, as_list: bool, big: bool) -> list[dict[str, Any]]:
+    call_id, arguments, result = _tool_call(n)
+    text = _big(result, big)
+    return [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": "lookup_order", "arguments": json.dumps(arguments)},
+                }
+            ],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": call_id,
+            "content": [{"type": "text", "text": text}] if as_list else text,
+        },
+    ]
+
+
+def _responses_tool_step(n: int, as_list: bool, big: bool) -> list[dict[str, Any]]:
+    call_id, arguments, result = _tool_call(n)
+    return [
+        {
+            "type": "function_call",
+            "call_id": call_id,
+            "name": "lookup_order",
+            "arguments": json.dumps(arguments),
+        },
+        {"type": "function_call_output", "call_id": call_id, "output": _big(result, big)},
+    ]
+
+
 def _chat(engine: str, base_url: str, model: str) -> Wire:
     return Wire(
         "openai_chat",
@@ -144,6 +222,7 @@ def _chat(engine: str, base_url: str, model: str) -> Wire:
         _openai_send,
         check_openai_content,
         _openai_body,
+        _chat_tool_step,
     )
 
 
@@ -157,6 +236,7 @@ WIRES: dict[str, Wire] = {
         _anthropic_send,
         check_anthropic_content,
         _anthropic_body,
+        _anthropic_tool_step,
     ),
     "openai": _chat("openai", "https://api.openai.com/v1", "gpt-5.6"),
     "deepseek": _chat("deepseek", "https://api.deepseek.com/v1", "deepseek-chat"),
@@ -172,6 +252,7 @@ WIRES: dict[str, Wire] = {
         _responses_send,
         _no_content_check,
         _responses_body,
+        _responses_tool_step,
     ),
 }
 EMULATOR_ROUTES = {
@@ -247,6 +328,46 @@ def user(n: int, envelope: bool, as_list: bool) -> dict[str, Any]:
 
 def assistant(n: int) -> dict[str, Any]:
     return {"role": "assistant", "content": f"Answer {n}: refunds take fourteen days (section {n % 30})."}
+
+
+def calls_tool(message: dict[str, Any]) -> bool:
+    """An assistant step that calls a tool (its result must follow it)."""
+    content = message.get("content")
+    return (
+        message.get("type") == "function_call"
+        or bool(message.get("tool_calls"))
+        or (isinstance(content, list) and any(part.get("type") == "tool_use" for part in content))
+    )
+
+
+def redact(message: dict[str, Any], suffix: str) -> None:
+    """Change an old message's text in place, as a harness that redacts it or clears a tool result."""
+    if "output" in message:  # a Responses function_call_output
+        message["output"] = "".join([message["output"], suffix])
+        return
+    content = message.get("content")
+    if isinstance(content, str):
+        message["content"] = "".join([content, suffix])
+    elif isinstance(content, list) and content:
+        part = content[0]
+        if part.get("type") == "tool_result":
+            inner = part["content"]
+            if isinstance(inner, str):
+                part["content"] = "".join([inner, suffix])
+            else:
+                inner[0]["text"] = inner[0]["text"] + suffix
+        else:
+            part["text"] = part["text"] + suffix
+    # A tool call with no text (an OpenAI assistant step, a Responses function_call): left as it is.
+
+
+def reversed_keys(value: Any) -> Any:
+    """``value`` with every object's keys in reverse order (a harness that rebuilds its history)."""
+    if isinstance(value, dict):
+        return {key: reversed_keys(value[key]) for key in reversed(list(value))}
+    if isinstance(value, list):
+        return [reversed_keys(item) for item in value]
+    return value
 
 
 def last_prepared(session: Session) -> Any:
@@ -345,6 +466,16 @@ class SessionsMachine(RuleBasedStateMachine):
         n = self._next()
         self._send([*self.history[self.current], assistant(n), user(n, envelope, as_list)])
 
+    @rule(as_list=st.booleans(), big=st.booleans())
+    def tool_step(self, as_list: bool, big: bool) -> None:
+        """The model called a tool; the harness sends its result (a long one: a file or a log)."""
+        self._send([*self.history[self.current], *self.wire.tool_step(self._next(), as_list, big)])
+
+    @rule()
+    def rebuild_with_keys_reversed(self) -> None:
+        """The harness rebuilds its history from its own objects: equal messages, every key order new."""
+        self._send(reversed_keys(self.history[self.current]))
+
     @rule(copied=st.booleans())
     def retry(self, copied: bool) -> None:
         """The same request again (after a 529, say): the same objects, or an equal copy."""
@@ -361,6 +492,8 @@ class SessionsMachine(RuleBasedStateMachine):
         """A sibling of an earlier user turn; the branch it leaves is kept to come back to."""
         messages = self.history[self.current]
         cut = 2 * (at % ((len(messages) + 1) // 2))
+        while cut > 0 and calls_tool(messages[cut - 1]):
+            cut -= 2  # a new user turn never follows a tool call without its result
         self.saved[self.current] = messages
         self._send([*messages[:cut], user(self._next(), envelope, False)])
 
@@ -385,12 +518,7 @@ class SessionsMachine(RuleBasedStateMachine):
         messages = self.history[self.current]
         if len(messages) < 2:
             return
-        message = messages[at % (len(messages) - 1)]
-        content = message["content"]
-        if isinstance(content, list):
-            content[0]["text"] = content[0]["text"] + suffix
-        else:
-            message["content"] = "".join([content, suffix])
+        redact(messages[at % (len(messages) - 1)], suffix)
         self._send()
 
     @rule(append=st.booleans())
