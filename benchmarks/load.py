@@ -576,7 +576,8 @@ def report(results: list[PassResult]) -> None:
             if r.recovered_after is not None:
                 extra += f", breaker closed {r.recovered_after:.1f} s after Redis answered again"
             print(
-                f"  {r.name}: breaker {b.state}; store failures (timeouts) {b.failures}, trips {b.trips}, "
+                f"  {r.name}: breaker {b.state}; store failures (timeouts) {b.failures} (of them late, "
+                f"already waiting when an earlier one opened the window: {b.late}), trips {b.trips}, "
                 f"probes {b.probes}, calls that skipped the store {b.skipped}, in-flight calls cut short "
                 f"{b.abandoned}, busy (no pooled connection in time) {b.busy}, events {dict(b.events)}{extra}"
             )

@@ -242,6 +242,38 @@ def test_breaker_skips_the_store_for_a_window_then_probes_and_reconciles(
     assert sess.stats.requests == 6 and _usage_total(sess) == 6, "nothing lost"
 
 
+def test_a_call_already_waiting_when_the_window_opened_is_late_not_a_new_failure() -> None:
+    """Calls in flight together all time out together: one opens the window, the others are late.
+
+    A late failure is no failed probe (the window is not doubled) and, after the store answered a
+    probe, no new outage (the breaker stays closed).
+    """
+    clock = ManualClock(100.0)
+    breaker = StoreBreaker(backoff=5.0, max_backoff=20.0, clock=clock.now)
+    waiting = [clock.now() + 0.001 * i for i in range(3)]  # three calls start their wait
+    clock.advance(1.0)
+    breaker.failure(TimeoutError(), started=waiting[0])  # the first timeout opens the window
+    breaker.failure(TimeoutError(), started=waiting[1])
+    stats = breaker.stats()
+    assert (stats.state, stats.trips, stats.failures, stats.late) == ("open", 1, 2, 1)
+    clock.advance(5.0)
+    assert breaker.allow()  # the probe
+    probe = clock.now()
+    breaker.failure(TimeoutError(), started=waiting[2])  # a call from before the window, not the probe
+    assert breaker.stats().late == 2 and breaker.stats().state == "half-open"
+    clock.advance(0.5)
+    breaker.failure(TimeoutError(), started=probe)  # the probe itself: a new window, twice as long
+    assert (breaker.stats().trips, breaker.stats().state) == (2, "open")
+    clock.advance(10.0)
+    assert breaker.allow()
+    breaker.success()
+    breaker.failure(TimeoutError(), started=probe)  # began before the last window: stale news
+    stats = breaker.stats()
+    assert (stats.state, stats.trips, stats.failures, stats.late) == ("closed", 2, 5, 3)
+    breaker.failure(TimeoutError(), started=clock.now())  # a call made after the store came back
+    assert (breaker.stats().state, breaker.stats().trips) == ("open", 3)
+
+
 def test_a_failed_probe_doubles_the_window(lenient: anthropic.Anthropic, clock: ManualClock) -> None:
     store = _broken(clock)
     with telos_wrap.session("probe", store=store):
@@ -368,6 +400,8 @@ def test_a_hung_redis_costs_async_calls_one_timeout_per_window() -> None:
     # The 50 first reads were all in flight when the first timed out: each either timed out in that
     # same moment or was cut short by the trip; none started after it.
     assert stats.failures + stats.abandoned == 50, stats
+    # One of them opened the window; any other that timed out was already waiting alongside it.
+    assert stats.failures - stats.late == 1, stats
     # Bounds with room for a loaded CI machine: 50 calls waiting out 0.3 s one after another is 15 s.
     assert first < 6.0 and second < 3.0, (first, second)
     assert failure_counts() == {"session.store": 100}

@@ -56,6 +56,10 @@ class BreakerStats:
     events: Counter[str]
     recent: tuple[StoreEvent, ...]
     busy: int = 0
+    #: Of ``failures``: calls that were already waiting on the store when an earlier failure opened
+    #: the window they failed in. They waited alongside the call that opened it, not after it, and
+    #: open no window of their own (``failures - late`` is how many waits the process paid in turn).
+    late: int = 0
 
 
 class StoreBreaker:
@@ -94,6 +98,8 @@ class StoreBreaker:
         self._trip_futures: dict[asyncio.AbstractEventLoop, asyncio.Future[None]] = {}
         self._abandoned = 0
         self._busy = 0
+        self._late = 0
+        self._opened_at = float("-inf")  # when the current (or last) window opened
 
     @property
     def is_open(self) -> bool:
@@ -131,17 +137,27 @@ class StoreBreaker:
         with self._lock:
             self._busy += 1
 
-    def failure(self, exc: BaseException) -> None:
-        """A store call failed or timed out: open a window (warn once per window)."""
+    def failure(self, exc: BaseException, *, started: float | None = None) -> None:
+        """A store call failed or timed out: open a window (warn once per window).
+
+        ``started``: when the call began (this breaker's clock). A call that began before the last
+        window opened says nothing new about the store (it was waiting alongside the call that
+        opened it): it is counted as ``late``, and counts neither as a failed probe nor, once the
+        window closed, as a new failure.
+        """
         with self._lock:
             self._failures += 1
+            if started is not None and started < self._opened_at:
+                self._late += 1  # (even once the window closed: a probe made after it succeeded)
+                return
             if self._is_open and not self._probing:
                 return  # an older call failing inside the window it already opened
             if self._probing:
                 self._window = min(self._window * 2, self.max_backoff)
             self._probing = False
             self._is_open = True
-            self._open_until = self.clock() + self._window
+            self._opened_at = self.clock()
+            self._open_until = self._opened_at + self._window
             self._trips += 1
             window = self._window
             waiting, self._trip_futures = self._trip_futures, {}
@@ -196,6 +212,7 @@ class StoreBreaker:
                 Counter(self._events),
                 tuple(self._recent),
                 self._busy,
+                self._late,
             )
 
 

@@ -172,9 +172,11 @@ class _Sleep(_StoreOp):
 
 @dataclass(frozen=True, slots=True)
 class _Failed:
-    """What a driver sends back into a plan when a store operation raised."""
+    """What a driver sends back into a plan when a store operation raised (``started``: when the
+    operation began, on the breaker's clock)."""
 
     exc: BaseException | None
+    started: float | None = None
 
 
 #: An async store call given up because the breaker tripped meanwhile (not a new failure).
@@ -183,6 +185,7 @@ _ABANDONED = _Failed(None)
 
 async def _race_trip(call: Coroutine[Any, Any, Any], breaker: StoreBreaker) -> Any:
     """Await a store call; if the breaker trips first (another call failed), give up on it."""
+    started = breaker.clock()
     task = asyncio.ensure_future(call)
     trip = breaker.trip_future()
     try:
@@ -194,7 +197,7 @@ async def _race_trip(call: Coroutine[Any, Any, Any], breaker: StoreBreaker) -> A
         try:
             return task.result()
         except Exception as exc:
-            return _Failed(exc)
+            return _Failed(exc, started)
     task.cancel()
     breaker.abandoned()
     return _ABANDONED
@@ -231,8 +234,9 @@ def _blob_key(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
-def _sync_call(ops: StoreOps, op: _StoreOp, session_id: str) -> Any:
-    """One store operation of a plan through the store's sync methods; a failure comes back as ``_Failed``."""
+def _sync_call(ops: StoreOps, op: _StoreOp, session_id: str, started: float | None = None) -> Any:
+    """One store operation of a plan through the store's sync methods; a failure comes back as ``_Failed``
+    (``started``: the breaker's clock when the operation began)."""
     try:
         if op is _LOAD:
             return ops.load(session_id)
@@ -243,7 +247,7 @@ def _sync_call(ops: StoreOps, op: _StoreOp, session_id: str) -> Any:
         assert isinstance(op, _GetBlob)
         return ops.get_blob(session_id, op.key)
     except Exception as exc:
-        return _Failed(exc)
+        return _Failed(exc, started)
 
 
 class Session:
@@ -380,13 +384,19 @@ class Session:
             state = _apply_usage(state, index, report, response_id)
         return state
 
-    def _unavailable(self, exc: BaseException | None, strict: bool | None, reported: list[bool]) -> None:
+    def _unavailable(
+        self,
+        exc: BaseException | None,
+        strict: bool | None,
+        reported: list[bool],
+        started: float | None = None,
+    ) -> None:
         """The store cannot be used for this call: open the breaker (if it just failed) and count it."""
         breaker = self._breaker()
         if isinstance(exc, StoreBusyError):
             breaker.busy()  # this process is saturated, the store is not sick: no window
         elif exc is not None:
-            breaker.failure(exc)
+            breaker.failure(exc, started=started)
         if reported:
             return
         reported.append(True)
@@ -417,7 +427,7 @@ class Session:
                 if breaker.allow():
                     loaded = yield _LOAD
                     if isinstance(loaded, _Failed):
-                        self._unavailable(loaded.exc, strict, reported)
+                        self._unavailable(loaded.exc, strict, reported, loaded.started)
                     else:
                         breaker.success()
                         self._adopt(loaded)
@@ -430,7 +440,7 @@ class Session:
                 if key not in self._blobs and self._parsed is not None and breaker.allow():
                     blob = yield _GetBlob(key)
                     if isinstance(blob, _Failed):
-                        self._unavailable(blob.exc, strict, reported)
+                        self._unavailable(blob.exc, strict, reported, blob.started)
                     elif blob is not None:
                         breaker.success()
                         self._blobs[key] = blob
@@ -448,7 +458,7 @@ class Session:
             swap = _Swap(self._parsed[0], target)
             outcome = yield swap
             if isinstance(outcome, _Failed):
-                self._unavailable(outcome.exc, strict, reported)
+                self._unavailable(outcome.exc, strict, reported, outcome.started)
                 self._keep_local(target, pending)
                 # The write may still have landed (only its answer was lost): recognized later.
                 self._unconfirmed.append((swap.text, target))
@@ -527,6 +537,7 @@ class Session:
     def _run(self, plan: Generator[_StoreOp, Any, T]) -> T:
         """Run a plan with the store's sync methods (the caller holds ``self._lock``)."""
         ops = store_ops(self.store)
+        clock = self._breaker().clock
         value: Any = None
         while True:
             try:
@@ -537,7 +548,7 @@ class Session:
                 time.sleep(op.seconds)
                 value = None
                 continue
-            value = _sync_call(ops, op, self.id)
+            value = _sync_call(ops, op, self.id, clock())
 
     async def _arun(self, plan: Generator[_StoreOp, Any, T]) -> T:
         """Run a plan with the store's async methods, one plan per session at a time."""
@@ -557,7 +568,7 @@ class Session:
                 if ops.inline:
                     # An in-memory store never waits: its async twins are its sync methods, so the
                     # race against the breaker (a task and a loop iteration, ~25 us) cannot matter.
-                    value = _sync_call(ops, op, self.id)
+                    value = _sync_call(ops, op, self.id, breaker.clock())
                     continue
                 call: Coroutine[Any, Any, Any]
                 if op is _LOAD:
