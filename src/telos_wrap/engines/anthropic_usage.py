@@ -64,13 +64,15 @@ def parse_anthropic_usage(
 class AnthropicStreamUsage:
     """Feeds on stream events (plain mappings) and keeps the usage seen so far."""
 
-    __slots__ = ("_diagnostics", "_usage")
+    __slots__ = ("_diagnostics", "_report", "_usage")
 
     def __init__(self) -> None:
         self._usage: dict[str, Any] | None = None
         self._diagnostics: Mapping[str, Any] | None = None
+        self._report: UsageReport | None = None  # of the usage seen so far (None: not made yet)
 
     def feed(self, event: Mapping[str, Any]) -> None:
+        self._report = None
         kind = event.get("type")
         if kind == "message_start":
             message = event.get("message")
@@ -87,4 +89,7 @@ class AnthropicStreamUsage:
             self._usage = base
 
     def report(self) -> UsageReport | None:
-        return parse_anthropic_usage(self._usage, diagnostics=self._diagnostics)
+        # Made once per usage event: a stream's end asks again for the report its last event made.
+        if self._report is None:
+            self._report = parse_anthropic_usage(self._usage, diagnostics=self._diagnostics)
+        return self._report

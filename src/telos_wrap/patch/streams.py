@@ -52,7 +52,7 @@ def _feed(accumulator: StreamUsage, event: Any, stream: Any, ctx: CallContext, k
             attach_usage(stream, accumulator.report())
         return False
     if kind in _USAGE_EVENTS:
-        accumulator.feed(event.model_dump(mode="json"))
+        accumulator.feed(_usage_event(kind, event))
         attach_usage(stream, accumulator.report())
         return False
     usage = getattr(event, "usage", None)
@@ -62,6 +62,24 @@ def _feed(accumulator: StreamUsage, event: Any, stream: Any, ctx: CallContext, k
         attach_usage(stream, accumulator.report())
         return ctx.hide_usage_chunk and not choices
     return False
+
+
+def _dumped(value: Any) -> Any:
+    return value.model_dump(mode="json") if hasattr(value, "model_dump") else value
+
+
+def _usage_event(kind: str, event: Any) -> dict[str, Any]:
+    """The part of an Anthropic ``message_start`` / ``message_delta`` event that carries usage (and
+    the message's ``diagnostics``), as plain JSON: dumping the whole event would also dump the
+    message it starts."""
+    if kind == "message_start":
+        message = getattr(event, "message", None)
+        dumped = {"usage": _dumped(getattr(message, "usage", None))}
+        diagnostics = getattr(message, "diagnostics", None)
+        if diagnostics is not None:
+            dumped["diagnostics"] = _dumped(diagnostics)
+        return {"type": kind, "message": dumped}
+    return {"type": kind, "usage": _dumped(getattr(event, "usage", None))}
 
 
 def _is_usage_only(event: Any) -> bool:

@@ -166,7 +166,11 @@ SESSION_HEADER = "x-telos-session"
 def _strip_session_header(sdk: str, client: Any, options: Any) -> tuple[Any, str | None]:
     headers = options.headers if isinstance(options.headers, Mapping) else {}
     own = [key for key in headers if isinstance(key, str) and key.lower() == SESSION_HEADER]
-    defaults = getattr(client, "default_headers", None)
+    # The caller's own client headers (``default_headers=``) are the SDKs' ``_custom_headers``; the
+    # ``default_headers`` property builds a new dict with the SDK's own headers on every read.
+    defaults = getattr(client, "_custom_headers", None)
+    if not isinstance(defaults, Mapping):
+        defaults = getattr(client, "default_headers", None)
     default = [
         key for key in (defaults if isinstance(defaults, Mapping) else {}) if key.lower() == SESSION_HEADER
     ]
@@ -423,9 +427,7 @@ def _observe_result(result: Any, ctx: CallContext) -> None:
         if usage is None or not hasattr(usage, "model_dump"):
             return
         # Anthropic ``diagnostics``; OpenAI Responses ``prompt_cache_diagnostics`` (docs/engines.md).
-        diagnostics = getattr(result, "diagnostics", None) or getattr(
-            result, "prompt_cache_diagnostics", None
-        )
+        diagnostics = _field(result, "diagnostics") or _field(result, "prompt_cache_diagnostics")
         dumped: Mapping[str, Any] | None = None
         if diagnostics is not None and hasattr(diagnostics, "model_dump"):
             dumped = diagnostics.model_dump(mode="json")
@@ -441,6 +443,19 @@ def _observe_result(result: Any, ctx: CallContext) -> None:
             )
     except Exception as exc:
         report_failure(TelosStageError("usage", exc), strict=ctx.strict)
+
+
+def _field(model: Any, name: str) -> Any:
+    """``getattr(model, name, None)`` for an SDK model, without the raised and caught AttributeError
+    (~0.8 us) of a field the model lacks: pydantic keeps fields in ``__dict__``, unknown ones (an
+    SDK line without the type) in ``__pydantic_extra__``."""
+    fields = getattr(model, "__dict__", None)
+    if not isinstance(fields, dict):
+        return getattr(model, name, None)
+    if name in fields:
+        return fields[name]
+    extra = getattr(model, "__pydantic_extra__", None)
+    return extra.get(name) if isinstance(extra, dict) else None
 
 
 def _context_of(response: Any) -> CallContext | None:
