@@ -7,6 +7,7 @@ pattern the SDKs use for ``_request_id`` — so it stays out of ``model_dump()``
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from telos_wrap.engines.anthropic_usage import parse_anthropic_usage
@@ -55,6 +56,18 @@ def usage_of(obj: Any) -> UsageReport | None:
     return _from_own_usage(obj)
 
 
+def _anthropic_diagnostics(message: Any) -> Mapping[str, Any] | None:
+    """A message's own ``diagnostics`` (e.g. a stream's final message, which carries what its
+    ``message_start`` said), as plain JSON."""
+    diagnostics: Any = getattr(message, "diagnostics", None)
+    if isinstance(diagnostics, Mapping) or diagnostics is None:
+        return diagnostics
+    dumped: Mapping[str, Any] | None = (
+        diagnostics.model_dump(mode="json") if hasattr(diagnostics, "model_dump") else None
+    )
+    return dumped
+
+
 def _from_own_usage(obj: Any) -> UsageReport | None:
     usage = getattr(obj, "usage", None)
     if usage is None or not hasattr(usage, "model_dump"):
@@ -65,9 +78,9 @@ def _from_own_usage(obj: Any) -> UsageReport | None:
     # OpenAI Responses also says ``input_tokens`` (inclusive, with ``input_tokens_details``); only
     # Anthropic's own cache fields make a usage Anthropic's (docs/engines.md, "Usage").
     if "cache_read_input_tokens" in data or "cache_creation_input_tokens" in data:
-        return parse_anthropic_usage(data)
+        return parse_anthropic_usage(data, diagnostics=_anthropic_diagnostics(obj))
     if is_responses_usage(data):
         return parse_openai_usage(data, engine="openai")
     if "input_tokens" in data and "prompt_tokens" not in data:
-        return parse_anthropic_usage(data)
+        return parse_anthropic_usage(data, diagnostics=_anthropic_diagnostics(obj))
     return parse_openai_usage(data, engine="openai")
