@@ -7,9 +7,13 @@ before and after ``patch()``). Run in fresh interpreters: this process has both 
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import subprocess
 import sys
 import textwrap
+
+import pytest
 
 from telos_wrap.emulator import Emulator, serve
 
@@ -81,3 +85,55 @@ def test_an_sdk_imported_after_patch_is_patched_on_import_and_not_before() -> No
 
 def test_an_sdk_imported_after_unpatch_stays_untouched() -> None:
     assert _run(AFTER_UNPATCH).strip() == "OK"
+
+
+RESOURCE_PROBE = textwrap.dedent(
+    """
+    import gc
+    import json
+    import sys
+
+    import openai
+    import telos_wrap
+
+    url = sys.argv[1]
+    client = openai.OpenAI(api_key="x", base_url=url + "/v1", max_retries=0)
+    client.chat.completions  # the application uses chat: the SDK imports that resource, lazily
+    gc.collect()
+    before_objects, before_modules = len(gc.get_objects()), set(sys.modules)
+    telos_wrap.patch(engines={url + "/v1": "openai"}, only_what_pays=False)
+    gc.collect()
+    added_objects, added_modules = len(gc.get_objects()) - before_objects, set(sys.modules) - before_modules
+    beta = "openai.resources.beta.responses.responses"
+    assert beta not in sys.modules, "patch() imported the beta resources"
+    coverage = telos_wrap.coverage()
+    assert coverage["openai.resources.chat.completions.completions:Completions.create"]
+    assert not coverage[beta + ":Responses.create"]
+
+    reply = client.beta.responses.create(  # now the SDK imports it: patched on import
+        model="gpt-4.1", input="hi", telos_hint={"session": "lazy-beta"}
+    )
+    assert telos_wrap.coverage()[beta + ":Responses.create"]
+    assert telos_wrap.usage_of(reply) is not None
+    print(json.dumps({"objects": added_objects, "modules": sorted(added_modules)}))
+    """
+)
+
+
+def test_a_resource_module_is_patched_when_the_sdk_imports_it_not_by_patch() -> None:
+    """openai 3.x: importing ``client.beta``'s resources loads ~560 modules and ~56,000 objects that an
+    application using only ``client.chat`` never needs; ``patch()`` leaves them to the SDK's own lazy
+    loading and wraps ``beta.responses`` when it is first used (``telos_hint=`` is taken out of it)."""
+    import openai
+
+    if (
+        not hasattr(openai.OpenAI, "beta")
+        or importlib.util.find_spec("openai.resources.beta.responses.responses") is None
+    ):
+        pytest.skip("this openai line has no client.beta.responses")
+    emulator = Emulator()
+    with serve(emulator, flavour="openai") as url:
+        found = json.loads(_run(RESOURCE_PROBE, url))
+    assert found["modules"] == [] and found["objects"] < 5_000, found
+    (request,) = emulator.requests
+    assert request.body["prompt_cache_key"].startswith("telos-")

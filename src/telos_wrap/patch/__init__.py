@@ -1,11 +1,13 @@
 """``patch()`` / ``unpatch()``: install the wrapt wrappers on whatever SDKs are importable.
 
 Targets are data (``TARGETS``). Each is resolved with ``importlib`` and wrapped on its own: a
-missing module or attribute (an older or newer SDK) is skipped and logged, never fatal. An SDK the
-application has not imported yet is not imported here: a wrapt post-import hook patches it when the
-application first imports it (importing ``openai`` into an Anthropic-only process would load ~1,100
-modules and leave ~108,000 objects for every full garbage collection to walk, for the process'
-lifetime). Patching is idempotent and thread-safe; ``unpatch()`` puts back the exact original
+missing module or attribute (an older or newer SDK) is skipped and logged, never fatal. A module
+holding targets that is not imported yet is not imported here: a wrapt post-import hook patches its
+targets when the application (or the SDK's own lazy loading of a resource) first imports it.
+Importing ``openai`` into an Anthropic-only process would load ~1,100 modules and leave ~108,000
+objects for every full garbage collection to walk, for the process' lifetime; importing the
+resources of ``client.beta`` into an application that uses only ``client.chat`` would load ~560
+modules and ~56,000 objects. Patching is idempotent and thread-safe; ``unpatch()`` puts back the exact original
 function objects and never raises. If another library wrapped a method *over* ours since, ours is
 switched off in place instead, so theirs keeps working.
 
@@ -193,7 +195,8 @@ def patch(
 ) -> dict[str, bool]:
     """Patch the installed ``anthropic`` and ``openai`` SDKs. Calling it again only updates the options.
 
-    An SDK not imported yet is patched when the application imports it (nothing is imported here).
+    An SDK (or one of its resource modules) not imported yet is patched when it is imported
+    (nothing is imported here).
 
     Args:
         strict: raise ``TelosStageError`` when telos fails instead of sending the original request.
@@ -225,12 +228,12 @@ def patch(
         return coverage()
 
 
-#: SDKs with a post-import hook registered (wrapt cannot unregister one: it checks the mode).
+#: Modules with a post-import hook registered (wrapt cannot unregister one: the hook checks the mode).
 _hooked: set[str] = set()
 
 
-def _on_sdk_import(module: Any) -> None:
-    """wrapt post-import hook: the application imported an SDK; patch it as the current mode wants."""
+def _on_import(module: Any) -> None:
+    """wrapt post-import hook: a module holding targets was imported; patch them as the mode wants."""
     try:
         with _lock:
             if rewriting():
@@ -239,19 +242,19 @@ def _on_sdk_import(module: Any) -> None:
                 wanted = _observer_targets()
             else:
                 return
-            _install([target for target in wanted if target.sdk == module.__name__])
+            _install([target for target in wanted if target.module == module.__name__])
     except Exception:  # an import of the application's must never fail because of telos
         logger.warning("telos_wrap could not patch %s when it was imported", module, exc_info=True)
 
 
 def _install(targets: tuple[Target, ...] | list[Target]) -> None:
-    """Wrap every target not wrapped yet (call with ``_lock`` held); defer SDKs not imported yet."""
-    for sdk in dict.fromkeys(target.sdk for target in targets):
-        if sdk not in sys.modules and sdk not in _hooked:
-            _hooked.add(sdk)
-            wrapt.register_post_import_hook(_on_sdk_import, sdk)
+    """Wrap every target not wrapped yet (call with ``_lock`` held); defer modules not imported yet."""
+    for name in dict.fromkeys(target.module for target in targets):
+        if name not in sys.modules and name not in _hooked:
+            _hooked.add(name)
+            wrapt.register_post_import_hook(_on_import, name)
     for target in targets:
-        if target in _installed or target.sdk not in sys.modules:
+        if target in _installed or target.module not in sys.modules:
             continue
         try:
             resolved = _resolve(target)
@@ -350,7 +353,8 @@ def is_patched() -> bool:
 def coverage() -> dict[str, bool]:
     """Which entry points and layers are wrapped right now, as ``{"module:Class.method": bool}``.
 
-    The targets of an SDK the application has not imported yet are ``False`` until it does.
+    The targets of a module not imported yet (an SDK the application has not imported, a resource
+    such as ``client.beta.responses`` it has not used) are ``False`` until it is.
     """
     with _lock:
         return {f"{t.module}:{t.qualname}": t in _installed for t in TARGETS}
