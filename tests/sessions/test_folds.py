@@ -12,6 +12,7 @@ import telos_wrap
 from telos_wrap.emulator import ManualClock
 from telos_wrap.errors import RefPoolError
 from telos_wrap.sessions import FoldError, Session
+from telos_wrap.sessions.core import anchor
 
 from .convo import HANDBOOK, MODEL, RecordingTransport, messages_for, system_prompt
 
@@ -131,7 +132,9 @@ def test_mark_is_a_dry_run_of_the_next_request(
             sess.mark()
         _send(claude, 0)
         plan = sess.mark()
-        assert plan.breakpoints == sess._records[0].explained.breakpoints  # type: ignore[union-attr]
+        explained = sess._records[0].explained
+        assert explained is not None
+        assert tuple(map(anchor, plan.breakpoints)) == explained.breakpoints
         assert sess.stats.requests == 1  # nothing recorded
         # A fold recorded since is visible in the dry run, and a body can be given explicitly.
         other = sess.mark(

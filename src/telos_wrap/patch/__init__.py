@@ -7,9 +7,9 @@ targets when the application (or the SDK's own lazy loading of a resource) first
 Importing ``openai`` into an Anthropic-only process would load ~1,100 modules and leave ~108,000
 objects for every full garbage collection to walk, for the process' lifetime; importing the
 resources of ``client.beta`` into an application that uses only ``client.chat`` would load ~560
-modules and ~56,000 objects. Patching is idempotent and thread-safe; ``unpatch()`` puts back the exact original
-function objects and never raises. If another library wrapped a method *over* ours since, ours is
-switched off in place instead, so theirs keeps working.
+modules and ~56,000 objects. Patching is idempotent and thread-safe; ``unpatch()`` puts back the
+exact original function objects and never raises. If another library wrapped a method *over* ours
+since, ours is switched off in place instead, so theirs keeps working.
 
 A method another library already wrapped with wrapt (OpenLLMetry's instrumentors, say) gets
 telos' wrapper *beneath* theirs (their ``FunctionWrapper.__wrapped__`` becomes ours), not over it:

@@ -28,7 +28,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from telos_wrap.bridge import BridgeOptions
 from telos_wrap.config import current_config
@@ -82,22 +82,45 @@ T = TypeVar("T")
 CacheBreakCallback = Callable[[CacheBreak], None]
 
 
-@dataclass(frozen=True, slots=True)
-class Explained:
+#: A breakpoint as ``explain`` shows it: ``(name, segment, message, block, ttl)``.
+Anchor = tuple[str, str, "int | None", int, "str | None"]
+#: A ``Transformation`` as ``explain`` shows it: ``(kind, where, detail, chars)``.
+Change = tuple[str, str, str, int]
+
+
+def anchor(bp: Breakpoint) -> Anchor:
+    """``bp`` as a plain tuple (see ``Explained``)."""
+    return (bp.name, bp.segment, bp.message, bp.block, bp.ttl)
+
+
+def change(t: Transformation) -> Change:
+    """``t`` as a plain tuple (see ``Explained``)."""
+    return (t.kind, t.where, t.detail, t.chars)
+
+
+class Explained(NamedTuple):
     """What ``explain`` shows of a request telos prepared: its plan and records, not its body or IR.
 
-    A session keeps the last 64 of these; holding whole pipeline results (wire body, IR) would keep
-    every one of them alive, and with it the garbage collector's work in a process of many sessions.
+    A session keeps the last 64 of these. Holding whole pipeline results (wire body, IR) would keep
+    every one of them alive; and its breakpoints and records are plain tuples of strings and
+    numbers, not dataclasses: CPython's collector stops tracking an exact tuple whose items are all
+    untracked, so in a process of hundreds of sessions they add nothing to the objects every full
+    garbage collection walks (docs/sessions.md, "What a session keeps in this process").
     """
 
     untouched: str | None
-    breakpoints: tuple[Breakpoint, ...]
+    breakpoints: tuple[Anchor, ...]
     notes: tuple[str, ...]
-    records: tuple[Transformation, ...]
+    records: tuple[Change, ...]
 
     @classmethod
     def of(cls, prepared: Prepared) -> Explained:
-        return cls(prepared.untouched, prepared.plan.breakpoints, prepared.plan.notes, prepared.ir.records)
+        return cls(
+            prepared.untouched,
+            tuple(map(anchor, prepared.plan.breakpoints)),
+            prepared.plan.notes,
+            tuple(map(change, prepared.ir.records)),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -1066,11 +1089,14 @@ class Session:
         elif explained.untouched is not None:
             lines.append(f"  left untouched (sent as the SDK built it): {explained.untouched}")
         else:
-            for bp in explained.breakpoints:
-                where = bp.segment if bp.message is None else f"messages[{bp.message}]"
-                lines.append(f"  breakpoint {bp.name:7} at {where}[{bp.block}] ttl={bp.ttl}")
+            for name, segment, message, block, ttl in explained.breakpoints:
+                where = segment if message is None else f"messages[{message}]"
+                lines.append(f"  breakpoint {name:7} at {where}[{block}] ttl={ttl}")
             lines.extend(f"  note: {note}" for note in explained.notes)
-            lines.extend(f"  {t.kind}: {t.where} ({t.chars} chars) — {t.detail}" for t in explained.records)
+            lines.extend(
+                f"  {kind}: {where} ({chars} chars) — {detail}"
+                for kind, where, detail, chars in explained.records
+            )
         if record.learned is not None:
             lines.append(f"  learned volatile span: {record.learned.pattern!r}")
         if record.cache_break is not None or brk is not None:
