@@ -126,6 +126,19 @@ def test_memory_store_swap_state_encodes_on_first_load_and_keeps_compare_and_set
     assert store.load("s") == Versioned(third, "{}")
 
 
+def test_reading_a_state_this_session_wrote_to_a_memory_store_parses_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sess = Session("kept", store=MemoryStore())
+    sess.pin("doc", "a long document")  # written with swap_state: not encoded
+    parsed: list[str] = []
+    loads = SessionState.loads
+    monkeypatch.setattr(SessionState, "loads", staticmethod(lambda text: parsed.append(text) or loads(text)))
+    assert sess.state.pins.keys() == {"doc"} and parsed == []
+    other = Session("kept", store=sess.store)  # another Session object on the same id: parses it
+    assert other.state == sess.state and len(parsed) == 1
+
+
 class _AlwaysLosing(MemoryStore):
     def compare_and_set(self, session_id: str, expected: int, text: str) -> int | None:
         return None

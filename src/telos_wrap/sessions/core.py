@@ -392,8 +392,14 @@ class Session:
         cached = self._parsed
         # The state this process last wrote or read, if the store still holds exactly that text:
         # skip re-parsing it (the revision alone is not trusted; the text must be equal too).
-        if cached is not None and cached[0] == stored.revision and cached[1] == stored.text:
-            return
+        if cached is not None and cached[0] == stored.revision:
+            if cached[1] == stored.text:
+                return
+            if cached[1] is None and store_ops(self.store).inline:
+                # Written by this session with ``MemoryStore.swap_state`` (never encoded here): an
+                # in-process store never reuses a revision (one counter for all), so it is that state.
+                self._parsed = (stored.revision, stored.text, cached[2])
+                return
         self._parsed = (stored.revision, stored.text, SessionState.loads(stored.text))
 
     def _view(self) -> SessionState | None:
