@@ -625,11 +625,12 @@ def test_emitted_bytes_are_the_same_in_every_process(
     assert digest_all(items) == outputs[0], "bytes differ between this process and a fresh one"
 
 
-def _reverse_keys(value: Any) -> Any:
+def reverse_keys(value: Any) -> Any:
+    """``value`` with every object's keys in reverse order (a harness that rebuilds its objects)."""
     if isinstance(value, dict):
-        return {k: _reverse_keys(value[k]) for k in reversed(list(value))}
+        return {k: reverse_keys(value[k]) for k in reversed(list(value))}
     if isinstance(value, list):
-        return [_reverse_keys(v) for v in value]
+        return [reverse_keys(v) for v in value]
     return value
 
 
@@ -645,14 +646,14 @@ def test_key_order_never_changes_the_bytes(
     anthropic_body: dict[str, Any], openai_body: dict[str, Any]
 ) -> None:
     assert _wire_bytes(run_anthropic(anthropic_body).body) == _wire_bytes(
-        run_anthropic(_reverse_keys(anthropic_body)).body
+        run_anthropic(reverse_keys(anthropic_body)).body
     )
     assert _wire_bytes(run_openai(openai_body).body) == _wire_bytes(
-        run_openai(_reverse_keys(openai_body)).body
+        run_openai(reverse_keys(openai_body)).body
     )
     # The top level keeps the caller's order, whatever it is; telos' own fields come after it.
     for run, body in ((run_anthropic, anthropic_body), (run_openai, openai_body)):
-        reversed_body = _reverse_keys(body)
+        reversed_body = reverse_keys(body)
         sent = list(run(reversed_body).body)
         assert sent[: len(reversed_body)] == [key for key in reversed_body if key in sent]
 

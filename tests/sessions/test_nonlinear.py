@@ -57,7 +57,7 @@ from telos_wrap.sessions.refresh_io import send_refresh
 from telos_wrap.sessions.store import Versioned
 from tests.sdk_http import EmulatorTransport, sdk_http
 
-from ..reliability.test_properties import check_anthropic_content, check_openai_content
+from ..reliability.test_properties import check_anthropic_content, check_openai_content, reverse_keys
 from .convo import HANDBOOK, RULES
 
 EXAMPLES = int(os.environ.get("TELOS_STATEFUL_EXAMPLES", "8"))
@@ -361,15 +361,6 @@ def redact(message: dict[str, Any], suffix: str) -> None:
     # A tool call with no text (an OpenAI assistant step, a Responses function_call): left as it is.
 
 
-def reversed_keys(value: Any) -> Any:
-    """``value`` with every object's keys in reverse order (a harness that rebuilds its history)."""
-    if isinstance(value, dict):
-        return {key: reversed_keys(value[key]) for key in reversed(list(value))}
-    if isinstance(value, list):
-        return [reversed_keys(item) for item in value]
-    return value
-
-
 def last_prepared(session: Session) -> Any:
     """The session's latest request as this process prepared it (body, plan, IR)."""
     prepared = session._last_prepared
@@ -474,7 +465,7 @@ class SessionsMachine(RuleBasedStateMachine):
     @rule()
     def rebuild_with_keys_reversed(self) -> None:
         """The harness rebuilds its history from its own objects: equal messages, every key order new."""
-        self._send(reversed_keys(self.history[self.current]))
+        self._send(reverse_keys(self.history[self.current]))
 
     @rule(copied=st.booleans())
     def retry(self, copied: bool) -> None:
