@@ -1,0 +1,94 @@
+"""What a live session leaves for CPython's garbage collector, per turn (issue 14).
+
+A full collection walks every tracked object of the process: in a server holding hundreds of
+sessions, what each session keeps is what its event loop waits for (BENCHMARKS.md, "Sessions under
+load"). Object counts are deterministic for a given code path, so a budget per turn is a test, not a
+timing: it fails when a change makes sessions keep more tracked objects than they do now.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import anthropic
+import pytest
+
+import telos_wrap
+from telos_wrap.emulator import ManualClock
+from telos_wrap.sessions import MemoryStore, Session, set_default_store
+from tests.sdk_http import sdk_http
+
+from .convo import MODEL, messages_for, system_prompt
+
+#: Tracked objects a session keeps per turn (one user and one assistant message added): 19.7 on
+#: CPython 3.11 (history memo copies, IR messages and blocks, per-message plan rows, the request's
+#: record and usage), 23.0 before the explain history was kept as plain tuples, which the collector
+#: does not track.
+BUDGET_PER_TURN = 21
+REPLY = json.dumps(
+    {
+        "id": "msg_gc",
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "text", "text": "ok"}],
+        "model": MODEL,
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": 10,
+            "output_tokens": 1,
+            "cache_read_input_tokens": 1000,
+            "cache_creation_input_tokens": 50,
+        },
+    }
+).encode()
+
+
+@pytest.fixture
+def client() -> Iterator[anthropic.Anthropic]:
+    """The real SDK over a transport that keeps nothing (the emulator keeps a log of every body)."""
+    reply = sdk_http.MockTransport(
+        lambda request: sdk_http.Response(200, content=REPLY, headers={"content-type": "application/json"})
+    )
+    telos_wrap.patch(strict=True, only_what_pays=False)
+    previous = set_default_store(MemoryStore())
+    try:
+        with anthropic.Anthropic(api_key="test", http_client=sdk_http.Client(transport=reply)) as sdk:
+            yield sdk
+    finally:
+        set_default_store(previous)
+        telos_wrap.unpatch()
+
+
+def _conversation(client: anthropic.Anthropic, session_id: str, turns: int) -> Session:
+    clock = ManualClock(1_000.0)
+    with telos_wrap.session(session_id, clock=clock.now) as sess:
+        for turn in range(turns):
+            client.messages.create(
+                model=MODEL,
+                max_tokens=8,
+                system=system_prompt(0, clock_line=False),
+                messages=messages_for(turn),
+            )
+    return sess
+
+
+def test_a_session_keeps_few_tracked_objects_per_turn(client: anthropic.Anthropic) -> None:
+    _conversation(client, "gc-warm-up", 3)  # process-wide caches and lazily built tables first
+    sessions, turns = 8, 20
+    gc.collect()
+    before = len(gc.get_objects())
+    held: list[Any] = [_conversation(client, f"gc-{n}", turns) for n in range(sessions)]
+    gc.collect()
+    per_turn = (len(gc.get_objects()) - before) / (sessions * turns)
+    assert per_turn <= BUDGET_PER_TURN, f"{per_turn:.1f} tracked objects per session turn"
+    # The explain history of every request is there, and the collector does not track it.
+    records = held[0]._records
+    assert len(records) == turns
+    for record in records.values():
+        assert record.explained is not None and record.explained.breakpoints
+        assert not gc.is_tracked(record.explained.breakpoints)
+        assert not gc.is_tracked(record.explained.records)
