@@ -23,11 +23,11 @@ from tests.sdk_http import sdk_http
 
 from .convo import MODEL, messages_for, system_prompt
 
-#: Tracked objects a session keeps per turn (one user and one assistant message added): 19.7 on
-#: CPython 3.11 (history memo copies, IR messages and blocks, per-message plan rows, the request's
-#: record and usage), 23.0 before the explain history was kept as plain tuples, which the collector
-#: does not track.
-BUDGET_PER_TURN = 21
+#: Tracked objects a session keeps per turn (one user and one assistant message added): 17.7 on
+#: CPython 3.11 (history memo copies, IR messages and blocks, the request's record and usage); 23.0
+#: before the explain history and the Anthropic plan's per-message rows were kept as plain tuples,
+#: which the collector does not track.
+BUDGET_PER_TURN = 19
 REPLY = json.dumps(
     {
         "id": "msg_gc",

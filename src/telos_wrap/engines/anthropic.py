@@ -31,7 +31,8 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Literal, NamedTuple
+from operator import itemgetter
+from typing import Any, Literal
 
 from telos_wrap.engines.anthropic_usage import AnthropicStreamUsage, parse_anthropic_usage
 from telos_wrap.engines.base import Breakpoint, EmitPlan, EngineProfile, PrefixTables, emit_messages
@@ -235,14 +236,14 @@ class AnthropicEngine:
             if "cache_control" in block.extra
         )
         in_messages: list[Breakpoint] = []
-        m_index = summaries[-1].marked if summaries else -1
+        m_index = summaries[-1][_MARKED] if summaries else -1
         while m_index >= 0:  # the chain of marked messages, newest first
             blocks = ir.messages[m_index].blocks
             for index in range(len(blocks) - 1, -1, -1):
                 if "cache_control" in blocks[index].extra:
                     ttl = _marker_ttl(blocks[index].extra["cache_control"])
                     in_messages.append(Breakpoint("caller", "messages", m_index, index, ttl))
-            m_index = summaries[m_index - 1].marked if m_index > 0 else -1
+            m_index = summaries[m_index - 1][_MARKED] if m_index > 0 else -1
         return found + in_messages[::-1]
 
     def _candidates(
@@ -385,19 +386,18 @@ _PLAN_TABLE = "anthropic.plan"
 _WIRE_TABLE = "anthropic.wire"
 
 
-class _Summary(NamedTuple):
-    """What planning needs of messages ``0..i`` (a prefix property, so settled entries stay valid).
-
-    Attributes:
-        positions: lookback positions in messages ``0..i`` (a run of tool_use or of tool_result
-            blocks in one message counts as one, like the API's lookback).
-        first_drop: the first message with a DROP block among ``0..i``, or -1.
-        marked: the last message carrying a caller's ``cache_control`` among ``0..i``, or -1.
-    """
-
-    positions: int
-    first_drop: int
-    marked: int
+#: What planning needs of messages ``0..i`` (a prefix property, so settled entries stay valid):
+#: ``(positions, first_drop, marked)``, read with the indices below.
+#:
+#: * positions: lookback positions in messages ``0..i`` (a run of tool_use or of tool_result blocks
+#:   in one message counts as one, like the API's lookback);
+#: * first_drop: the first message with a DROP block among ``0..i``, or -1;
+#: * marked: the last message carrying a caller's ``cache_control`` among ``0..i``, or -1.
+#:
+#: A plain tuple, not a NamedTuple: a session keeps one per message, and CPython's collector stops
+#: tracking an exact tuple of ints but never a NamedTuple (docs/sessions.md).
+_Summary = tuple[int, int, int]
+_POSITIONS, _FIRST_DROP, _MARKED = 0, 1, 2
 
 
 def _run_ends(blocks: Sequence[TelosBlock], limit: int) -> list[int]:
@@ -417,19 +417,15 @@ def _run_ends(blocks: Sequence[TelosBlock], limit: int) -> list[int]:
 def _summaries(ir: TelosIR, reuse: PrefixTables | None) -> list[_Summary]:
     """One ``_Summary`` per message; the rows ``reuse`` still holds for these messages are reused."""
     table: list[_Summary] = reuse.rows(_PLAN_TABLE, ir.messages) if reuse is not None else []
-    previous = table[-1] if table else _Summary(0, -1, -1)
+    positions, first_drop, marked = table[-1] if table else (0, -1, -1)
     for m_index in range(len(table), len(ir.messages)):
         blocks = ir.messages[m_index].blocks
-        previous = _Summary(
-            positions=previous.positions + len(_run_ends(blocks, len(blocks))),
-            first_drop=(
-                m_index
-                if previous.first_drop < 0 and any(block.band is Band.DROP for block in blocks)
-                else previous.first_drop
-            ),
-            marked=m_index if any("cache_control" in block.extra for block in blocks) else previous.marked,
-        )
-        table.append(previous)
+        positions += len(_run_ends(blocks, len(blocks)))
+        if first_drop < 0 and any(block.band is Band.DROP for block in blocks):
+            first_drop = m_index
+        if any("cache_control" in block.extra for block in blocks):
+            marked = m_index
+        table.append((positions, first_drop, marked))
     return table
 
 
@@ -470,7 +466,7 @@ def _last_cacheable_before_drop(ir: TelosIR, summaries: list[_Summary]) -> tuple
     """Where BP-X goes: the last cacheable message block before the first DROP block."""
     if not summaries:
         return None
-    first_drop = summaries[-1].first_drop
+    first_drop = summaries[-1][_FIRST_DROP]
     if first_drop < 0:
         return _cacheable_at_or_before(ir, len(ir.messages) - 1, len(ir.messages[-1].blocks) - 1)
     blocks = ir.messages[first_drop].blocks
@@ -511,7 +507,7 @@ def _mid_anchors(
     x_message, x_block = x_location
 
     def before(m_index: int) -> int:  # positions in the messages before ``m_index``
-        return summaries[m_index - 1].positions if m_index > 0 else 0
+        return summaries[m_index - 1][_POSITIONS] if m_index > 0 else 0
 
     x_run_ends = _run_ends(ir.messages[x_message].blocks, x_block)
     positions = before(x_message) + len(x_run_ends)  # positions strictly before BP-X's block
@@ -521,7 +517,7 @@ def _mid_anchors(
         if position >= before(x_message):
             m_index, ends = x_message, x_run_ends
         else:
-            m_index = bisect_right(summaries, position, hi=x_message, key=lambda entry: entry.positions)
+            m_index = bisect_right(summaries, position, hi=x_message, key=itemgetter(_POSITIONS))
             blocks = ir.messages[m_index].blocks
             ends = _run_ends(blocks, len(blocks))
         found = _cacheable_at_or_before(ir, m_index, ends[position - before(m_index)])
