@@ -13,7 +13,7 @@ from typing import Any
 from telos_wrap.engines.anthropic_usage import parse_anthropic_usage
 from telos_wrap.ir.model import UsageReport
 
-__all__ = ["ATTRIBUTE", "attach_usage", "usage_of"]
+__all__ = ["ATTRIBUTE", "as_json", "attach_usage", "json_mapping", "usage_of"]
 
 ATTRIBUTE = "_telos_usage"
 
@@ -56,16 +56,22 @@ def usage_of(obj: Any) -> UsageReport | None:
     return _from_own_usage(obj)
 
 
+def as_json(value: Any) -> Any:
+    """An SDK model as plain JSON (``model_dump(mode="json")``); anything else as it is."""
+    return value.model_dump(mode="json") if hasattr(value, "model_dump") else value
+
+
+def json_mapping(value: Any) -> Mapping[str, Any] | None:
+    """``value`` (an SDK model, or the raw JSON an SDK line without its type keeps) as a plain JSON
+    mapping, or ``None`` when it is neither."""
+    dumped = as_json(value)
+    return dumped if isinstance(dumped, Mapping) else None
+
+
 def _anthropic_diagnostics(message: Any) -> Mapping[str, Any] | None:
     """A message's own ``diagnostics`` (e.g. a stream's final message, which carries what its
     ``message_start`` said), as plain JSON."""
-    diagnostics: Any = getattr(message, "diagnostics", None)
-    if isinstance(diagnostics, Mapping) or diagnostics is None:
-        return diagnostics
-    dumped: Mapping[str, Any] | None = (
-        diagnostics.model_dump(mode="json") if hasattr(diagnostics, "model_dump") else None
-    )
-    return dumped
+    return json_mapping(getattr(message, "diagnostics", None))
 
 
 def _from_own_usage(obj: Any) -> UsageReport | None:

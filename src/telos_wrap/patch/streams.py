@@ -17,7 +17,7 @@ from telos_wrap.errors import TelosStageError
 from telos_wrap.failopen import report_failure
 from telos_wrap.patch.calls import CallContext
 from telos_wrap.patch.observers import notify_usage
-from telos_wrap.usage import attach_usage
+from telos_wrap.usage import as_json, attach_usage
 
 __all__ = ["hook_stream", "is_stream"]
 
@@ -64,22 +64,18 @@ def _feed(accumulator: StreamUsage, event: Any, stream: Any, ctx: CallContext, k
     return False
 
 
-def _dumped(value: Any) -> Any:
-    return value.model_dump(mode="json") if hasattr(value, "model_dump") else value
-
-
 def _usage_event(kind: str, event: Any) -> dict[str, Any]:
     """The part of an Anthropic ``message_start`` / ``message_delta`` event that carries usage (and
     the message's ``diagnostics``), as plain JSON: dumping the whole event would also dump the
     message it starts."""
     if kind == "message_start":
         message = getattr(event, "message", None)
-        dumped = {"usage": _dumped(getattr(message, "usage", None))}
+        dumped = {"usage": as_json(getattr(message, "usage", None))}
         diagnostics = getattr(message, "diagnostics", None)
         if diagnostics is not None:
-            dumped["diagnostics"] = _dumped(diagnostics)
+            dumped["diagnostics"] = as_json(diagnostics)
         return {"type": kind, "message": dumped}
-    return {"type": kind, "usage": _dumped(getattr(event, "usage", None))}
+    return {"type": kind, "usage": as_json(getattr(event, "usage", None))}
 
 
 def _is_usage_only(event: Any) -> bool:

@@ -41,7 +41,7 @@ from telos_wrap.patch.routing import Route, route_request
 from telos_wrap.patch.streams import hook_stream, is_stream
 from telos_wrap.pipeline import Prepared, PrepareOptions, prepare
 from telos_wrap.sessions import Session, current_session, implicit_session, named_session
-from telos_wrap.usage import attach_usage
+from telos_wrap.usage import attach_usage, json_mapping
 
 __all__ = [
     "async_parse_wrapper",
@@ -428,12 +428,7 @@ def _observe_result(result: Any, ctx: CallContext) -> None:
             return
         # Anthropic ``diagnostics``; OpenAI Responses ``prompt_cache_diagnostics`` (docs/engines.md).
         diagnostics = _field(result, "diagnostics") or _field(result, "prompt_cache_diagnostics")
-        dumped: Mapping[str, Any] | None = None
-        if diagnostics is not None and hasattr(diagnostics, "model_dump"):
-            dumped = diagnostics.model_dump(mode="json")
-        elif isinstance(diagnostics, Mapping):  # an SDK line without the type keeps the raw JSON
-            dumped = diagnostics
-        report = ctx.engine.parse_usage(usage.model_dump(mode="json"), diagnostics=dumped)
+        report = ctx.engine.parse_usage(usage.model_dump(mode="json"), diagnostics=json_mapping(diagnostics))
         attach_usage(result, report)
         notify_usage(ctx, report)
         if ctx.index >= 0:
