@@ -82,7 +82,7 @@ class Wire:
     #: The caller's body as the pipeline sees it (for the content check).
     body: Callable[[str, list[dict[str, Any]]], dict[str, Any]]
     #: An assistant step that calls a tool and the tool's result, in this API's shapes (``tool_step``).
-    tool_step: Callable[[int, bool, bool], list[dict[str, Any]]] = lambda n, as_list, big: []
+    tool_step: Callable[[int, bool, bool], list[dict[str, Any]]]
 
 
 def _anthropic_client(base_url: str, transport: sdk_http.BaseTransport) -> Any:
