@@ -22,7 +22,7 @@ from telos_wrap.sessions import MemoryStore, set_default_store
 from telos_wrap.sessions import core as session_core
 
 # The throwaway redis-server of the session tests (skips when redis-server is not installed).
-from tests.sessions.conftest import redis_url  # noqa: F401
+from tests.sessions.conftest import redis_cluster_url, redis_url, store_url  # noqa: F401
 
 from .harness import Wire
 

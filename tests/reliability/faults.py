@@ -202,6 +202,11 @@ FAULTS: tuple[Fault, ...] = (
         lambda: RedisStore(f"redis://127.0.0.1:{closed_port()}/0"),
         redis.exceptions.ConnectionError,
     ),
+    _store_fault(
+        "store.redis-cluster-down",
+        lambda: RedisStore(f"redis+cluster://127.0.0.1:{closed_port()}"),
+        redis.exceptions.RedisClusterException,
+    ),
     _usage_fault(),
     _stream_usage_fault(),
     _record_usage_fault(),

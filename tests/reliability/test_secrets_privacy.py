@@ -217,10 +217,10 @@ def test_memory_store_holds_json_text_only(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 @pytest.mark.redis
-def test_redis_store_holds_json_text_only(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_redis_store_holds_json_text_only(store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     _no_pickle(monkeypatch)
     prefix = f"telos-secrets:{uuid.uuid4().hex[:8]}:"
-    store = RedisStore(redis_url, prefix=prefix, ttl=60)
+    store = RedisStore(store_url, prefix=prefix, ttl=60)
     _session_traffic(store)
     keys = list(store.redis.scan_iter(f"{prefix}*"))
     assert len(keys) >= 2

@@ -22,12 +22,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.sdk_http
 
 import anthropic
-import redis
 from convo import RecordingTransport, run_shared_turn, run_shared_turn_async  # type: ignore[import-not-found]
 
 import telos_wrap
 from telos_wrap.emulator import Emulator
-from telos_wrap.sessions import RedisStore
+from telos_wrap.sessions import RedisStore, redis_urls
 from tests.sdk_http import AsyncEmulatorTransport, sdk_http
 
 
@@ -47,7 +46,7 @@ def main(
     telos_wrap.patch(strict=True)
     store = RedisStore(url, prefix=prefix)
     sess = telos_wrap.session(session_id, store=store)
-    control = redis.Redis.from_url(control_url)
+    control = redis_urls.sync_client(redis_urls.parse(control_url), {})  # a server or a cluster
     relay = control_url != url
     sent: list[dict[str, object]] = []
 

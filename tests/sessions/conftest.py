@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anthropic
 import pytest
@@ -103,6 +105,76 @@ def redis_url() -> Iterator[str]:
         process.wait(timeout=10)
 
 
+class RedisClusterProcesses:
+    """A real Redis Cluster of the test's own: 3 primaries and 3 replicas on free loopback ports,
+    started and stopped by ``.ci/redis-cluster.sh`` (the script CI uses)."""
+
+    def __init__(self, data: Path, node_timeout_ms: int = 1000) -> None:
+        for binary in ("redis-server", "redis-cli"):
+            if shutil.which(binary) is None:
+                pytest.skip(f"{binary} is not installed (apt-get install redis-server)")
+        self.data = data
+        env = {**os.environ, "REDIS_CLUSTER_NODE_TIMEOUT": str(node_timeout_ms)}
+        started = subprocess.run(
+            ["bash", str(CLUSTER_SCRIPT), "start", str(data)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if started.returncode != 0:
+            pytest.fail(f"the Redis Cluster did not start: {started.stderr}")
+        self.url = (data / "url").read_text().strip()
+        self.ports = [int(port) for port in (data / "ports").read_text().split()]
+
+    def client(self, port: int) -> Any:
+        import redis
+
+        return redis.Redis(host="127.0.0.1", port=port, socket_timeout=2)
+
+    def primary_of(self, key: str) -> int:
+        """The port of the primary that serves ``key`` now."""
+        for port in self.ports:
+            try:
+                node = self.client(port)
+                slot = int(node.execute_command("CLUSTER", "KEYSLOT", key))
+                for start, end, primary, *_ in node.execute_command("CLUSTER", "SLOTS"):
+                    if start <= slot <= end:
+                        return int(primary[1])
+            except Exception:
+                continue
+        raise AssertionError("no node of the cluster answered")
+
+    def kill(self, port: int) -> None:
+        """SIGKILL the node on ``port`` (no shutdown, nothing flushed: as a crashed host)."""
+        pidfile = self.data / f"node-{port}" / "redis.pid"
+        os.kill(int(pidfile.read_text()), signal.SIGKILL)
+        pidfile.unlink()
+
+    def stop(self) -> None:
+        subprocess.run(["bash", str(CLUSTER_SCRIPT), "stop", str(self.data)], check=False, timeout=60)
+
+
+@pytest.fixture(scope="session")
+def redis_cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``TELOS_REDIS_CLUSTER_URL`` if set, else a throwaway cluster (``redis+cluster://…``)."""
+    configured = os.environ.get("TELOS_REDIS_CLUSTER_URL")
+    if configured:
+        yield configured
+        return
+    cluster = RedisClusterProcesses(tmp_path_factory.mktemp("redis-cluster"))
+    try:
+        yield cluster.url
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(params=["single", "cluster"])
+def store_url(request: pytest.FixtureRequest) -> str:
+    """The store suite runs on both: a single ``redis-server`` and a real Redis Cluster."""
+    return str(request.getfixturevalue("redis_url" if request.param == "single" else "redis_cluster_url"))
+
+
 @pytest.fixture
 def redis_prefix() -> str:
     """A key prefix unique to the test, so tests sharing one server never see each other's keys."""
@@ -168,6 +240,9 @@ class RedisServer:
         self.start()
         self.restarts += 1
 
+
+#: Starts and stops a local Redis Cluster (``start DIR`` / ``stop DIR``).
+CLUSTER_SCRIPT = Path(__file__).resolve().parents[2] / ".ci" / "redis-cluster.sh"
 
 #: ``benchmarks/`` (its oracle bound is what the end-to-end efficiency tests measure against).
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"

@@ -1,7 +1,12 @@
-"""The Redis store: atomic compare-and-set, TTL, JSON only — and two OS processes sharing a session."""
+"""The Redis store: atomic compare-and-set, TTL, JSON only — and two OS processes sharing a session.
+
+``store_url`` runs each store test on a single ``redis-server`` and on a real Redis Cluster (3
+primaries, 3 replicas: ``TELOS_REDIS_CLUSTER_URL``, or one started by ``.ci/redis-cluster.sh``).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import subprocess
@@ -26,34 +31,132 @@ pytestmark = pytest.mark.redis
 TURNS = 12
 
 
-def test_compare_and_set_is_atomic_and_json(redis_url: str, redis_prefix: str) -> None:
-    store = RedisStore(redis_url, prefix=redis_prefix, ttl=120)
+def test_compare_and_set_is_atomic_and_json(store_url: str, redis_prefix: str) -> None:
+    store = RedisStore(store_url, prefix=redis_prefix, ttl=120)
     assert store.load("s") is None
     first = store.compare_and_set("s", 0, '{"a":1}')
     assert first is not None and first > 0
     assert store.compare_and_set("s", 0, '{"a":2}') is None  # someone else created it first
-    assert store.compare_and_set("s", first, '{"a":3}') == first + 1
+    second = store.compare_and_set("s", first, '{"a":3}')
+    assert second is not None and second != first
     assert store.compare_and_set("s", first, '{"a":4}') is None  # stale revision
     loaded = store.load("s")
-    assert loaded is not None and (loaded.revision, loaded.text) == (first + 1, '{"a":3}')
+    assert loaded is not None and (loaded.revision, loaded.text) == (second, '{"a":3}')
     # A lost swap returns the current state in the same round trip.
-    assert store.swap("s", first, '{"a":5}') == Swapped(None, Versioned(first + 1, '{"a":3}'))
+    assert store.swap("s", first, '{"a":5}') == Swapped(None, Versioned(second, '{"a":3}'))
     assert store.swap("s-absent", 7, "{}") == Swapped(None, None)
     store.put_blob("s", "k", "blob text")
     assert store.get_blob("s", "k") == "blob text"
     raw = store.redis
-    assert raw.hget(f"{redis_prefix}session:s", "state") == b'{"a":3}'  # plain JSON text, not pickle
-    assert 0 < raw.ttl(f"{redis_prefix}session:s") <= 120
-    assert 0 < raw.ttl(f"{redis_prefix}blobs:s") <= 120
+    state_key, blobs_key = store.keys_of("s")
+    assert (state_key, blobs_key) == (f"{redis_prefix}{{s}}:session", f"{redis_prefix}{{s}}:blobs")
+    assert raw.hget(state_key, "state") == b'{"a":3}'  # plain JSON text, not pickle
+    assert 0 < raw.ttl(state_key) <= 120
+    assert 0 < raw.ttl(blobs_key) <= 120
     store.delete("s")
     assert store.load("s") is None and store.get_blob("s", "k") is None
-    # Created again (as after a Redis restart without persistence): a fresh revision, never ``first``.
+    # Created again (as after a Redis restart without persistence): a fresh revision, never one
+    # the session had before.
     again = store.compare_and_set("s", 0, '{"a":6}')
-    assert again is not None and again not in (first, first + 1)
+    assert again is not None and again not in (first, second)
+    store.close()
 
 
-def test_concurrent_increments_never_lose_an_update(redis_url: str, redis_prefix: str) -> None:
-    store = RedisStore(redis_url, prefix=redis_prefix)
+def test_a_revision_is_never_handed_to_another_state(store_url: str, redis_prefix: str) -> None:
+    """A failover can put back an older copy of a session (the replica had not received the last
+    write the primary acknowledged). A worker still holding that last write's revision must not
+    compare-and-set over what another worker writes next on the older copy: every write draws a
+    fresh revision, so the stale worker loses and gets the newer state back."""
+    store = RedisStore(store_url, prefix=redis_prefix)
+    base = store.compare_and_set("s", 0, '{"turn":1}')
+    assert base is not None
+    acknowledged = store.compare_and_set("s", base, '{"turn":2,"by":"a"}')  # then lost in the failover
+    assert acknowledged is not None
+    state_key = store.keys_of("s")[0]
+    store.redis.hset(state_key, mapping={"rev": base, "state": '{"turn":1}'})  # the promoted replica's copy
+    by_b = store.compare_and_set("s", base, '{"turn":2,"by":"b"}')
+    assert by_b is not None and by_b != acknowledged
+    assert store.swap("s", acknowledged, '{"turn":3,"by":"a"}') == Swapped(
+        None, Versioned(by_b, '{"turn":2,"by":"b"}')
+    )
+    store.close()
+
+
+ODD_IDS = ["", "}x", "=", "=}x", "x}", "{a}", "plain"]
+
+
+@pytest.mark.parametrize("session_id", ODD_IDS)
+def test_every_session_id_keeps_its_keys_in_one_slot(
+    store_url: str, redis_prefix: str, session_id: str
+) -> None:
+    """Both keys of any id share a hash tag (the compare-and-set script touches both, which a
+    cluster allows only within one slot), and ids never share keys."""
+    from redis.crc import key_slot
+
+    from telos_wrap.sessions.redis_store import hash_tag
+
+    store = RedisStore(store_url, prefix=redis_prefix)
+    state_key, blobs_key = store.keys_of(session_id)
+    assert hash_tag(state_key) == hash_tag(blobs_key) != state_key
+    assert key_slot(state_key.encode()) == key_slot(blobs_key.encode())
+    others = {store.keys_of(other) for other in ODD_IDS if other != session_id}
+    assert (state_key, blobs_key) not in others
+    store.put_blob(session_id, "k", "v")
+    revision = store.compare_and_set(session_id, 0, '{"id":1}')
+    assert revision is not None and store.get_blob(session_id, "k") == "v"
+    loaded = store.load(session_id)
+    assert loaded is not None and loaded.text == '{"id":1}'
+    store.delete(session_id)
+    store.close()
+
+
+def test_a_prefix_with_an_empty_hash_tag_is_refused() -> None:
+    with pytest.raises(ValueError, match="empty hash tag"):
+        RedisStore("redis://127.0.0.1:1/0", prefix="app{}:")
+    assert RedisStore("redis://127.0.0.1:1/0", prefix="{app}:").keys_of("s")[0] == "{app}:{s}:session"
+
+
+def test_sessions_of_the_layout_before_hash_tags_are_read_and_moved(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """A single server may hold sessions written as ``P session:S`` / ``P blobs:S``: they are read
+    as they are, and their next write moves them (state and blobs) to ``P{S}:…``, atomically."""
+    store = RedisStore(redis_url, prefix=redis_prefix, ttl=120)
+    raw = store.redis
+    raw.hset(f"{redis_prefix}session:old", mapping={"rev": 41, "state": '{"turn":41}'})
+    raw.hset(f"{redis_prefix}blobs:old", mapping={"pinned": "the handbook"})
+    loaded = store.load("old")
+    assert loaded == Versioned(41, '{"turn":41}')
+    assert store.get_blob("old", "pinned") == "the handbook"
+    store.put_blob("old", "fresh", "a blob written before the move")
+    assert store.compare_and_set("old", 40, "{}") is None  # still compare-and-set
+    revision = store.compare_and_set("old", 41, '{"turn":42}')
+    assert revision is not None
+    assert raw.exists(f"{redis_prefix}session:old", f"{redis_prefix}blobs:old") == 0
+    state_key, blobs_key = store.keys_of("old")
+    assert raw.hgetall(state_key) == {b"rev": str(revision).encode(), b"state": b'{"turn":42}'}
+    assert raw.hgetall(blobs_key) == {b"pinned": b"the handbook", b"fresh": b"a blob written before the move"}
+    assert 0 < raw.ttl(state_key) <= 120 and 0 < raw.ttl(blobs_key) <= 120
+
+    async def via_asyncio() -> tuple[Versioned | None, str | None]:
+        raw.hset(f"{redis_prefix}session:old2", mapping={"rev": 7, "state": "{}"})
+        raw.hset(f"{redis_prefix}blobs:old2", mapping={"k": "v"})
+        found = await store.aload("old2"), await store.aget_blob("old2", "k")
+        assert (await store.aswap("old2", 7, '{"a":1}')).revision is not None
+        await store.aclose()
+        return found
+
+    assert asyncio.run(via_asyncio()) == (Versioned(7, "{}"), "v")
+    assert raw.exists(f"{redis_prefix}session:old2") == 0 and store.load("old2") is not None
+    without = RedisStore(redis_url, prefix=redis_prefix, legacy_keys=False)
+    raw.hset(f"{redis_prefix}session:old3", mapping={"rev": 1, "state": "{}"})
+    assert without.load("old3") is None
+    store.close()
+    without.close()
+
+
+def test_concurrent_increments_never_lose_an_update(store_url: str, redis_prefix: str) -> None:
+    store = RedisStore(store_url, prefix=redis_prefix)
     sessions = [telos_wrap.session("counter", store=store) for _ in range(8)]
 
     def bump(sess: telos_wrap.Session) -> None:
@@ -135,15 +238,16 @@ def _check_shared(
 
 
 def test_two_processes_alternating_turns_emit_the_bytes_of_one_process(
-    redis_url: str, redis_prefix: str, tmp_path: Path, patched: None
+    store_url: str, redis_prefix: str, tmp_path: Path, patched: None
 ) -> None:
     """One worker uses the sync client and the store's sync Redis client, the other the async client
-    and ``redis.asyncio``: the same compare-and-set, the same bytes."""
-    import redis
+    and ``redis.asyncio`` (on a cluster: ``RedisCluster`` and its asyncio twin): the same
+    compare-and-set, the same bytes."""
+    from telos_wrap.sessions import redis_urls
 
-    processes = _run_workers(redis_url, redis_prefix, tmp_path, ("sync", "async"))
-    redis.Redis.from_url(redis_url).rpush(f"{redis_prefix}go:0", 0)
-    _check_shared(processes, tmp_path, redis_url, redis_prefix, patched)
+    processes = _run_workers(store_url, redis_prefix, tmp_path, ("sync", "async"))
+    redis_urls.sync_client(redis_urls.parse(store_url), {}).rpush(f"{redis_prefix}go:0", 0)
+    _check_shared(processes, tmp_path, store_url, redis_prefix, patched)
 
 
 RESTART_BEFORE = 5

@@ -131,9 +131,9 @@ def test_async_clients_use_only_the_async_store(patched: None) -> None:
 
 @pytest.mark.redis
 def test_async_clients_never_use_the_sync_redis_client(
-    redis_url: str, redis_prefix: str, patched: None
+    store_url: str, redis_prefix: str, patched: None
 ) -> None:
-    store = RedisStore(redis_url, prefix=redis_prefix)
+    store = RedisStore(store_url, prefix=redis_prefix)
 
     def forbidden(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the sync Redis client was used by an async call")

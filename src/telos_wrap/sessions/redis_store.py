@@ -2,43 +2,72 @@
 
 Layout, per session id ``S`` under a key prefix ``P`` (default ``"telos:"``):
 
-* ``P session:S`` — a hash ``{rev: <int>, state: <JSON text>}``;
-* ``P blobs:S`` — a hash of the session's blobs (pinned documents), content-addressed.
+* ``P{S}:session`` — a hash ``{rev: <int>, state: <JSON text>}``;
+* ``P{S}:blobs`` — a hash of the session's blobs (pinned documents), content-addressed.
+
+``{S}`` is a Redis Cluster *hash tag*: only the text between the braces picks a key's slot, so both
+keys of a session live on one node and the compare-and-set script may touch both (docs/sessions.md,
+"Running at scale"). An id that would make the tag empty (``""``, or one that starts with ``}``),
+or that starts with ``=``, is written with one more ``=`` in front, so keys stay one-to-one with ids.
 
 Updates are atomic compare-and-set in one Lua script (``EVALSHA``): the state is written only if
 ``rev`` is still the one the writer read, so two workers can never overwrite each other's turn —
-the loser gets the current state back in the same round trip and recomputes. A session created
-(or re-created after Redis lost it) starts at a random revision, so a revision is never reused for
-one id. Both keys get the store's TTL again on every write, so an active session never expires and
-an abandoned one disappears. JSON text only, never pickle.
+the loser gets the current state back in the same round trip and recomputes. Every write draws a
+fresh random revision (below 2**48), never ``rev + 1``: a replica promoted after a failover may
+hold an older revision than the one a worker last wrote, and a sequential counter would hand that
+worker's number to the next writer's different state. Both keys get the store's TTL again on every
+write, so an active session never expires and an abandoned one disappears. JSON text only, never
+pickle.
 
-Sync clients use ``redis.Redis``; async clients use ``redis.asyncio.Redis`` (one per event loop, made
-from the same URL), so no Redis I/O runs on the event loop thread.
+Keys of the layout before hash tags (``P session:S``, ``P blobs:S``) are still read on a single
+server (not a cluster, where that layout never worked): a session found only there is moved to
+its new keys, inside the script, by its next write.
+
+Clients: a URL (``redis_urls``: single server, ``+cluster``, ``+sentinel``, Valkey) or instances
+(``redis.Redis``, ``redis.cluster.RedisCluster``, a Sentinel's ``master_for`` client, and their
+``redis.asyncio`` twins as ``async_client``). Async clients use ``redis.asyncio`` (one client per
+event loop, made from the same URL), so no Redis I/O runs on the event loop thread.
 """
 
 from __future__ import annotations
 
 import contextlib
 import random
+import threading
 import weakref
 from collections.abc import Iterator
 from typing import Any
 
 from telos_wrap.errors import StoreBusyError
+from telos_wrap.sessions import redis_urls
 from telos_wrap.sessions.breaker import StoreBreaker
 from telos_wrap.sessions.store import Swapped, Versioned
 
 __all__ = ["RedisStore"]
 
+# KEYS: session, blobs[, legacy session, legacy blobs]; ARGV: expected revision ('' = absent), text,
+# ttl (0 = none), the new revision.
 _SWAP = """
 local current = redis.call('HGET', KEYS[1], 'rev')
+if not current and KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then
+  redis.call('RENAME', KEYS[3], KEYS[1])
+  local old = redis.call('HGETALL', KEYS[4])
+  for i = 1, #old, 2 do
+    redis.call('HSETNX', KEYS[2], old[i], old[i + 1])
+  end
+  redis.call('DEL', KEYS[4])
+  current = redis.call('HGET', KEYS[1], 'rev')
+end
 if (current or '') ~= ARGV[1] then
   if current then
     return {0, current, redis.call('HGET', KEYS[1], 'state')}
   end
   return {0}
 end
-local revision = current and (tonumber(current) + 1) or tonumber(ARGV[4])
+local revision = tonumber(ARGV[4])
+if current and tonumber(current) == revision then
+  revision = revision + 1
+end
 redis.call('HSET', KEYS[1], 'rev', revision, 'state', ARGV[2])
 local ttl = tonumber(ARGV[3])
 if ttl > 0 then
@@ -49,8 +78,8 @@ if ttl > 0 then
 end
 return {1, revision}
 """
-#: First revisions are drawn below 2**48: exact in Lua's doubles for any realistic number of turns.
-_FIRST_REVISION_LIMIT = 2**48
+#: Revisions are drawn below 2**48: exact in Lua's doubles.
+_REVISION_LIMIT = 2**48
 
 
 def _text(value: Any) -> str:
@@ -65,24 +94,53 @@ def _swapped(result: Any) -> Swapped:
     return Swapped(None)
 
 
+def _tag(session_id: str) -> str:
+    """The hash tag of a session id (see the module docstring: never empty, one-to-one)."""
+    if not session_id or session_id[0] in "}=":
+        return "=" + session_id
+    return session_id
+
+
+def hash_tag(key: str) -> str:
+    """What Redis Cluster hashes to place ``key``: the text between its first ``{`` and the next
+    ``}`` if that is not empty, else the whole key (docs/sessions.md, "Running at scale")."""
+    start = key.find("{")
+    if start >= 0:
+        end = key.find("}", start + 1)
+        if end > start + 1:
+            return key[start + 1 : end]
+    return key
+
+
+def _is_cluster(client: Any) -> bool:
+    """A redis-py (or valkey-py) cluster client, sync or asyncio: it routes keys to nodes."""
+    return client is not None and hasattr(client, "nodes_manager")
+
+
 class RedisStore:
     """A ``SessionStore`` (and ``AsyncSessionStore``) on Redis (``redis-py``).
 
     Args:
-        client: a ``redis.Redis`` instance or a URL (``redis://host:6379/0``).
-        prefix: prepended to every key.
+        client: a URL (``redis://host:6379/0``, ``redis+cluster://h1:p1,h2:p2``,
+            ``redis+sentinel://s1:26379/SERVICE``, ``valkey://…``: ``redis_urls``) or a client:
+            ``redis.Redis``, ``redis.cluster.RedisCluster``, a Sentinel's ``master_for`` client.
+        prefix: prepended to every key (it must not hold an empty hash tag ``{}``).
         ttl: seconds a session (and its blobs) lives after its last write; ``None`` = forever.
         timeout: seconds to connect and per command, for clients built from a URL. The store sits
             in the path of every LLM call: a Redis that accepts connections but never answers
             must make the call go on without it quickly, not hang it (a client you pass keeps its
             own settings). A command is retried once on a connection error (a pooled connection
-            that died when Redis restarted), never after a timeout.
-        async_client: a ``redis.asyncio.Redis`` for async calls when ``client`` is an instance;
-            without it (and without a URL) async calls run the sync client in a worker thread.
+            that died when Redis restarted), never after a timeout — except by a cluster client,
+            which retries once after either, on a refreshed view of the cluster.
+        async_client: a ``redis.asyncio`` client (``Redis``, ``cluster.RedisCluster``, a
+            Sentinel's) for async calls when ``client`` is an instance; without it (and without a
+            URL) async calls run the sync client in a worker thread.
         backoff / max_backoff: the circuit breaker's first and longest window, in seconds: after
             a failure or timeout no session calls this store for that long (``breaker.py``).
-        max_connections: connections of the async client's pool (per event loop); a call waits
-            up to ``timeout`` for a free one.
+        max_connections: connections of the async client's pool (per event loop; on a cluster,
+            per node); a call waits up to ``timeout`` for a free one (single server).
+        legacy_keys: also read (and move on write) sessions stored in the layout before hash tags;
+            default: on, except on a cluster.
     """
 
     def __init__(
@@ -96,20 +154,34 @@ class RedisStore:
         backoff: float = 5.0,
         max_backoff: float = 60.0,
         max_connections: int = 64,
+        legacy_keys: bool | None = None,
     ) -> None:
         self.url: str | None = None
+        self._url: redis_urls.RedisUrl | None = None
         self.timeout = timeout
         self.max_connections = max_connections
         self.breaker = StoreBreaker(backoff, max_backoff)
         if isinstance(client, str):
-            import redis
-
-            self.url = client
-            client = redis.Redis.from_url(client, **self._client_options(redis.retry.Retry, redis))
-        self.redis = client
+            self.url, self._url, client = client, redis_urls.parse(client), None
+        #: Whether the store runs on a Redis Cluster (keys are routed by their hash tag).
+        self.cluster = (
+            (self._url is not None and self._url.kind == "cluster")
+            or _is_cluster(client)
+            or _is_cluster(async_client)
+        )
+        if hash_tag(f"{prefix}{{x}}:session") != hash_tag(f"{prefix}{{x}}:blobs"):
+            raise ValueError(
+                f"prefix {prefix!r} holds an empty hash tag '{{}}': a session's keys would span slots"
+            )
+        if legacy_keys and self.cluster:
+            raise ValueError("legacy_keys: the layout before hash tags never worked on a cluster")
+        self.legacy_keys = not self.cluster if legacy_keys is None else legacy_keys
         self.prefix = prefix
         self.ttl = ttl
-        self._swap = client.register_script(_SWAP)
+        self._sync: tuple[Any, Any] | None = (
+            None if client is None else (client, client.register_script(_SWAP))
+        )
+        self._sync_lock = threading.Lock()
         self._async_given = async_client
         self._async: weakref.WeakKeyDictionary[Any, tuple[Any, Any]] = weakref.WeakKeyDictionary()
 
@@ -123,24 +195,60 @@ class RedisStore:
             "retry_on_timeout": False,
         }
 
-    def _keys(self, session_id: str) -> tuple[str, str]:
-        return f"{self.prefix}session:{session_id}", f"{self.prefix}blobs:{session_id}"
+    def _client(self) -> tuple[Any, Any]:
+        """``(sync client, swap script)``; a client from a URL is made on first use (a cluster
+        client reads the cluster's topology when it is made: that belongs inside a store call)."""
+        found = self._sync
+        if found is None:
+            with self._sync_lock:
+                found = self._sync
+                if found is None:
+                    import redis
+
+                    assert self._url is not None
+                    client = redis_urls.sync_client(self._url, self._client_options(redis.retry.Retry, redis))
+                    found = self._sync = (client, client.register_script(_SWAP))
+        return found
+
+    @property
+    def redis(self) -> Any:
+        """The sync redis-py client (made from the URL on first use)."""
+        return self._client()[0]
+
+    def _keys(self, session_id: str) -> list[str]:
+        """The session's keys: its state and its blobs, and on a single server the legacy pair."""
+        tagged = f"{self.prefix}{{{_tag(session_id)}}}"
+        keys = [f"{tagged}:session", f"{tagged}:blobs"]
+        if self.legacy_keys:
+            keys += [f"{self.prefix}session:{session_id}", f"{self.prefix}blobs:{session_id}"]
+        return keys
+
+    def keys_of(self, session_id: str) -> tuple[str, str]:
+        """The keys ``(state, blobs)`` a session is written to."""
+        tagged = f"{self.prefix}{{{_tag(session_id)}}}"
+        return f"{tagged}:session", f"{tagged}:blobs"
 
     def _args(self, expected: int, text: str) -> list[str]:
-        first = random.randrange(1, _FIRST_REVISION_LIMIT)
-        return ["" if expected == 0 else str(expected), text, str(self.ttl or 0), str(first)]
+        revision = random.randrange(1, _REVISION_LIMIT)
+        return ["" if expected == 0 else str(expected), text, str(self.ttl or 0), str(revision)]
 
     # -- sync ---------------------------------------------------------------------------------------
 
     def load(self, session_id: str) -> Versioned | None:
-        revision, text = self.redis.hmget(self._keys(session_id)[0], ["rev", "state"])
-        if revision is None or text is None:
-            return None
-        return Versioned(int(_text(revision)), _text(text))
+        keys = self._keys(session_id)
+        if self.legacy_keys:
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.hmget(keys[0], ["rev", "state"])
+            pipe.hmget(keys[2], ["rev", "state"])
+            found = _first_found(pipe.execute())
+        else:
+            found = self.redis.hmget(keys[0], ["rev", "state"])
+        return _versioned(found)
 
     def swap(self, session_id: str, expected: int, text: str) -> Swapped:
         """``compare_and_set`` that returns the current state when it loses (one round trip)."""
-        return _swapped(self._swap(keys=list(self._keys(session_id)), args=self._args(expected, text)))
+        _, script = self._client()
+        return _swapped(script(keys=self._keys(session_id), args=self._args(expected, text)))
 
     def compare_and_set(self, session_id: str, expected: int, text: str) -> int | None:
         return self.swap(session_id, expected, text).revision
@@ -154,13 +262,21 @@ class RedisStore:
         pipe.execute()
 
     def get_blob(self, session_id: str, key: str) -> str | None:
-        value = self.redis.hget(self._keys(session_id)[1], key)
+        keys = self._keys(session_id)
+        if self.legacy_keys:
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.hget(keys[1], key)
+            pipe.hget(keys[3], key)
+            new, old = pipe.execute()
+            value = new if new is not None else old
+        else:
+            value = self.redis.hget(keys[1], key)
         return None if value is None else _text(value)
 
     def delete(self, session_id: str) -> None:
         self.redis.delete(*self._keys(session_id))
 
-    # -- async --------------------------------------------------------------------------------------
+    # -- async ---------------------------------------------------------------------------------------
 
     def _aclient(self) -> tuple[Any, Any]:
         """``(redis.asyncio client, swap script)`` for the running event loop."""
@@ -173,16 +289,15 @@ class RedisStore:
 
             if self._async_given is not None:
                 client = self._async_given
-            elif self.url is not None:
-                # A blocking pool: with hundreds of concurrent sessions a call waits (up to
-                # ``timeout``) for one of ``max_connections``, instead of failing at once.
-                pool = redis.asyncio.BlockingConnectionPool.from_url(
-                    self.url,
-                    max_connections=self.max_connections,
-                    timeout=self.timeout,
-                    **self._client_options(redis.asyncio.retry.Retry, redis),
+            elif self._url is not None:
+                # A single server's pool blocks: with hundreds of concurrent sessions a call waits
+                # (up to ``timeout``) for one of ``max_connections``, instead of failing at once.
+                client = redis_urls.async_client(
+                    self._url,
+                    self._client_options(redis.asyncio.retry.Retry, redis),
+                    self.max_connections,
+                    self.timeout,
                 )
-                client = redis.asyncio.Redis.from_pool(pool)  # owns the pool: aclose() closes it
             else:
                 raise TypeError("no async client: pass a URL or async_client=")
             found = self._async[loop] = (client, client.register_script(_SWAP))
@@ -199,11 +314,16 @@ class RedisStore:
 
             return await asyncio.to_thread(self.load, session_id)
         client, _ = self._aclient()
+        keys = self._keys(session_id)
         with _pool_waits():
-            revision, text = await client.hmget(self._keys(session_id)[0], ["rev", "state"])
-        if revision is None or text is None:
-            return None
-        return Versioned(int(_text(revision)), _text(text))
+            if self.legacy_keys:
+                async with client.pipeline(transaction=False) as pipe:
+                    pipe.hmget(keys[0], ["rev", "state"])
+                    pipe.hmget(keys[2], ["rev", "state"])
+                    found = _first_found(await pipe.execute())
+            else:
+                found = await client.hmget(keys[0], ["rev", "state"])
+        return _versioned(found)
 
     async def aswap(self, session_id: str, expected: int, text: str) -> Swapped:
         if not self.has_async_client:
@@ -212,7 +332,7 @@ class RedisStore:
             return await asyncio.to_thread(self.swap, session_id, expected, text)
         _, script = self._aclient()
         with _pool_waits():
-            swapped = await script(keys=list(self._keys(session_id)), args=self._args(expected, text))
+            swapped = await script(keys=self._keys(session_id), args=self._args(expected, text))
         return _swapped(swapped)
 
     async def acompare_and_set(self, session_id: str, expected: int, text: str) -> int | None:
@@ -239,8 +359,16 @@ class RedisStore:
 
             return await asyncio.to_thread(self.get_blob, session_id, key)
         client, _ = self._aclient()
+        keys = self._keys(session_id)
         with _pool_waits():
-            value = await client.hget(self._keys(session_id)[1], key)
+            if self.legacy_keys:
+                async with client.pipeline(transaction=False) as pipe:
+                    pipe.hget(keys[1], key)
+                    pipe.hget(keys[3], key)
+                    new, old = await pipe.execute()
+                value = new if new is not None else old
+            else:
+                value = await client.hget(keys[1], key)
         return None if value is None else _text(value)
 
     async def adelete(self, session_id: str) -> None:
@@ -261,8 +389,21 @@ class RedisStore:
             await found[0].aclose()
 
     def close(self) -> None:
-        """Close the sync client's connections."""
-        self.redis.close()
+        """Close the sync client's connections (if it was ever made)."""
+        if self._sync is not None:
+            self._sync[0].close()
+
+
+def _first_found(pair: list[Any]) -> Any:
+    """The first of ``[new layout, legacy layout]`` replies that holds a revision."""
+    return pair[0] if pair[0][0] is not None else pair[1]
+
+
+def _versioned(found: Any) -> Versioned | None:
+    revision, text = found
+    if revision is None or text is None:
+        return None
+    return Versioned(int(_text(revision)), _text(text))
 
 
 @contextlib.contextmanager
@@ -277,7 +418,11 @@ def _pool_waits() -> Iterator[None]:
     try:
         yield
     except redis.exceptions.ConnectionError as exc:
-        if isinstance(exc.__cause__, asyncio.TimeoutError) and "No connection available" in str(exc):
+        # A cluster client's node pool that is full raises ``MaxConnectionsError`` at once.
+        full = isinstance(exc, redis.exceptions.MaxConnectionsError)
+        if full or (
+            isinstance(exc.__cause__, asyncio.TimeoutError) and "No connection available" in str(exc)
+        ):
             raise StoreBusyError(
                 "every pooled connection to the session store stayed in use for its timeout "
                 "(raise RedisStore(max_connections=...) or lower the concurrency)"
