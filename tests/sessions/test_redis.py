@@ -283,3 +283,55 @@ def test_a_redis_restart_mid_session_loses_and_crosses_nothing(
         assert server.restarts == 1
     finally:
         server.stop()
+
+
+def _call(sess: telos_wrap.Session) -> None:
+    sess.note_passthrough("anthropic", "anthropic", {"messages": []})
+
+
+def _requests(store: RedisStore, session_id: str) -> int:
+    stored = store.load(session_id)
+    assert stored is not None
+    return SessionState.loads(stored.text).requests
+
+
+def test_a_write_lost_in_a_failover_is_written_back(store_url: str, redis_prefix: str) -> None:
+    """The primary acknowledged a session's write, then died before its replica received it: the
+    promoted replica holds the state that write replaced. The session's next call recognizes it
+    (revision and text) and writes its own copy on top: nothing is lost, one ``restored`` event."""
+    store = RedisStore(store_url, prefix=redis_prefix)
+    sess = telos_wrap.session("rewind", store=store)
+    for _ in range(3):
+        _call(sess)
+    state_key = store.keys_of("rewind")[0]
+    replica_copy = store.redis.hgetall(state_key)
+    _call(sess)  # acknowledged, never replicated
+    store.redis.hset(state_key, mapping=replica_copy)  # the failover
+    _call(sess)
+    assert _requests(store, "rewind") == 5 == sess.stats.requests
+    events = store.breaker.stats().recent
+    assert [(e.kind, e.requests) for e in events] == [("restored", 5)]
+    assert "failover" in events[0].reason
+    store.close()
+
+
+def test_a_lost_write_another_worker_built_on_stays_lost(store_url: str, redis_prefix: str) -> None:
+    """Once another worker wrote on the replica's older copy, this worker's lost write is not put
+    back over it (that would drop the other worker's turn): it adopts the store's state. The lost
+    write stays lost (the documented loss of a failover) and nothing is mixed: the store counts the
+    replica's 3 requests, the other worker's and this call. (No event: the other worker's write
+    brought the count back to what this worker had seen, so nothing tells the two apart.)"""
+    store = RedisStore(store_url, prefix=redis_prefix)
+    first, second = telos_wrap.session("fork", store=store), telos_wrap.session("fork", store=store)
+    assert first is not second
+    for _ in range(3):
+        _call(first)
+    state_key = store.keys_of("fork")[0]
+    replica_copy = store.redis.hgetall(state_key)
+    _call(first)  # lost in the failover
+    store.redis.hset(state_key, mapping=replica_copy)
+    _call(second)  # the other worker reads the replica's copy (3 requests) and writes the 4th
+    _call(first)
+    assert _requests(store, "fork") == 5
+    assert store.breaker.stats().recent == ()
+    store.close()

@@ -324,6 +324,9 @@ class Session:
         #: Writes whose answer never came (text, state), since the last confirmed one: any may
         #: have landed all the same.
         self._unconfirmed: list[tuple[str, SessionState]] = []
+        #: The store's (revision, text) that this process's last confirmed write replaced: a
+        #: failover that loses that write puts exactly this back (see ``_plan``).
+        self._before: tuple[int, str] | None = None
         #: Usage recorded here, written with the session's next write.
         self._pending: list[tuple[int, UsageReport | None, str | None]] = []
         self._alocks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
@@ -377,7 +380,7 @@ class Session:
         if store is not self._bound:
             if self._bound is not None and (self._pending or self._dirty is not None):
                 logger.debug("telos_wrap: session %s moved stores; unwritten state dropped", self.id)
-            self._bound, self._parsed, self._dirty = store, None, None
+            self._bound, self._parsed, self._dirty, self._before = store, None, None, None
             self._unconfirmed.clear()
             self._pending.clear()
 
@@ -451,6 +454,7 @@ class Session:
         breaker = self._breaker()
         reported: list[bool] = []
         restoring = False
+        rewound = False
         for attempt in range(MAX_ATTEMPTS):
             if self._parsed is None:
                 if breaker.allow():
@@ -477,7 +481,7 @@ class Session:
             state = self._with_pending(base)
             new_state, result = step(state)
             target = state if new_state is None else new_state
-            if readonly or (target is base and self._dirty is None and not restoring):
+            if readonly or (target is base and self._dirty is None and not (restoring or rewound)):
                 return result  # nothing durable changed: no store round trip
             if self._parsed is None or not breaker.allow():
                 if self._parsed is not None:
@@ -500,10 +504,19 @@ class Session:
                     self._event(
                         "restored", target, "the store had lost the session; this copy was written back"
                     )
+                elif rewound:
+                    self._event(
+                        "restored",
+                        target,
+                        "the store went back to the state this process's last write replaced (a "
+                        "failover promoted a replica that had not received it); this copy was written back",
+                    )
                 elif self._dirty is not None:
                     self._event(
                         "reconciled", target, "state kept in-process during a store outage was written"
                     )
+                previous = self._parsed
+                self._before = (previous[0], previous[1]) if previous[0] and previous[1] is not None else None
                 self._parsed = (outcome.revision, swap.encoded, target)
                 self._dirty = None
                 del self._pending[:pending]
@@ -524,6 +537,16 @@ class Session:
                 # It is one of this process's own writes whose answer was lost: build on it.
                 self._parsed = (current.revision, current.text, landed)
                 continue
+            before, self._before = self._before, None
+            if before == (current.revision, current.text):
+                # The store holds exactly what this process's last write replaced: that write was
+                # lost (a failover promoted a replica it had not reached: docs/sessions.md,
+                # "Running at scale") and nobody wrote since. This process's copy continues that
+                # state: written back on it, nothing dropped. (Revisions are never reused, so
+                # revision and text equal means that very state.)
+                self._parsed = (current.revision, current.text, self._parsed[2])
+                rewound = True
+                continue
             if self._dirty is not None:
                 self._drop(f"another worker wrote the session (revision {current.revision}) meanwhile")
             known = self._parsed[2].requests
@@ -537,7 +560,7 @@ class Session:
                     f"the store's copy has {self._parsed[2].requests} requests, this process had seen "
                     f"{known}: an older copy was put back after the store lost the session",
                 )
-            restoring = False
+            restoring = rewound = False
             if attempt >= 2:
                 yield _Sleep(random.uniform(0, 0.0005 * min(attempt, 20)))
         raise StoreConflictError(
