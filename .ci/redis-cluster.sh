@@ -70,7 +70,7 @@ for port in "${ports[@]}"; do
     mkdir -p "$node"
     redis-server --port "$port" --bind 127.0.0.1 --cluster-enabled yes \
         --cluster-config-file "$node/nodes.conf" --cluster-node-timeout "$timeout_ms" \
-        --save '' --appendonly no --dir "$node" \
+        --save '' --appendonly no --repl-diskless-sync-delay 0 --dir "$node" \
         --daemonize yes --pidfile "$node/redis.pid" --logfile "$node/redis.log"
 done
 for port in "${ports[@]}"; do
@@ -88,6 +88,18 @@ fi
 for port in "${ports[@]}"; do
     for _ in $(seq 200); do
         redis-cli -p "$port" cluster info 2>/dev/null | grep -q '^cluster_state:ok' && break
+        sleep 0.05
+    done
+done
+
+# ... and every replica must have its primary's data (a replica that never synced cannot be
+# promoted: a primary killed before then would leave its slots unserved).
+for port in "${ports[@]}"; do
+    for _ in $(seq 200); do
+        info=$(redis-cli -p "$port" info replication 2>/dev/null || true)
+        if grep -q '^role:master' <<<"$info" || grep -q '^master_link_status:up' <<<"$info"; then
+            break
+        fi
         sleep 0.05
     done
 done

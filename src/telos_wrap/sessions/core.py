@@ -222,8 +222,17 @@ async def _race_trip(call: Coroutine[Any, Any, Any], breaker: StoreBreaker) -> A
         except Exception as exc:
             return _Failed(exc, started)
     task.cancel()
+    # A client may end a cancelled call with its own error (redis-py's cluster client raises
+    # ConnectionError from a connect it was cancelled in): read it, so asyncio does not log it
+    # as "never retrieved".
+    task.add_done_callback(_retrieve)
     breaker.abandoned()
     return _ABANDONED
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 def _unchanged(state: SessionState) -> tuple[None, None]:
