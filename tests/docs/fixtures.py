@@ -13,6 +13,8 @@ does nothing.
   conversation: ``system`` (text), ``tools`` (two tools), ``history`` (messages).
 * ``redis`` — ``redis://localhost:6379/0`` in the snippet is replaced by a real ``redis-server``'s
   URL (``TELOS_REDIS_URL`` or a throwaway server, as in ``tests/sessions``).
+* ``redis-cluster`` — ``redis+cluster://localhost:7000,localhost:7001`` is replaced by a real
+  Redis Cluster's URL (``TELOS_REDIS_CLUSTER_URL`` or a throwaway cluster, as in ``tests/sessions``).
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ from typing import Any
 import anthropic
 import openai
 
-__all__ = ["FIXTURES", "REDIS_PLACEHOLDER", "Prepared"]
+__all__ = ["FIXTURES", "REDIS_CLUSTER_PLACEHOLDER", "REDIS_PLACEHOLDER", "Prepared"]
 
 REDIS_PLACEHOLDER = "redis://localhost:6379/0"
+REDIS_CLUSTER_PLACEHOLDER = "redis+cluster://localhost:7000,localhost:7001"
 
 
 @dataclass
@@ -81,7 +84,12 @@ def _redis(context: dict[str, Any]) -> Prepared:
     return Prepared(replacements={REDIS_PLACEHOLDER: context["redis_url"]()})
 
 
+def _redis_cluster(context: dict[str, Any]) -> Prepared:
+    return Prepared(replacements={REDIS_CLUSTER_PLACEHOLDER: context["redis_cluster_url"]()})
+
+
 FIXTURES: dict[str, Callable[[dict[str, Any]], Prepared]] = {
     "conversation": _conversation,
     "redis": _redis,
+    "redis-cluster": _redis_cluster,
 }

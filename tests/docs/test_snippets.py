@@ -20,7 +20,10 @@ import telos_wrap
 from telos_wrap.emulator import Emulator, serve
 from telos_wrap.sessions import MemoryStore, set_default_store
 
-from ..sessions.conftest import redis_url  # noqa: F401  (a fixture, used through getfixturevalue)
+from ..sessions.conftest import (  # noqa: F401  (fixtures, used through getfixturevalue)
+    redis_cluster_url,
+    redis_url,
+)
 from .fixtures import FIXTURES
 from .snippets import Snippet, documents, snippets_of
 
@@ -47,7 +50,10 @@ def emulator_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[Emulator]:
 
 def run_snippet(snippet: Snippet, request: pytest.FixtureRequest) -> dict[str, Any]:
     """Execute ``snippet`` with its fixtures; returns its globals (raises what the snippet raises)."""
-    context = {"redis_url": lambda: request.getfixturevalue("redis_url")}
+    context = {
+        "redis_url": lambda: request.getfixturevalue("redis_url"),
+        "redis_cluster_url": lambda: request.getfixturevalue("redis_cluster_url"),
+    }
     namespace: dict[str, Any] = {"__name__": f"docs_snippet_{snippet.path.stem}"}
     code = snippet.code
     closers = []
@@ -80,7 +86,12 @@ def _top_level_await() -> int:
 
 @pytest.mark.parametrize(
     "snippet",
-    [pytest.param(s, id=s.id, marks=[pytest.mark.redis] if "redis" in s.fixtures else []) for s in SNIPPETS],
+    [
+        pytest.param(
+            s, id=s.id, marks=[pytest.mark.redis] if {"redis", "redis-cluster"} & set(s.fixtures) else []
+        )
+        for s in SNIPPETS
+    ],
 )
 def test_documented_snippet_runs(
     snippet: Snippet, emulator_env: Emulator, request: pytest.FixtureRequest

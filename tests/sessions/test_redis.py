@@ -335,3 +335,56 @@ def test_a_lost_write_another_worker_built_on_stays_lost(store_url: str, redis_p
     assert _requests(store, "fork") == 5
     assert store.breaker.stats().recent == ()
     store.close()
+
+
+def test_a_sentinel_managed_primary(tmp_path: Path, redis_prefix: str) -> None:
+    """``redis+sentinel://SENTINEL/SERVICE``: the store asks a real Sentinel for the primary of
+    SERVICE, sync and asyncio, and runs its compare-and-set there."""
+    import shutil
+    import time
+
+    import redis
+
+    from .conftest import _free_port
+
+    primary = RedisServer(tmp_path / "primary")
+    port = _free_port()
+    config = tmp_path / "sentinel.conf"
+    config.write_text(
+        f"port {port}\nbind 127.0.0.1\ndir {tmp_path}\n"
+        f"sentinel monitor telos-primary 127.0.0.1 {primary.port} 1\n"
+    )
+    binary = shutil.which("redis-server")
+    assert binary is not None
+    sentinel = subprocess.Popen(
+        [binary, str(config), "--sentinel"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        asker = redis.Redis(port=port, socket_timeout=1)
+        for _ in range(200):
+            try:
+                if asker.sentinel_get_master_addr_by_name("telos-primary"):
+                    break
+            except redis.exceptions.ConnectionError:
+                pass
+            time.sleep(0.025)
+        store = RedisStore(f"redis+sentinel://127.0.0.1:{port}/telos-primary/0", prefix=redis_prefix)
+        revision = store.compare_and_set("s", 0, '{"a":1}')
+        assert revision is not None
+        direct = redis.Redis.from_url(primary.url)
+        assert direct.hget(store.keys_of("s")[0], "state") == b'{"a":1}'  # on the primary it named
+
+        async def via_asyncio() -> Swapped:
+            swapped = await store.aswap("s", revision, '{"a":2}')
+            await store.aclose()
+            return swapped
+
+        assert asyncio.run(via_asyncio()).revision is not None
+        assert store.load("s") == Versioned(int(direct.hget(store.keys_of("s")[0], "rev")), '{"a":2}')
+        store.close()
+        direct.close()
+        asker.close()
+    finally:
+        sentinel.terminate()
+        sentinel.wait(timeout=10)
+        primary.stop()

@@ -387,11 +387,22 @@ class RedisStore:
         found = self._async.pop(asyncio.get_running_loop(), None)
         if found is not None and self._async_given is None:
             await found[0].aclose()
+            for sentinel in _sentinels_of(found[0]):
+                await sentinel.aclose()
 
     def close(self) -> None:
         """Close the sync client's connections (if it was ever made)."""
         if self._sync is not None:
             self._sync[0].close()
+            if self._url is not None:
+                for sentinel in _sentinels_of(self._sync[0]):
+                    sentinel.close()
+
+
+def _sentinels_of(client: Any) -> list[Any]:
+    """The clients a Sentinel-managed client made from a URL asks for its primary (closed with it)."""
+    manager = getattr(getattr(client, "connection_pool", None), "sentinel_manager", None)
+    return list(getattr(manager, "sentinels", ()))
 
 
 def _first_found(pair: list[Any]) -> Any:
