@@ -1,9 +1,10 @@
 """A state machine over one worker's session and a store that fails, recovers and loses the session.
 
 Whatever the interleaving of requests, usage, outages (the circuit breaker opening, windows passing,
-probes) and the store forgetting the session, once the store answers again and the worker writes,
+probes), the store forgetting the session and a failover putting back the copy the last write
+replaced (a replica that had not received it), once the store answers again and the worker writes,
 the store holds every request and every usage exactly once: outage state is reconciled, a lost
-session is restored, nothing is dropped or counted twice.
+session or a lost last write is restored, nothing is dropped or counted twice.
 """
 
 from __future__ import annotations
@@ -16,8 +17,23 @@ from telos_wrap.emulator import ManualClock
 from telos_wrap.ir.model import UsageReport
 from telos_wrap.sessions import MemoryStore, Session, SessionState
 from telos_wrap.sessions.breaker import StoreBreaker
+from telos_wrap.sessions.store import Swapped, Versioned
 
 from .test_store_io import CountingStore
+
+
+class FailoverStore(CountingStore):
+    """A ``CountingStore`` that remembers what each successful write replaced, so a test can put it
+    back as a promoted replica that missed that write would."""
+
+    replaced: Versioned | None = None
+
+    def swap(self, session_id: str, expected: int, text: str) -> Swapped:
+        before = self.backend.load(session_id)
+        swapped = super().swap(session_id, expected, text)
+        if swapped.revision is not None:
+            self.replaced = before
+        return swapped
 
 
 class OneWorker(RuleBasedStateMachine):
@@ -25,7 +41,7 @@ class OneWorker(RuleBasedStateMachine):
         super().__init__()
         self.clock = ManualClock(0.0)
         self.backend = MemoryStore()
-        self.store = CountingStore(self.backend)
+        self.store = FailoverStore(self.backend)
         self.store.breaker = StoreBreaker(backoff=5.0, max_backoff=20.0, clock=self.clock.now)  # type: ignore[attr-defined]
         self.session = Session("machine", store=self.store)
         self.requests = 0
@@ -58,6 +74,14 @@ class OneWorker(RuleBasedStateMachine):
     @rule()
     def store_loses_the_session(self) -> None:
         self.backend.delete("machine")
+
+    @rule()
+    def failover_loses_the_last_write(self) -> None:
+        replaced = self.store.replaced
+        entry = self.backend._entries.get("machine")
+        if replaced is None or entry is None:
+            return
+        entry.revision, entry.text, entry.state = replaced.revision, replaced.text, None
 
     @invariant()
     def nothing_dropped(self) -> None:
