@@ -388,3 +388,48 @@ def test_a_sentinel_managed_primary(tmp_path: Path, redis_prefix: str) -> None:
         sentinel.terminate()
         sentinel.wait(timeout=10)
         primary.stop()
+
+
+def test_a_cluster_behind_one_endpoint_drops_the_legacy_keys(
+    redis_cluster_url: str, redis_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A proxy that shows a cluster as one server (``redis://``, so legacy keys are looked for) still
+    refuses a script whose keys span slots: the store stops looking for the legacy keys, once, and
+    the write goes through. (Here the proxy is a plain client on the node that owns the session's
+    slot: the node refuses ``CROSSSLOT`` as a proxy would.)"""
+    import logging
+
+    import redis
+
+    from telos_wrap.sessions import redis_urls
+
+    cluster = redis_urls.sync_client(redis_urls.parse(redis_cluster_url), {})
+    session_id = "proxied"
+    node = cluster.get_node_from_key(RedisStore("redis://unused", prefix=redis_prefix).keys_of(session_id)[0])
+    direct = redis.Redis(host=node.host, port=node.port)
+    store = RedisStore(direct, prefix=redis_prefix)
+    assert store.legacy_keys and not store.cluster
+    with caplog.at_level(logging.INFO, logger="telos_wrap.sessions"):
+        revision = store.compare_and_set(session_id, 0, '{"a":1}')
+    assert revision is not None and not store.legacy_keys
+    assert sum("legacy_keys=False" in r.getMessage() for r in caplog.records) == 1
+    assert store.load(session_id) == Versioned(revision, '{"a":1}')
+    assert store.compare_and_set(session_id, revision, '{"a":2}') is not None
+    store.delete(session_id)
+    assert store.load(session_id) is None
+
+    async def via_asyncio() -> None:
+        import redis.asyncio
+
+        client = redis.asyncio.Redis(host=node.host, port=node.port)
+        fresh = RedisStore(direct, prefix=redis_prefix, async_client=client)
+        assert fresh.legacy_keys
+        assert (await fresh.aswap(session_id, 0, "{}")).revision is not None
+        assert not fresh.legacy_keys
+        await fresh.adelete(session_id)
+        assert await fresh.aload(session_id) is None
+        await client.aclose()
+
+    asyncio.run(via_asyncio())
+    direct.close()
+    cluster.close()

@@ -32,6 +32,7 @@ event loop, made from the same URL), so no Redis I/O runs on the event loop thre
 from __future__ import annotations
 
 import contextlib
+import logging
 import random
 import threading
 import weakref
@@ -44,6 +45,8 @@ from telos_wrap.sessions.breaker import StoreBreaker
 from telos_wrap.sessions.store import Swapped, Versioned
 
 __all__ = ["RedisStore"]
+
+logger = logging.getLogger("telos_wrap.sessions")
 
 # KEYS: session, blobs[, legacy session, legacy blobs]; ARGV: expected revision ('' = absent), text,
 # ttl (0 = none), the new revision.
@@ -248,7 +251,28 @@ class RedisStore:
     def swap(self, session_id: str, expected: int, text: str) -> Swapped:
         """``compare_and_set`` that returns the current state when it loses (one round trip)."""
         _, script = self._client()
-        return _swapped(script(keys=self._keys(session_id), args=self._args(expected, text)))
+        args = self._args(expected, text)
+        try:
+            return _swapped(script(keys=self._keys(session_id), args=args))
+        except Exception as exc:
+            if not self._cross_slot(exc):
+                raise
+        return _swapped(script(keys=self._keys(session_id), args=args))
+
+    def _cross_slot(self, exc: BaseException) -> bool:
+        """A server behind one endpoint that still keeps a script's keys to one slot (a cluster
+        proxy) refused the legacy keys (``CROSSSLOT``): stop looking for them (such a server never
+        held the old layout either) and say whether to try again."""
+        from redis.exceptions import ClusterCrossSlotError
+
+        if not (self.legacy_keys and (isinstance(exc, ClusterCrossSlotError) or "CROSSSLOT" in str(exc))):
+            return False
+        self.legacy_keys = False
+        logger.info(
+            "telos_wrap: the session store keeps a script's keys to one slot (a cluster proxy): "
+            "keys of the layout before hash tags are no longer looked for (legacy_keys=False)"
+        )
+        return True
 
     def compare_and_set(self, session_id: str, expected: int, text: str) -> int | None:
         return self.swap(session_id, expected, text).revision
@@ -274,7 +298,14 @@ class RedisStore:
         return None if value is None else _text(value)
 
     def delete(self, session_id: str) -> None:
-        self.redis.delete(*self._keys(session_id))
+        keys = self._keys(session_id)
+        if not self.legacy_keys:
+            self.redis.delete(*keys)
+            return
+        pipe = self.redis.pipeline(transaction=False)
+        for group in (keys[:2], keys[2:3], keys[3:]):  # one slot per command
+            pipe.delete(*group)
+        pipe.execute()
 
     # -- async ---------------------------------------------------------------------------------------
 
@@ -331,9 +362,14 @@ class RedisStore:
 
             return await asyncio.to_thread(self.swap, session_id, expected, text)
         _, script = self._aclient()
+        args = self._args(expected, text)
         with _pool_waits():
-            swapped = await script(keys=self._keys(session_id), args=self._args(expected, text))
-        return _swapped(swapped)
+            try:
+                return _swapped(await script(keys=self._keys(session_id), args=args))
+            except Exception as exc:
+                if not self._cross_slot(exc):
+                    raise
+            return _swapped(await script(keys=self._keys(session_id), args=args))
 
     async def acompare_and_set(self, session_id: str, expected: int, text: str) -> int | None:
         return (await self.aswap(session_id, expected, text)).revision
@@ -378,7 +414,14 @@ class RedisStore:
             await asyncio.to_thread(self.delete, session_id)
             return
         client, _ = self._aclient()
-        await client.delete(*self._keys(session_id))
+        keys = self._keys(session_id)
+        if not self.legacy_keys:
+            await client.delete(*keys)
+            return
+        async with client.pipeline(transaction=False) as pipe:
+            for group in (keys[:2], keys[2:3], keys[3:]):  # one slot per command
+                pipe.delete(*group)
+            await pipe.execute()
 
     async def aclose(self) -> None:
         """Close the async client of the running loop (the sync client closes with ``close()``)."""
