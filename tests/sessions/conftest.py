@@ -105,6 +105,10 @@ def redis_url() -> Iterator[str]:
         process.wait(timeout=10)
 
 
+#: Starts and stops a local Redis Cluster (``start DIR`` / ``stop DIR``).
+CLUSTER_SCRIPT = Path(__file__).resolve().parents[2] / ".ci" / "redis-cluster.sh"
+
+
 class RedisClusterProcesses:
     """A real Redis Cluster of the test's own: 3 primaries and 3 replicas on free loopback ports,
     started and stopped by ``.ci/redis-cluster.sh`` (the script CI uses)."""
@@ -240,9 +244,6 @@ class RedisServer:
         self.start()
         self.restarts += 1
 
-
-#: Starts and stops a local Redis Cluster (``start DIR`` / ``stop DIR``).
-CLUSTER_SCRIPT = Path(__file__).resolve().parents[2] / ".ci" / "redis-cluster.sh"
 
 #: ``benchmarks/`` (its oracle bound is what the end-to-end efficiency tests measure against).
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
