@@ -16,6 +16,7 @@ from .clock import Clock, SystemClock
 from .errors import EmulatorHTTPError, anthropic_error, openai_error
 from .flavour_deepseek import DeepSeekFlavour
 from .flavour_openai import OpenAIFlavour
+from .flavour_router import LiteLLMProxyFlavour, OpenRouterFlavour
 from .flavour_sglang import SGLangConfig, SGLangFlavour
 from .flavour_vllm import VLLMConfig, VLLMFlavour
 from .openai_compat import handle_chat
@@ -24,14 +25,15 @@ from .replies import Replier
 from .responses_api import RESPONSES_FLAVOURS, ResponsesAPI, not_served
 from .wire import EmulatorResponse, Handled, json_response
 
-Flavour = Literal["anthropic", "openai", "deepseek", "vllm", "sglang"]
-FLAVOURS: tuple[Flavour, ...] = ("anthropic", "openai", "deepseek", "vllm", "sglang")
-CHAT_FLAVOURS: tuple[Flavour, ...] = ("openai", "deepseek", "vllm", "sglang")
+Flavour = Literal["anthropic", "openai", "deepseek", "vllm", "sglang", "openrouter", "litellm"]
+FLAVOURS: tuple[Flavour, ...] = ("anthropic", "openai", "deepseek", "vllm", "sglang", "openrouter", "litellm")
+CHAT_FLAVOURS: tuple[Flavour, ...] = ("openai", "deepseek", "vllm", "sglang", "openrouter", "litellm")
 
 KNOWN_HOSTS: Mapping[str, Flavour] = {
     "api.anthropic.com": "anthropic",
     "api.openai.com": "openai",
     "api.deepseek.com": "deepseek",
+    "openrouter.ai": "openrouter",
 }
 """Built-in host -> flavour mapping used by the in-process transport."""
 
@@ -103,6 +105,8 @@ class Emulator:
             "deepseek": DeepSeekFlavour(),
             "vllm": VLLMFlavour(vllm),
             "sglang": SGLangFlavour(sglang),
+            "openrouter": OpenRouterFlavour(),
+            "litellm": LiteLLMProxyFlavour(),
         }
         #: ``/v1/responses`` in front of the openai, vllm and sglang caches (``responses_api``).
         self.responses = ResponsesAPI(self._next_id)
