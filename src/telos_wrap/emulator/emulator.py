@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 from .anthropic_api import AnthropicAPI
 from .chat_flavour import ChatFlavour
 from .clock import Clock, SystemClock
+from .clouds import cloud_messages_path
 from .errors import EmulatorHTTPError, anthropic_error, openai_error
 from .flavour_deepseek import DeepSeekFlavour
 from .flavour_openai import OpenAIFlavour
@@ -167,6 +168,9 @@ class Emulator:
     def handle(self, method: str, url: str, body: bytes, *, flavour: str | None = None) -> EmulatorResponse:
         """Answer one HTTP request.  ``flavour`` forces the chat flavour (used by the server)."""
         path = urlsplit(url).path.rstrip("/")
+        cloud = cloud_messages_path(path)  # Claude on Bedrock / Vertex AI (``clouds``)
+        if cloud is not None:
+            path = cloud[0]
         is_messages = path.endswith(("/messages", "/messages/count_tokens"))
         if is_messages:
             chosen: Flavour = "anthropic"
@@ -180,6 +184,8 @@ class Emulator:
                 decoded = json.loads(body) if body else None
             except ValueError as exc:
                 raise _error(chosen, f"The request body is not valid JSON: {exc}") from None
+            if cloud is not None and cloud[1] is not None and isinstance(decoded, dict):
+                decoded = {**decoded, "model": cloud[1]}  # the cloud names the model in the URL
             handled = self._dispatch(method, path, chosen, decoded)
         except EmulatorHTTPError as err:
             handled = Handled(json_response(err.status, err.body))

@@ -83,6 +83,9 @@ class Minimum:
     known: bool = True
 
 
+#: Bedrock's own minimums where they are lower than Anthropic's (docs/engines.md, *Routes*: Bedrock lists
+#: Claude 3.5 models at 1,024). A Bedrock id names the model ``anthropic.claude-…``.
+_BEDROCK_LOWER = {"claude-3-5-haiku": 1024}
 #: Chat Completions routes that reach Claude (``engines.chat_breakpoints``): Claude's minimums there.
 _CLAUDE_ROUTES = frozenset({"openrouter", "litellm"})
 
@@ -107,6 +110,12 @@ def minimum_for(engine: str, model: object) -> Minimum:
         return Minimum(0, name)  # another model behind the router: assumed to cache everything
     if engine == "anthropic" or engine in _CLAUDE_ROUTES:
         bare = claude_model_id(name)
+        if "anthropic." in name.lower():
+            lower = next(
+                (tokens for prefix, tokens in _BEDROCK_LOWER.items() if bare.startswith(prefix)), None
+            )
+            if lower is not None:
+                return Minimum(lower, name)
         for prefix, tokens in _ANTHROPIC_LONGEST_FIRST:
             if bare.startswith(prefix):
                 return Minimum(tokens, name)
