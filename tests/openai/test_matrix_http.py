@@ -140,6 +140,8 @@ def _expected(name: str, baseline: Mapping[str, Any], stream: bool) -> dict[str,
         ]
         last = body["messages"][-1]["content"]
         last[-1] = {"cache_control": ephemeral, **last[-1]}
+        if name == "litellm":  # LiteLLM reads a tool's own cache_control: BP-T on the last tool too
+            body["tools"][-1] = {"cache_control": ephemeral, **body["tools"][-1]}
     if name in ("openai", "azure", "openai-5.6"):
         body["prompt_cache_key"] = KEY
     if name == "openai-5.6":

@@ -95,6 +95,7 @@ def test_claude_gets_at_most_four_markers_never_on_assistant_or_tools(engine: st
         if p.startswith(".messages")
     }
     assert roles <= {"system", "user", "tool"}
+    # A long agent loop: BP-X, two BP-mid anchors and BP-S take the four; BP-T comes last.
     assert not any(p.startswith(".tools") for p in where)
     # The clock left the system prompt and never sits in a system message (the route hoists those).
     system_text = json.dumps([m for m in sent["messages"] if m["role"] == "system"])
@@ -134,3 +135,27 @@ def test_unknown_route_goes_out_as_today() -> None:
     generic = prepare("openai_chat", body, PrepareOptions(engine="generic", only_what_pays=True)).body
     assert sent.body == json.loads(json.dumps(generic))
     assert _markers(sent.body) == []
+
+
+def test_no_turn_request_keeps_the_envelope_after_every_marked_block() -> None:
+    """Only system and assistant messages (a LangGraph agent's first step): the clock goes last, in a
+    system message the route hoists to the end of the system prompt, after the marked blocks."""
+    body = {
+        "model": "claude-sonnet-4-5",
+        "messages": [
+            {"role": "system", "content": SYSTEM + "Current time: 2026-11-25T10:00:00Z\n"},
+            {"role": "system", "content": "Answer in one sentence."},
+            {"role": "assistant", "content": "Let me look."},
+        ],
+    }
+    sent = prepare("openai_chat", body, PrepareOptions(engine="litellm")).body
+    assert sent["messages"][-1]["role"] == "system" and "Current time" in json.dumps(sent["messages"][-1])
+    assert "Current time" not in json.dumps(sent["messages"][:-1])
+    assert _markers(sent["messages"][:-1]) and not _markers(sent["messages"][-1])
+
+
+@pytest.mark.parametrize(("engine", "tool_marker"), [("openrouter", False), ("litellm", True)])
+def test_tool_marker_only_where_the_route_reads_it(engine: str, tool_marker: bool) -> None:
+    sent = prepare("openai_chat", _body("claude-sonnet-4-5", turns=2), PrepareOptions(engine=engine)).body
+    assert (_markers(sent["tools"]) == ["[0]"]) is tool_marker
+    assert len(_markers(sent)) <= 4

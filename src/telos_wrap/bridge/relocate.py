@@ -38,7 +38,9 @@ def relocate_drop(ir: TelosIR, *, keep_past_drop: bool = False, envelope_in_turn
     Completions route to Claude), so the envelope never goes into a system message: it joins the
     latest user turn as its last part, or, after a ``tool`` message (whose parts the route puts inside
     one ``tool_result`` block, marker and all), follows it as a user message of its own, which the
-    route merges into the same Anthropic user turn after the tool results. With no turn it stays.
+    route merges into the same Anthropic user turn after the tool results. With no turn at all it
+    goes into a trailing system message as elsewhere: hoisted, it ends the system prompt, after every
+    block a marker covers.
     """
     latest = latest_turn_index(ir.messages)
     records = list(ir.records)
@@ -95,7 +97,7 @@ def relocate_drop(ir: TelosIR, *, keep_past_drop: bool = False, envelope_in_turn
     item_turn = ir.api == "openai_responses"
     # Chat Completions with no user or tool turn at all (only system and assistant messages, as a
     # LangGraph agent's first step can be): the envelope goes last in a system message of its own too.
-    no_turn = ir.api == "openai_chat" and latest is None and not envelope_in_turn
+    no_turn = ir.api == "openai_chat" and latest is None
     if moved and (latest is not None or item_turn or no_turn):
         system = tuple(block for block in system if block.band is not Band.DROP)
         trailing = latest is not None and latest < len(messages) - 1

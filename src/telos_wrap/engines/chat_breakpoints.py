@@ -20,11 +20,12 @@ Placement is the Anthropic engine's own planner (``engines.anthropic``) run on a
 the chat IR: the same tools, system and messages, block for block, where a caller's part-level
 ``cache_control`` is a marker (counted, kept), a block this route cannot mark (assistant parts, images,
 anything but a text part of a system/user/tool message) is not markable, and an assistant's
-``tool_calls`` count as one lookback position. Only BP-T (the end of the tools) is left out: a marker
-on an OpenAI-format tool definition is not documented for every router, and BP-S after the tools
-covers them. The plan's locations are the chat IR's own, so ``emit_chat`` writes them back as
-part-level ``cache_control``. With breakpoints on, the string content of ``system``, ``user`` and
-``tool`` messages is sent as one text part on every turn (I2 on the wire, docs/engines.md).
+``tool_calls`` count as one lookback position. BP-T (the end of the tools) goes on the last tool's own
+``cache_control`` only where the route reads it (LiteLLM); OpenRouter documents no marker on an
+OpenAI-format tool, so there the tools are covered only by the markers after them. The plan's
+locations are the chat IR's own, so ``emit_chat`` writes them back as part-level ``cache_control``.
+With breakpoints on, the string content of ``system``, ``user`` and ``tool`` messages is sent as one
+text part on every turn (I2 on the wire, docs/engines.md).
 
 A model that is not Claude on these routes (OpenAI, Gemini, Llama ... models behind the router) caches
 automatically: the request gets the generic treatment, canonical bytes and nothing else.
@@ -123,6 +124,8 @@ class BreakpointChatEngine(OpenAICompatEngine):
         write_multiplier=1.25,
     )
     stream_options_accepted: ClassVar[bool] = False
+    #: Whether the route reads ``cache_control`` on an OpenAI-format tool definition (BP-T).
+    tool_markers: ClassVar[bool] = False
     _planner: ClassVar[AnthropicEngine] = AnthropicEngine()
 
     def breakpoints_on(self, ir: TelosIR) -> bool:
@@ -140,10 +143,12 @@ class BreakpointChatEngine(OpenAICompatEngine):
         if not self.breakpoints_on(ir):
             return super().plan(ir, hints, reuse=reuse, fork=fork)
         planned = self._planner.plan(anthropic_view(ir, reuse), hints, reuse=reuse, fork=fork)
+        if self.tool_markers:
+            return planned
         kept = tuple(bp for bp in planned.breakpoints if bp.name == "caller" or bp.segment != "tools")
         notes = planned.notes
         if len(kept) < len(planned.breakpoints):
-            notes += ("BP-T not placed: a marker on an OpenAI-format tool is not documented for every route",)
+            notes += (f"BP-T not placed: {self.profile.name} documents no marker on an OpenAI-format tool",)
         return EmitPlan(breakpoints=kept, extras=planned.extras, notes=notes)
 
     def parts_roles(self, ir: TelosIR) -> frozenset[str]:
@@ -156,26 +161,40 @@ class BreakpointChatEngine(OpenAICompatEngine):
             return super().emit(ir, plan, reuse=reuse)
         markers: dict[Location, Any] = {}
         strip: set[Location] = set()
+        tool_marks: dict[int, Any] = {}
         for bp in plan.breakpoints:
             if bp.segment == "tools":
+                if bp.name != "caller":  # the caller's own stays on its tool, as sent
+                    tool_marks[bp.block] = _ephemeral(bp.ttl)
                 continue
             location: Location = (bp.segment, bp.message, bp.block)
             if bp.name != "caller":
-                markers[location] = (
-                    {"type": "ephemeral", "ttl": "1h"} if bp.ttl == "1h" else {"type": "ephemeral"}
-                )
+                markers[location] = _ephemeral(bp.ttl)
             elif bp.origin is not None and bp.origin[0] != "tools":
                 # A caller's marker the planner moved (longer TTLs first): off its block, onto the new one.
                 origin: Location = (bp.origin[0], bp.origin[1], bp.origin[2])
                 markers[location] = _payload_at(ir, origin).get(CACHE_CONTROL)
                 strip.add(origin)
-        return emit_chat(
+        body = emit_chat(
             ir,
             plan,
             reuse,
             parts_roles=BREAKPOINT_ROLES,
             part_markers=(CACHE_CONTROL, markers, frozenset(strip)),
         )
+        tools = body.get("tools")
+        if tool_marks and isinstance(tools, list):
+            body["tools"] = [
+                dict(sorted({**tool, CACHE_CONTROL: tool_marks[index]}.items()))
+                if index in tool_marks and isinstance(tool, Mapping)
+                else tool
+                for index, tool in enumerate(tools)
+            ]
+        return body
+
+
+def _ephemeral(ttl: str | None) -> dict[str, str]:
+    return {"type": "ephemeral", "ttl": "1h"} if ttl == "1h" else {"type": "ephemeral"}
 
 
 def _payload_at(ir: TelosIR, location: Location) -> Mapping[str, Any]:
@@ -193,6 +212,11 @@ class OpenRouterEngine(BreakpointChatEngine):
 
 
 class LiteLLMEngine(BreakpointChatEngine):
-    """A LiteLLM proxy (named, never guessed) and LiteLLM's own providers (``patch/litellm.py``)."""
+    """A LiteLLM proxy (named, never guessed) and LiteLLM's own providers (``patch/litellm.py``).
+
+    LiteLLM also reads ``cache_control`` on a tool definition (LiteLLM 1.110 ``AnthropicConfig``'s
+    tool mapping: the tool's own ``cache_control``), so BP-T is placed here too.
+    """
 
     profile = replace(BreakpointChatEngine.profile, name="litellm")
+    tool_markers = True
