@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from typing import Any
 
 import pytest
 
+# LiteLLM's own bundled model table instead of fetching it on import (no network; its documented
+# switch): the suite runs offline and does not wait on retries.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 pytest.importorskip("litellm", reason="install the extra: pip install 'telos-wrap[integrations]'")
 
 import litellm
@@ -58,8 +62,12 @@ TOOLS = [
 def _kwargs(
     url: str, messages: list[dict[str, Any]], stream: bool, provider: str = "openai"
 ) -> dict[str, Any]:
+    cloud: dict[str, Any] = {}
     if provider == "anthropic":  # LiteLLM's own client, to the emulator's /v1/messages
         model, api_base = f"anthropic/{ANTHROPIC_MODEL}", url
+    elif provider == "bedrock":  # Bedrock's Anthropic (invoke) route, SigV4-signed with dummy keys
+        model, api_base = "bedrock/invoke/us.anthropic.claude-sonnet-4-5-20250929-v1:0", url
+        cloud = {"aws_access_key_id": "x", "aws_secret_access_key": "y", "aws_region_name": "us-east-1"}
     else:
         model, api_base = f"openai/{OPENAI_MODEL}", f"{url}/openai/v1"
     return {
@@ -70,6 +78,7 @@ def _kwargs(
         "tools": TOOLS,
         "stream": stream,
         "max_retries": 0,
+        **cloud,
     }
 
 
@@ -124,7 +133,7 @@ def agent(mode: str, clock: bool, provider: str = "openai") -> Any:
                 usage = response.usage
                 cached = usage.prompt_tokens_details.cached_tokens or 0
                 assert report is not None and report.cache_read == cached
-                if provider == "anthropic":  # exact figures: Anthropic's disjoint counters, added up
+                if provider != "openai":  # exact figures: Anthropic's disjoint counters, added up
                     assert report.cache_write == usage.cache_creation_input_tokens
                     assert report.raw_input is not None
                     assert report.raw_input + report.cache_read + report.cache_write == usage.prompt_tokens
@@ -144,13 +153,20 @@ def test_litellm_openai_compatible_agent(mode: str, clock: bool, record_property
     check(plain, patched)
 
 
-@pytest.mark.parametrize("clock", [False, True], ids=["stable", "clock"])
-@pytest.mark.parametrize("mode", ["sync", "async", "stream"])
-def test_litellm_anthropic_provider_agent(mode: str, clock: bool, record_property: Any) -> None:
-    """LiteLLM's native ``anthropic/`` route: 0 reads unpatched (LiteLLM adds no breakpoint)."""
-    plain, patched = run_both(agent(mode, clock, "anthropic"))
+@pytest.mark.parametrize(
+    ("provider", "mode", "clock"),
+    [
+        *(("anthropic", mode, clock) for mode in ("sync", "async", "stream") for clock in (False, True)),
+        ("bedrock", "sync", True),
+    ],
+)
+def test_litellm_anthropic_provider_agent(
+    provider: str, mode: str, clock: bool, record_property: Any
+) -> None:
+    """LiteLLM's native Claude routes: 0 reads unpatched (LiteLLM adds no breakpoint)."""
+    plain, patched = run_both(agent(mode, clock, provider))
     record_property(
-        "summary", summary(f"litellm-anthropic-{mode}-{'clock' if clock else 'stable'}", plain, patched)
+        "summary", summary(f"litellm-{provider}-{mode}-{'clock' if clock else 'stable'}", plain, patched)
     )
     check(plain, patched)
     assert all(r.flavour == "anthropic" for r in patched.emulator.requests)
