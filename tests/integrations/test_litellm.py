@@ -220,3 +220,19 @@ def test_litellm_routes_per_provider() -> None:
     assert engine_for("bedrock/meta.llama3-70b", "bedrock") is None  # not known to cache
     assert engine_for("openai/gpt-4.1", None) is None  # the openai SDK patch covers it
     assert engine_for("groq/llama-3.3-70b", "groq") is None
+
+
+def test_litellm_positional_model_and_messages_are_rewritten() -> None:
+    from .agent_kit import served
+
+    messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": QUESTION}]
+    with served() as (emulator, url):
+        telos_wrap.patch()
+        litellm.completion(f"anthropic/{ANTHROPIC_MODEL}", messages, api_base=url, api_key="x", max_retries=0)
+        litellm.completion(
+            f"anthropic/{ANTHROPIC_MODEL}", messages, 30.0, api_base=url, api_key="x", max_retries=0
+        )
+    first, third_positional = emulator.requests
+    assert "cache_control" in json.dumps(first.body)
+    assert "cache_control" not in json.dumps(third_positional.body)  # an unusual call: left as made
+    assert telos_wrap.failure_counts() == {}

@@ -47,6 +47,7 @@ from telos_wrap.failopen import report_failure
 from telos_wrap.ir.hints import parse_hints
 from telos_wrap.ir.model import Api
 from telos_wrap.patch.mode import rewriting
+from telos_wrap.patch.wrappers import _resolve_session
 from telos_wrap.pipeline import PrepareOptions
 from telos_wrap.sessions import Session
 from telos_wrap.usage import attach_usage
@@ -108,12 +109,12 @@ def _rewrite(
     args: tuple[Any, ...], kwargs: dict[str, Any], hints: Any
 ) -> tuple[tuple[Any, ...], dict[str, Any], Callable[[Any], None] | None]:
     """The call's arguments with telos' messages and tools, and what to do with the response."""
-    from telos_wrap.patch.wrappers import _resolve_session
-
+    if len(args) > 2:  # completion(model, messages, timeout, ...): left exactly as called
+        return args, kwargs, None
     call = dict(kwargs)
-    if args:  # completion(model, messages, ...): name them, so they can be replaced
-        call.update(zip(("model", "messages"), args[:2], strict=False))
-        args = args[2:]
+    if args:  # completion(model, messages): name them, so they can be replaced
+        call.update(zip(("model", "messages"), args, strict=False))
+        args = ()
     model, messages, tools = call.get("model"), call.get("messages"), call.get("tools")
     if not isinstance(model, str) or not isinstance(messages, list) or hints.disable:
         return args, call, None
