@@ -1,7 +1,7 @@
 """Cache-efficiency benchmark: every trace source x harness style x vendor rules x emulator mode.
 
     python benchmarks/cache_efficiency.py [--traces DIR] [--styles all|clean,NAME,...]
-        [--modes rendered,byte-exact] [--vendors anthropic,openai] [--sources NAME,...]
+        [--modes rendered,byte-exact] [--vendors anthropic,openai,openrouter] [--sources NAME,...]
         [--sessions-per-source N] [--max-turns N] [--quick] [--jobs N] [--telos-sdk]
         [--json FILE] [--write-md BENCHMARKS.md]
 
@@ -59,6 +59,7 @@ import _bench_reference as reference
 from _bench_bound import SessionBound
 
 from telos_wrap.emulator import RENDER_MODES
+from telos_wrap.emulator.flavour_router import chat_to_messages
 from telos_wrap.harnesses import rewrite_session, style_names
 from telos_wrap.replay import (
     AS_SENT,
@@ -84,9 +85,17 @@ QUICK_SESSIONS, QUICK_TURNS = 2, 6
 COST_TOLERANCE = 0.0005
 #: Efficiencies that differ by less than this between the two modes are not called a disagreement.
 MODE_TOLERANCE = 0.005
+#: ``--vendors all``: the vendors BENCHMARKS.md reports (``openrouter`` is asked for by name).
+DEFAULT_VENDORS = ("anthropic", "openai")
+#: The model the OpenRouter rules run the OpenAI-API sessions for (a Claude model behind the router).
+ROUTER_CLAUDE = "anthropic/claude-sonnet-4.5"
 VENDORS = {
     "anthropic": "Anthropic rules (claude-* minimum lengths per model; 1024 for other model names)",
     "openai": "OpenAI rules (automatic caching: 1024-token minimum, 128-token steps before gpt-5.6)",
+    "openrouter": (
+        "OpenRouter to Claude: the OpenAI-API sessions sent to openrouter.ai for "
+        f"{ROUTER_CLAUDE}; Anthropic rules on the router's translation (docs/engines.md, Routes)"
+    ),
 }
 
 
@@ -221,6 +230,9 @@ def sessions_of(
     path: Path, api: str, limit: int | None, max_turns: int | None
 ) -> tuple[list[list[TraceRequest]], int]:
     """The ``api`` sessions of a trace file (the first ``limit``, each cut to ``max_turns``) and how many."""
+    router = api == "openrouter"
+    if router:
+        api = "openai"
     sessions = [s for s in group_sessions(load_trace(path)) if s[0].api == api]
     total = len(sessions)
     if limit is not None:
@@ -230,6 +242,8 @@ def sessions_of(
     if api == "openai":  # what api.openai.com accepts: provider extensions dropped
         accepted = _openai_accepted()
         sessions = [[replace(r, kwargs=_only(r.kwargs, accepted)) for r in s] for s in sessions]
+    if router:
+        sessions = [[replace(r, kwargs={**r.kwargs, "model": ROUTER_CLAUDE}) for r in s] for s in sessions]
     return sessions, total
 
 
@@ -259,6 +273,13 @@ def _strategies(vendor: str, ref: reference.ReferenceStrategy | None) -> list[St
     return found + ([ref.strategy()] if ref is not None else [])
 
 
+def _as_the_model_reads(vendor: str, request: TraceRequest) -> tuple[str, dict[str, Any]]:
+    """``(api, body)`` of what the model's cache sees: a router to Claude sends its translation."""
+    if vendor == "openrouter":
+        return "anthropic", chat_to_messages(request.kwargs, "openrouter")
+    return request.api, request.kwargs
+
+
 def run_session(
     vendor: str,
     source: str,
@@ -273,8 +294,9 @@ def run_session(
     for style in styles:
         requests, volatile = styled(session, style)
         oracle, causal = SessionBound(), SessionBound(causal=True)
-        bounds = [oracle.add(r.api, r.kwargs, v) for r, v in zip(requests, volatile, strict=True)]
-        causal_bounds = [causal.add(r.api, r.kwargs, v) for r, v in zip(requests, volatile, strict=True)]
+        seen = [_as_the_model_reads(vendor, r) for r in requests]  # the router's translation
+        bounds = [oracle.add(api, kwargs, v) for (api, kwargs), v in zip(seen, volatile, strict=True)]
+        causal_bounds = [causal.add(api, kwargs, v) for (api, kwargs), v in zip(seen, volatile, strict=True)]
         for mode in modes:
             runs: dict[str, RunResult] = {}
             rewrites: dict[str, int] = {}
@@ -613,7 +635,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     add("--traces", type=Path, default=DEFAULT_TRACES, help="trace directory (default: ../shared/traces)")
     add("--styles", default="all", help="'all' (default) or a comma list of clean and harness style names")
     add("--modes", default="all", help="emulator render modes: 'all' (default) or rendered,byte-exact")
-    add("--vendors", default="all", help="vendor rules: 'all' (default) or anthropic,openai")
+    add(
+        "--vendors",
+        default="all",
+        help="vendor rules: 'all' (default: anthropic,openai) or a comma list of anthropic,openai,openrouter",
+    )
     add("--sources", default="all", help="trace sources: 'all' (default) or a comma list of file stems")
     add("--sessions-per-source", type=int, metavar="N", help="only the first N sessions of each source")
     add("--max-turns", type=int, metavar="N", help="only the first N requests of each session")
@@ -645,7 +671,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     files = [f for f in files if source_name(f) in chosen]
     styles = _names(args.styles, [CLEAN, *style_names()], "styles")
     modes = _names(args.modes, list(RENDER_MODES), "modes")
-    vendors = _names(args.vendors, list(VENDORS), "vendors")
+    vendors = (
+        list(DEFAULT_VENDORS) if args.vendors == "all" else _names(args.vendors, list(VENDORS), "vendors")
+    )
     ref_version = reference.version() if args.telos_sdk else None
     if args.telos_sdk and ref_version is None:
         print("telos-sdk is not installed (pip install telos-sdk): its column is left out", file=sys.stderr)

@@ -139,6 +139,7 @@ def prepare(
     hooks = hooks or SessionHooks()
     with stage("engine"):
         engine = get_engine(options.engine)
+        bridge = _bridge_options(engine, api, body, options.bridge)
     with stage("lift"):
         patterns = hooks.patterns(DEFAULT_PATTERNS)
         memo = hooks.history_memo()
@@ -147,7 +148,7 @@ def prepare(
         if memo is not None and lifted is not None:
             offset, raw = lifted
             latest = raw_latest_turn(raw, TURN_ROLES)
-            memo_key = (api, offset, options.engine, patterns, options.hints.drop_patterns, options.bridge)
+            memo_key = (api, offset, options.engine, patterns, options.hints.drop_patterns, bridge)
             settled = memo.reusable(memo_key, raw, latest)
         else:
             memo = None
@@ -162,7 +163,7 @@ def prepare(
         )
     with stage("session.before"):
         ir = hooks.before_bridge(ir)
-    for name, bridge_pass in passes(options.bridge):
+    for name, bridge_pass in passes(bridge):
         with stage(name):
             ir = bridge_pass(ir)
     tables = memo.tables if memo is not None else None
@@ -196,6 +197,21 @@ def prepare(
                 untouched=why,
             )
     return Prepared(body=in_callers_order(wire, body), ir=ir, plan=plan, engine=engine)
+
+
+def _bridge_options(
+    engine: EngineAdapter, api: Api, body: Mapping[str, Any], options: BridgeOptions
+) -> BridgeOptions:
+    """``options``, adjusted to what the engine's route does with the request.
+
+    A Chat Completions route that hoists every system message into the system prompt (an engine with
+    ``system_messages_hoisted``, ``engines.chat_breakpoints``) needs the volatile envelope in the latest
+    turn: a trailing system message would land in front of the whole conversation.
+    """
+    hoisted = getattr(engine, "system_messages_hoisted", None)
+    if api == "openai_chat" and callable(hoisted) and hoisted(body.get("model")):
+        return replace(options, envelope_in_turn=True)
+    return options
 
 
 def in_callers_order(wire: dict[str, Any], body: Mapping[str, Any]) -> dict[str, Any]:

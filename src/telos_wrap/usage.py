@@ -81,6 +81,11 @@ def _from_own_usage(obj: Any) -> UsageReport | None:
     data = usage.model_dump()
     from telos_wrap.engines.openai_usage import is_responses_usage, parse_openai_usage
 
+    # LiteLLM's ``ModelResponse`` on a route to Claude carries Anthropic's cache fields beside the
+    # inclusive ``prompt_tokens`` of the chat shape: read as the chat shape (docs/engines.md, *Routes*).
+    if "prompt_tokens" in data:
+        litellm = "cache_read_input_tokens" in data or "cache_creation_input_tokens" in data
+        return parse_openai_usage(data, engine="litellm" if litellm else "openai")
     # OpenAI Responses also says ``input_tokens`` (inclusive, with ``input_tokens_details``); only
     # Anthropic's own cache fields make a usage Anthropic's (docs/engines.md, "Usage").
     if "cache_read_input_tokens" in data or "cache_creation_input_tokens" in data:

@@ -127,8 +127,11 @@ def test_patch_and_unpatch_while_recording(tmp_path: Path, server: tuple[Emulato
         client.messages.create(model="claude-sonnet-4-5", max_tokens=8, system=SYSTEM, messages=TURNS)
 
     path = tmp_path / "calls.jsonl"
-    # Targets of another SDK line (LegacyAPIResponse in anthropic 0.x) are absent, so never wrapped.
-    observe_only = {f"{t.module}:{t.qualname}" for t in TARGETS if t.role != "entry" and _resolve(t)}
+    # Targets of another SDK line (LegacyAPIResponse in anthropic 0.x) are absent, so never wrapped;
+    # LiteLLM's completion (role "litellm") rewrites and is never an observer.
+    observe_only = {
+        f"{t.module}:{t.qualname}" for t in TARGETS if t.role not in ("entry", "litellm") and _resolve(t)
+    }
     try:
         with telos_wrap.record(path):
             assert set(_wrapped_now()) == observe_only  # entry points stay the SDK's own

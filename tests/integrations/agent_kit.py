@@ -20,6 +20,7 @@ from typing import Any
 import telos_wrap
 from telos_wrap.emulator import Emulator, Replier, ToolCall, serve, tool_loop
 from telos_wrap.emulator.flavour_openai import HIT_INCREMENT
+from telos_wrap.emulator.flavour_router import chat_to_messages, is_claude
 from telos_wrap.failopen import reset_failures
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # benchmarks._bench_bound
@@ -118,8 +119,16 @@ class Run:
         for record in self.emulator.requests:
             if record.status == 200 and record.usage is not None:
                 api = "anthropic" if record.flavour == "anthropic" else "openai"
+                if _via_router(record):  # the router sends the model its Anthropic translation
+                    api, body = "anthropic", chat_to_messages(record.body, record.flavour)  # type: ignore[arg-type]
+                    total += session.add(api, body)
+                    continue
                 total += session.add(api, record.body)
         return total
+
+
+def _via_router(record: Any) -> bool:
+    return record.flavour in ("openrouter", "litellm") and is_claude(record.model)
 
 
 def _read(usage: Mapping[str, Any]) -> int:
@@ -147,12 +156,16 @@ def served(replier: Replier | None = None) -> Iterator[tuple[Emulator, str]]:
 
 
 def run_both(
-    agent: Callable[[str], Any], *, openai_engine: bool = False, replier: Replier | None = None
+    agent: Callable[[str], Any],
+    *,
+    openai_engine: bool = False,
+    replier: Replier | None = None,
+    engines: Callable[[str], dict[str, str]] | None = None,
 ) -> tuple[Run, Run]:
     """Run ``agent(base_url)`` unpatched, then patched, each against a fresh emulator.
 
     ``openai_engine``: tell telos the local server is api.openai.com (it would otherwise use the
-    generic engine for an unknown host).
+    generic engine for an unknown host). ``engines``: ``patch(engines=...)`` for the server's URL.
     """
     runs = []
     for patched in (False, True):
@@ -160,8 +173,8 @@ def run_both(
         reset_failures()
         with served(replier) as (emulator, url):
             if patched:
-                engines = {f"{url}/openai/v1": "openai"} if openai_engine else {}
-                telos_wrap.patch(engines=engines)
+                named = {f"{url}/openai/v1": "openai"} if openai_engine else {}
+                telos_wrap.patch(engines={**named, **(engines(url) if engines else {})})
             try:
                 result = agent(url)
             finally:

@@ -1,18 +1,24 @@
-"""LiteLLM's SDK path for an OpenAI-compatible provider (``openai/<model>``), with and without ``patch()``.
+"""LiteLLM's SDK path, with and without ``patch()``: an OpenAI-compatible provider (``openai/<model>``) and
+its own Anthropic provider (``anthropic/<model>``).
 
-LiteLLM sends these requests through the official ``openai`` client, so ``patch()`` sees them; it
-returns its own ``ModelResponse``, not the SDK's object; ``usage_of()`` normalizes that object's
-own ``usage`` field (docs/integrations.md).
+For ``openai/`` LiteLLM calls the official ``openai`` client, so ``patch()`` sees the request there; for
+``anthropic/`` it posts with its own HTTP client, and telos rewrites the call in ``litellm.completion``
+(``patch/litellm.py``). Either way it returns its own ``ModelResponse``; ``usage_of()`` normalizes
+that object's own ``usage`` field (docs/integrations.md).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 from typing import Any
 
 import pytest
 
+# LiteLLM's own bundled model table instead of fetching it on import (no network; its documented
+# switch): the suite runs offline and does not wait on retries.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 pytest.importorskip("litellm", reason="install the extra: pip install 'telos-wrap[integrations]'")
 
 import litellm
@@ -20,6 +26,7 @@ import litellm
 import telos_wrap
 
 from .agent_kit import (
+    ANTHROPIC_MODEL,
     OPENAI_MODEL,
     QUESTION,
     SYSTEM_PROMPT,
@@ -52,15 +59,26 @@ TOOLS = [
 ]
 
 
-def _kwargs(url: str, messages: list[dict[str, Any]], stream: bool) -> dict[str, Any]:
+def _kwargs(
+    url: str, messages: list[dict[str, Any]], stream: bool, provider: str = "openai"
+) -> dict[str, Any]:
+    cloud: dict[str, Any] = {}
+    if provider == "anthropic":  # LiteLLM's own client, to the emulator's /v1/messages
+        model, api_base = f"anthropic/{ANTHROPIC_MODEL}", url
+    elif provider == "bedrock":  # Bedrock's Anthropic (invoke) route, SigV4-signed with dummy keys
+        model, api_base = "bedrock/invoke/us.anthropic.claude-sonnet-4-5-20250929-v1:0", url
+        cloud = {"aws_access_key_id": "x", "aws_secret_access_key": "y", "aws_region_name": "us-east-1"}
+    else:
+        model, api_base = f"openai/{OPENAI_MODEL}", f"{url}/openai/v1"
     return {
-        "model": f"openai/{OPENAI_MODEL}",
-        "api_base": f"{url}/openai/v1",
+        "model": model,
+        "api_base": api_base,
         "api_key": "x",
         "messages": messages,
         "tools": TOOLS,
         "stream": stream,
         "max_retries": 0,
+        **cloud,
     }
 
 
@@ -83,7 +101,7 @@ def _step(messages: list[dict[str, Any]], message: Any) -> bool:
     return bool(calls)
 
 
-def agent(mode: str, clock: bool) -> Any:
+def agent(mode: str, clock: bool, provider: str = "openai") -> Any:
     def run(url: str) -> Any:
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": ""},
@@ -98,7 +116,7 @@ def agent(mode: str, clock: bool) -> Any:
             async def main() -> Any:
                 while True:
                     system()
-                    response = await litellm.acompletion(**_kwargs(url, messages, False))
+                    response = await litellm.acompletion(**_kwargs(url, messages, False, provider))
                     if not _step(messages, response.choices[0].message):
                         return messages[1:]
 
@@ -106,14 +124,19 @@ def agent(mode: str, clock: bool) -> Any:
         while True:
             system()
             if mode == "stream":
-                chunks = list(litellm.completion(**_kwargs(url, messages, True)))
+                chunks = list(litellm.completion(**_kwargs(url, messages, True, provider)))
                 response = litellm.stream_chunk_builder(chunks, messages=messages)
             else:
-                response = litellm.completion(**_kwargs(url, messages, False))
+                response = litellm.completion(**_kwargs(url, messages, False, provider))
                 # LiteLLM's own object, not the SDK's: usage_of() normalizes its usage field.
                 report = telos_wrap.usage_of(response)
-                cached = response.usage.prompt_tokens_details.cached_tokens or 0
+                usage = response.usage
+                cached = usage.prompt_tokens_details.cached_tokens or 0
                 assert report is not None and report.cache_read == cached
+                if provider != "openai":  # exact figures: Anthropic's disjoint counters, added up
+                    assert report.cache_write == usage.cache_creation_input_tokens
+                    assert report.raw_input is not None
+                    assert report.raw_input + report.cache_read + report.cache_write == usage.prompt_tokens
             if not _step(messages, response.choices[0].message):
                 return messages[1:]
 
@@ -128,3 +151,88 @@ def test_litellm_openai_compatible_agent(mode: str, clock: bool, record_property
         "summary", summary(f"litellm-openai-{mode}-{'clock' if clock else 'stable'}", plain, patched)
     )
     check(plain, patched)
+
+
+@pytest.mark.parametrize(
+    ("provider", "mode", "clock"),
+    [
+        *(("anthropic", mode, clock) for mode in ("sync", "async", "stream") for clock in (False, True)),
+        ("bedrock", "sync", True),
+    ],
+)
+def test_litellm_anthropic_provider_agent(
+    provider: str, mode: str, clock: bool, record_property: Any
+) -> None:
+    """LiteLLM's native Claude routes: 0 reads unpatched (LiteLLM adds no breakpoint)."""
+    plain, patched = run_both(agent(mode, clock, provider))
+    record_property(
+        "summary", summary(f"litellm-{provider}-{mode}-{'clock' if clock else 'stable'}", plain, patched)
+    )
+    check(plain, patched)
+    assert all(r.flavour == "anthropic" for r in patched.emulator.requests)
+    assert plain.cache_read() == 0
+
+
+def _one_call(url: str) -> Any:
+    messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": QUESTION}]
+    return litellm.completion(**_kwargs(url, messages, False, "anthropic"))
+
+
+@pytest.mark.parametrize("strict", [False, True], ids=["fail-open", "strict"])
+def test_litellm_native_route_fails_open(strict: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A telos failure sends the caller's own request (``strict=True`` raises instead)."""
+    from telos_wrap import pipeline
+    from telos_wrap.errors import TelosStageError
+    from telos_wrap.failopen import reset_failures
+
+    from .agent_kit import served
+
+    reset_failures()
+    with served() as (emulator, url):
+        telos_wrap.patch(strict=strict)
+
+        def broken(stage: str) -> None:
+            if stage == "plan":
+                raise RuntimeError("injected")
+
+        monkeypatch.setattr(pipeline, "_stage_hook", broken)
+        if strict:
+            with pytest.raises(TelosStageError):
+                _one_call(url)
+            assert emulator.requests == []
+            return
+        response = _one_call(url)
+    assert response.choices[0].message is not None
+    assert telos_wrap.failure_counts() == {"plan": 1}
+    (sent,) = emulator.requests
+    assert sent.status == 200
+    assert "cache_control" not in json.dumps(sent.body), "the caller's request, as LiteLLM built it"
+
+
+def test_litellm_routes_per_provider() -> None:
+    from telos_wrap.patch.litellm import engine_for
+
+    assert engine_for("anthropic/claude-sonnet-4-5", None) == "litellm"
+    assert engine_for("bedrock/us.anthropic.claude-sonnet-4-5-20250929-v1:0", "bedrock") == "litellm"
+    assert engine_for("vertex_ai/claude-sonnet-4-5@20250929", "vertex_ai") == "litellm"
+    assert engine_for("vertex_ai/gemini-2.5-pro", "vertex_ai") == "generic"
+    assert engine_for("gemini/gemini-2.5-flash", None) == "generic"
+    assert engine_for("bedrock/meta.llama3-70b", "bedrock") is None  # not known to cache
+    assert engine_for("openai/gpt-4.1", None) is None  # the openai SDK patch covers it
+    assert engine_for("groq/llama-3.3-70b", "groq") is None
+
+
+def test_litellm_positional_model_and_messages_are_rewritten() -> None:
+    from .agent_kit import served
+
+    messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": QUESTION}]
+    with served() as (emulator, url):
+        telos_wrap.patch()
+        litellm.completion(f"anthropic/{ANTHROPIC_MODEL}", messages, api_base=url, api_key="x", max_retries=0)
+        litellm.completion(
+            f"anthropic/{ANTHROPIC_MODEL}", messages, 30.0, api_base=url, api_key="x", max_retries=0
+        )
+    first, third_positional = emulator.requests
+    assert "cache_control" in json.dumps(first.body)
+    assert "cache_control" not in json.dumps(third_positional.body)  # an unusual call: left as made
+    assert telos_wrap.failure_counts() == {}

@@ -43,14 +43,20 @@ ENDPOINTS: dict[str, Endpoint] = {
     "vllm": Endpoint("vllm", "http://gpu-box.internal:8000/v1", "qwen3-8b"),
     "sglang": Endpoint("sglang", "http://sgl-box.internal:30000/v1", "qwen3-8b"),
     "generic": Endpoint("generic", "http://llm.example.net/v1", "some-model"),
+    # Routers to Claude over the OpenAI wire (docs/engines.md, *Routes*): OpenRouter by host, a LiteLLM
+    # proxy named like a self-hosted server.
+    "openrouter": Endpoint("openrouter", "https://openrouter.ai/api/v1", "anthropic/claude-sonnet-4.5"),
+    "litellm": Endpoint("litellm", "http://litellm-proxy.internal:4000/v1", "claude-sonnet-4-5"),
 }
 
 #: How the tests name self-hosted servers to telos (``patch(engines=...)``) and to the emulator.
 SELF_HOSTED = {
     "http://gpu-box.internal:8000/v1": "vllm",
     "http://sgl-box.internal:30000/v1": "sglang",
+    "http://litellm-proxy.internal:4000/v1": "litellm",
 }
 EMULATOR_ROUTES = {
+    "litellm-proxy.internal:4000": "litellm",
     "gpu-box.internal:8000": "vllm",
     "sgl-box.internal:30000": "sglang",
     "llm.example.net": "openai",

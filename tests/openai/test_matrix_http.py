@@ -99,7 +99,13 @@ WIRE_PATHS = {
     "vllm": "/vllm/v1/chat/completions",
     "sglang": "/sglang/v1/chat/completions",
     "generic": "/openai/v1/chat/completions",
+    "openrouter": "/openrouter/api/v1/chat/completions",
+    "litellm": "/litellm/v1/chat/completions",
 }
+#: Endpoints that get no ``stream_options`` (an unknown server; routers, whose upstreams differ).
+NO_STREAM_OPTIONS = frozenset({"generic", "openrouter", "litellm"})
+#: Routers to a Claude model: part-level ``cache_control`` (docs/engines.md, *Routes*).
+CLAUDE_ROUTES = frozenset({"openrouter", "litellm"})
 
 
 def _family_key() -> str:
@@ -119,8 +125,23 @@ def _expected(name: str, baseline: Mapping[str, Any], stream: bool) -> dict[str,
     body["tools"] = sorted(body["tools"], key=lambda tool: tool["function"]["name"])
     for tool in body["tools"]:
         tool["function"]["parameters"]["required"].sort()
-    if stream and name != "generic":
+    if stream and name not in NO_STREAM_OPTIONS:
         body["stream_options"] = {"include_usage": True}
+    if name in CLAUDE_ROUTES:
+        # The Anthropic planner on the chat request: BP-S on the last system block (the developer
+        # message), BP-X on the last user part; no BP-T. Breakpoints on: system, developer, user and
+        # tool string content goes out as one text part on every turn.
+        for message in body["messages"]:
+            if message["role"] != "assistant" and isinstance(message.get("content"), str):
+                message["content"] = [{"text": message["content"], "type": "text"}]
+        ephemeral = {"type": "ephemeral"}
+        body["messages"][1]["content"] = [
+            {"cache_control": ephemeral, "text": DEVELOPER_TEXT, "type": "text"}
+        ]
+        last = body["messages"][-1]["content"]
+        last[-1] = {"cache_control": ephemeral, **last[-1]}
+        if name == "litellm":  # LiteLLM reads a tool's own cache_control: BP-T on the last tool too
+            body["tools"][-1] = {"cache_control": ephemeral, **body["tools"][-1]}
     if name in ("openai", "azure", "openai-5.6"):
         body["prompt_cache_key"] = KEY
     if name == "openai-5.6":
@@ -161,9 +182,11 @@ def _expected_usage(engine: str, usage: Mapping[str, Any]) -> tuple[int | None, 
     if details is None:
         return prompt, None, None
     read = details["cached_tokens"]
-    write = {"vllm": details.get("created_cache_tokens"), "sglang": 0}.get(
-        engine, details.get("cache_write_tokens") or 0
-    )
+    write = {
+        "vllm": details.get("created_cache_tokens"),
+        "sglang": 0,
+        "litellm": usage.get("cache_creation_input_tokens"),
+    }.get(engine, details.get("cache_write_tokens") or 0)
     return prompt - read - (write or 0), read, write
 
 
@@ -295,10 +318,10 @@ def _check(
     if entry == "create-stream":
         assert all(chunk.choices for chunk in items), "a usage-only chunk the caller did not ask for leaked"
         usage_only = [chunk for chunk in _sse_chunks(response) if not chunk["choices"]]
-        assert len(usage_only) == (0 if name == "generic" else 1)  # telos asked for it, and hid it
+        assert len(usage_only) == (0 if name in NO_STREAM_OPTIONS else 1)  # telos asked for it, and hid it
     report = telos_wrap.usage_of(result)
-    if stream and name == "generic":
-        assert usage is None  # no stream_options sent to an unknown server: no usage in the stream
+    if stream and name in NO_STREAM_OPTIONS:
+        assert usage is None  # no stream_options sent: no usage in the stream
         assert report is None  # ... and none to report
         return
     assert report is not None

@@ -47,6 +47,23 @@ USAGE: dict[str, dict[str, Any]] = {
         "prompt_tokens_details": {"cached_tokens": 499},
     },
     "generic": {"prompt_tokens": 300, "completion_tokens": 3, "total_tokens": 303, "cached_tokens": 128},
+    # OpenRouter to Claude: the OpenAI names, with the write Anthropic bills (docs/engines.md, *Routes*).
+    "openrouter": {
+        "prompt_tokens": 3000,
+        "completion_tokens": 9,
+        "total_tokens": 3009,
+        "prompt_tokens_details": {"cached_tokens": 2048, "cache_write_tokens": 700},
+    },
+    # A LiteLLM proxy to Claude (LiteLLM ``AnthropicConfig.calculate_usage``): no ``cache_write_tokens``;
+    # its own ``cache_creation_tokens`` and the top-level Anthropic counters, inside ``prompt_tokens``.
+    "litellm": {
+        "prompt_tokens": 3000,
+        "completion_tokens": 9,
+        "total_tokens": 3009,
+        "prompt_tokens_details": {"cached_tokens": 2048, "cache_creation_tokens": 700, "text_tokens": 252},
+        "cache_read_input_tokens": 2048,
+        "cache_creation_input_tokens": 700,
+    },
 }
 #: ``(raw_input, cache_read, cache_write, output)`` expected for each shape.
 EXPECTED: dict[str, tuple[int | None, int | None, int | None, int]] = {
@@ -55,6 +72,8 @@ EXPECTED: dict[str, tuple[int | None, int | None, int | None, int]] = {
     "vllm": (4, 320, 176, 7),
     "sglang": (1, 499, 0, 7),
     "generic": (172, 128, 0, 3),
+    "openrouter": (252, 2048, 700, 9),
+    "litellm": (252, 2048, 700, 9),
 }
 
 

@@ -44,6 +44,8 @@ ROUTES = [
     ("openai_chat", "vllm", "qwen3"),
     ("openai_chat", "sglang", "qwen3"),
     ("openai_chat", "generic", "local"),
+    ("openai_chat", "openrouter", "anthropic/claude-sonnet-4.5"),
+    ("openai_chat", "litellm", "claude-sonnet-4-5"),
 ]
 
 

@@ -37,13 +37,22 @@ class BridgeOptions:
     """
 
     keep_past_drop: bool = False
+    #: The route hoists every system message into the system prompt (Chat Completions to Claude via a
+    #: router, ``engines.chat_breakpoints``): a volatile envelope joins the latest turn as its last
+    #: part, never a trailing system message.
+    envelope_in_turn: bool = False
 
 
 def passes(options: BridgeOptions | None = None) -> Iterator[tuple[str, Pass]]:
     """The default policy's passes, in order, as ``(stage name, pass)``."""
     options = options or BridgeOptions()
     yield "bridge.canonicalize", canonicalize
-    yield "bridge.relocate", partial(relocate_drop, keep_past_drop=options.keep_past_drop)
+    yield (
+        "bridge.relocate",
+        partial(
+            relocate_drop, keep_past_drop=options.keep_past_drop, envelope_in_turn=options.envelope_in_turn
+        ),
+    )
     yield "bridge.refpool", render_ref_pool
     yield "bridge.invariants", _checked
 

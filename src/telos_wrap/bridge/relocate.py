@@ -31,8 +31,17 @@ def _moved(block: TelosBlock, where: str) -> TelosBlock:
     return replace(block, id=f"{block.id}->{where}", extra={**block.extra, "moved_from": block.id})
 
 
-def relocate_drop(ir: TelosIR, *, keep_past_drop: bool = False) -> TelosIR:
-    """Apply the DROP policy described in the module docstring."""
+def relocate_drop(ir: TelosIR, *, keep_past_drop: bool = False, envelope_in_turn: bool = False) -> TelosIR:
+    """Apply the DROP policy described in the module docstring.
+
+    ``envelope_in_turn``: the route hoists every system message into the system prompt (a Chat
+    Completions route to Claude), so the envelope never goes into a system message: it joins the
+    latest user turn as its last part, or, after a ``tool`` message (whose parts the route puts inside
+    one ``tool_result`` block, marker and all), follows it as a user message of its own, which the
+    route merges into the same Anthropic user turn after the tool results. With no turn at all it
+    goes into a trailing system message as elsewhere: hoisted, it ends the system prompt, after every
+    block a marker covers.
+    """
     latest = latest_turn_index(ir.messages)
     records = list(ir.records)
     # Settled history from an earlier turn is final as it is.
@@ -97,7 +106,16 @@ def relocate_drop(ir: TelosIR, *, keep_past_drop: bool = False) -> TelosIR:
         string_turn = (
             ir.api == "openai_chat" and latest is not None and messages[latest].content_form == "string"
         )
-        if ir.api in ("openai_chat", "openai_responses") and (
+        if envelope_in_turn:
+            trailing = string_turn = False
+        if envelope_in_turn and latest is not None and messages[latest].role == "tool":
+            where = f"messages[{len(messages)}]"
+            relocated = tuple(_moved(block, where) for block in moved)
+            messages.append(TelosMessage(role="user", blocks=relocated, content_form="list"))
+            how = (
+                "appended as a user message after the latest tool results (the route hoists system messages)"
+            )
+        elif ir.api in ("openai_chat", "openai_responses") and (
             trailing or item_turn or string_turn or no_turn
         ):
             # The envelope goes last, in a system message of its own (OpenAI takes system messages

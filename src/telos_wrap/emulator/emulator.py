@@ -13,9 +13,11 @@ from urllib.parse import urlsplit
 from .anthropic_api import AnthropicAPI
 from .chat_flavour import ChatFlavour
 from .clock import Clock, SystemClock
+from .clouds import cloud_messages_path
 from .errors import EmulatorHTTPError, anthropic_error, openai_error
 from .flavour_deepseek import DeepSeekFlavour
 from .flavour_openai import OpenAIFlavour
+from .flavour_router import LiteLLMProxyFlavour, OpenRouterFlavour
 from .flavour_sglang import SGLangConfig, SGLangFlavour
 from .flavour_vllm import VLLMConfig, VLLMFlavour
 from .openai_compat import handle_chat
@@ -24,14 +26,15 @@ from .replies import Replier
 from .responses_api import RESPONSES_FLAVOURS, ResponsesAPI, not_served
 from .wire import EmulatorResponse, Handled, json_response
 
-Flavour = Literal["anthropic", "openai", "deepseek", "vllm", "sglang"]
-FLAVOURS: tuple[Flavour, ...] = ("anthropic", "openai", "deepseek", "vllm", "sglang")
-CHAT_FLAVOURS: tuple[Flavour, ...] = ("openai", "deepseek", "vllm", "sglang")
+Flavour = Literal["anthropic", "openai", "deepseek", "vllm", "sglang", "openrouter", "litellm"]
+FLAVOURS: tuple[Flavour, ...] = ("anthropic", "openai", "deepseek", "vllm", "sglang", "openrouter", "litellm")
+CHAT_FLAVOURS: tuple[Flavour, ...] = ("openai", "deepseek", "vllm", "sglang", "openrouter", "litellm")
 
 KNOWN_HOSTS: Mapping[str, Flavour] = {
     "api.anthropic.com": "anthropic",
     "api.openai.com": "openai",
     "api.deepseek.com": "deepseek",
+    "openrouter.ai": "openrouter",
 }
 """Built-in host -> flavour mapping used by the in-process transport."""
 
@@ -103,6 +106,8 @@ class Emulator:
             "deepseek": DeepSeekFlavour(),
             "vllm": VLLMFlavour(vllm),
             "sglang": SGLangFlavour(sglang),
+            "openrouter": OpenRouterFlavour(),
+            "litellm": LiteLLMProxyFlavour(),
         }
         #: ``/v1/responses`` in front of the openai, vllm and sglang caches (``responses_api``).
         self.responses = ResponsesAPI(self._next_id)
@@ -163,6 +168,9 @@ class Emulator:
     def handle(self, method: str, url: str, body: bytes, *, flavour: str | None = None) -> EmulatorResponse:
         """Answer one HTTP request.  ``flavour`` forces the chat flavour (used by the server)."""
         path = urlsplit(url).path.rstrip("/")
+        cloud = cloud_messages_path(path)  # Claude on Bedrock / Vertex AI (``clouds``)
+        if cloud is not None:
+            path = cloud[0]
         is_messages = path.endswith(("/messages", "/messages/count_tokens"))
         if is_messages:
             chosen: Flavour = "anthropic"
@@ -176,6 +184,8 @@ class Emulator:
                 decoded = json.loads(body) if body else None
             except ValueError as exc:
                 raise _error(chosen, f"The request body is not valid JSON: {exc}") from None
+            if cloud is not None and cloud[1] is not None and isinstance(decoded, dict):
+                decoded = {**decoded, "model": cloud[1]}  # the cloud names the model in the URL
             handled = self._dispatch(method, path, chosen, decoded)
         except EmulatorHTTPError as err:
             handled = Handled(json_response(err.status, err.body))

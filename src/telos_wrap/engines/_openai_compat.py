@@ -209,17 +209,44 @@ def _content(form: str, parts: list[Any], as_parts: bool = False, *, pieces: boo
 _WIRE_TABLE = "chat.wire"
 
 
+#: A route's own part-level marker (``engines.chat_breakpoints``): ``(field, {location: marker},
+#: locations whose caller's marker moved away)``; ``None`` for OpenAI's ``prompt_cache_breakpoint``.
+PartMarkers = tuple[str, Mapping[Location, Any], frozenset[Location]]
+
+
+def _place(
+    payload: Any,
+    block: TelosBlock,
+    location: Location,
+    ours: Mapping[Location, Breakpoint],
+    markers: PartMarkers | None,
+) -> Any:
+    """The wire form of one part: OpenAI's marker from ``ours``, or a route's own from ``markers``."""
+    if markers is None:
+        return _with_marker(payload, block, ours.get(location))
+    key, placed, strip = markers
+    if not isinstance(payload, Mapping):
+        return payload
+    if location in strip:
+        payload = {name: value for name, value in payload.items() if name != key}
+    marker = placed.get(location)
+    if marker is None:
+        return payload
+    return dict(sorted({**payload, key: marker}.items()))
+
+
 def _emit_message(
     message: TelosMessage,
     m_index: int,
     ours: Mapping[Location, Breakpoint],
     parts_roles: frozenset[str],
+    markers: PartMarkers | None = None,
 ) -> dict[str, Any]:
     wire = dict(message.extra)
     wire["role"] = message.role
     if message.content_form not in ("absent", "null"):
         parts = [
-            _with_marker(block.payload, block, ours.get(("messages", m_index, b_index)))
+            _place(block.payload, block, ("messages", m_index, b_index), ours, markers)
             for b_index, block in enumerate(message.blocks)
         ]
         wire["content"] = _content(message.content_form, parts, message.role in parts_roles)
@@ -232,6 +259,7 @@ def emit_chat(
     reuse: PrefixTables | None = None,
     *,
     parts_roles: frozenset[str] = frozenset(),
+    part_markers: PartMarkers | None = None,
 ) -> dict[str, Any]:
     """The Chat Completions body for ``ir`` with ``plan``'s breakpoints and extras (see module docstring).
 
@@ -240,6 +268,8 @@ def emit_chat(
     ``parts_roles``: roles whose string content is always sent as one text part — an engine that
     places breakpoints passes the roles they can sit on, so a message that carried one on its own
     turn keeps the same shape on every later turn (I2 on the wire; docs/engines.md).
+    ``part_markers``: a route whose marker is another field (``cache_control`` on a router to Claude,
+    ``engines.chat_breakpoints``) passes its markers by location instead.
     """
     ours: dict[Location, Breakpoint] = {
         (bp.segment, bp.message, bp.block): bp
@@ -249,18 +279,22 @@ def emit_chat(
     messages: list[dict[str, Any]] = []
     for group in group_system(ir):
         parts = [
-            _with_marker(block.payload, block, ours.get(("system", None, position)))
+            _place(block.payload, block, ("system", None, position), ours, part_markers)
             for position, block in group.members
         ]
         wire = canonicalize_payload(dict(group.fields))
         wire["role"] = group.role
         wire["content"] = _content(group.form, parts, group.role in parts_roles, pieces=False)
         messages.append(dict(sorted(wire.items())))
-    marked = {message for segment, message, _ in ours if segment == "messages" and message is not None}
+    located = ours if part_markers is None else {*part_markers[1], *part_markers[2]}
+    marked = {message for segment, message, _ in located if segment == "messages" and message is not None}
+    unmarked: PartMarkers | None = None if part_markers is None else (part_markers[0], {}, part_markers[2])
     messages.extend(
         emit_messages(
             ir,
-            lambda message, index, marks: _emit_message(message, index, ours if marks else {}, parts_roles),
+            lambda message, index, marks: _emit_message(
+                message, index, ours if marks else {}, parts_roles, part_markers if marks else unmarked
+            ),
             marked,
             reuse,
             _WIRE_TABLE,

@@ -23,6 +23,7 @@ from typing import Any
 __all__ = [
     "CHARS_PER_TOKEN",
     "Minimum",
+    "claude_model_id",
     "estimate_tokens_over",
     "minimum_for",
     "server_held",
@@ -82,11 +83,39 @@ class Minimum:
     known: bool = True
 
 
+#: Bedrock's own minimums where they are lower than Anthropic's (docs/engines.md, *Routes*: Bedrock lists
+#: Claude 3.5 models at 1,024). A Bedrock id names the model ``anthropic.claude-…``.
+_BEDROCK_LOWER = {"claude-3-5-haiku": 1024}
+#: Chat Completions routes that reach Claude (``engines.chat_breakpoints``): Claude's minimums there.
+_CLAUDE_ROUTES = frozenset({"openrouter", "litellm"})
+
+
+def claude_model_id(model: str) -> str:
+    """The Anthropic model id inside any route's name for it (docs/engines.md, *Routes*).
+
+    ``anthropic/claude-sonnet-4.5`` (OpenRouter; LiteLLM's provider prefix), ``claude-sonnet-4-5@20250929``
+    (Vertex AI), ``us.anthropic.claude-sonnet-4-5-20250929-v1:0`` (Bedrock, with a cross-region
+    prefix) and ``bedrock/...`` all give ``claude-sonnet-4-5...``; dots in a version become dashes.
+    """
+    bare = model.lower().split("@")[0].rsplit("/", 1)[-1]
+    if "anthropic." in bare:
+        bare = bare.split("anthropic.", 1)[1]
+    return bare.replace(".", "-")
+
+
 def minimum_for(engine: str, model: object) -> Minimum:
     """The minimum cacheable prefix for ``model`` on ``engine`` (see module docstring)."""
     name = model if isinstance(model, str) else ""
-    if engine == "anthropic":
-        bare = name.split("@")[0].rsplit("/", 1)[-1]
+    if engine in _CLAUDE_ROUTES and "claude" not in name.lower():
+        return Minimum(0, name)  # another model behind the router: assumed to cache everything
+    if engine == "anthropic" or engine in _CLAUDE_ROUTES:
+        bare = claude_model_id(name)
+        if "anthropic." in name.lower():
+            lower = next(
+                (tokens for prefix, tokens in _BEDROCK_LOWER.items() if bare.startswith(prefix)), None
+            )
+            if lower is not None:
+                return Minimum(lower, name)
         for prefix, tokens in _ANTHROPIC_LONGEST_FIRST:
             if bare.startswith(prefix):
                 return Minimum(tokens, name)

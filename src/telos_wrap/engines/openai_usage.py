@@ -18,7 +18,11 @@ Vendor facts (openai 3.54 ``types/completion_usage.py``; ../shared/reference/ven
 * SGLang: ``cached_tokens`` only with ``--enable-cache-report`` (else ``null`` → ``None``); no write
   counter, so a reported read comes with write 0;
 * generic (any other OpenAI-compatible server): whichever of the above shapes it sends, plus the flat
-  ``usage.cached_tokens`` some servers (Moonshot) use.
+  ``usage.cached_tokens`` some servers (Moonshot) use;
+* OpenRouter: ``cached_tokens`` and ``cache_write_tokens`` (the OpenAI names); LiteLLM (its SDK's
+  ``ModelResponse`` and its proxy) on a route to Claude: ``cached_tokens`` plus its own
+  ``prompt_tokens_details.cache_creation_tokens`` and the top-level ``cache_read_input_tokens`` /
+  ``cache_creation_input_tokens``, all inside the inclusive ``prompt_tokens``.
 
 Streams (§2.5 "Streaming", §4.3): a chat stream carries usage only with
 ``stream_options.include_usage``, on a last chunk whose ``choices`` is empty; vLLM/SGLang's
@@ -117,6 +121,14 @@ def parse_openai_chat_usage(usage: Mapping[str, Any] | None, *, engine: str) -> 
             write = _int(details.get("cache_write_tokens"))
             if write is None and engine == "generic":
                 write = _int(details.get("created_cache_tokens"))
+            if write is None:
+                write = _int(details.get("cache_creation_tokens"))  # LiteLLM's name (below)
+    if write is None and engine not in ("vllm", "sglang"):
+        # LiteLLM (SDK and proxy) on a route to Claude: the Anthropic counters beside the inclusive
+        # ``prompt_tokens`` (LiteLLM ``AnthropicConfig.calculate_usage``; docs/engines.md, *Routes*).
+        write = _int(usage.get("cache_creation_input_tokens"))
+    if read is None and engine not in ("vllm", "sglang"):
+        read = _int(usage.get("cache_read_input_tokens"))
     if read is not None and write is None and engine != "vllm":
         # OpenAI before gpt-5.6, DeepSeek, SGLang and most servers have no write counter: a reported
         # read with no write field means nothing was billed as a write.

@@ -22,6 +22,8 @@ _BUILTINS = {
     "vllm": "telos_wrap.engines.vllm:VLLMEngine",
     "sglang": "telos_wrap.engines.sglang:SGLangEngine",
     "generic": "telos_wrap.engines.generic:GenericOpenAIEngine",
+    "openrouter": "telos_wrap.engines.chat_breakpoints:OpenRouterEngine",
+    "litellm": "telos_wrap.engines.chat_breakpoints:LiteLLMEngine",
 }
 
 

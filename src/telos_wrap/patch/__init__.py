@@ -36,6 +36,7 @@ from typing import Any
 import wrapt
 
 from telos_wrap.config import PatchConfig, current_config, set_config
+from telos_wrap.patch.litellm import completion_wrapper
 from telos_wrap.patch.mode import rewriting, set_rewriting
 from telos_wrap.patch.wrappers import (
     async_parse_wrapper,
@@ -66,7 +67,7 @@ class Target:
     sdk: str
     module: str
     qualname: str
-    role: str  # "entry" | "request" | "async_request" | "parse" | "async_parse"
+    role: str  # "entry" | "request" | "async_request" | "parse" | "async_parse" | "litellm"
 
 
 def _entries(sdk: str, module: str, classes: tuple[str, ...], methods: tuple[str, ...]) -> list[Target]:
@@ -133,6 +134,10 @@ TARGETS: tuple[Target, ...] = (
     # is synchronous, also on async clients); absent from newer lines, so skipped there.
     Target("anthropic", "anthropic._legacy_response", "LegacyAPIResponse.parse", "parse"),
     Target("openai", "openai._legacy_response", "LegacyAPIResponse.parse", "parse"),
+    # LiteLLM's own providers (``patch/litellm.py``): its module-level ``completion``, under both names
+    # (``acompletion`` runs ``litellm.main.completion``; applications call ``litellm.completion``).
+    Target("litellm", "litellm.main", "completion", "litellm"),
+    Target("litellm", "litellm", "completion", "litellm"),
 )
 
 
@@ -145,12 +150,14 @@ def _wrapper_for(target: Target) -> Callable[..., Any]:
         return make_async_request_wrapper(target.sdk)
     if target.role == "parse":
         return parse_wrapper
+    if target.role == "litellm":
+        return completion_wrapper
     return async_parse_wrapper
 
 
 @dataclass(slots=True)
 class _Installed:
-    owner: type
+    owner: Any  # a class, or a module for a module-level function
     attribute: str
     original: Any
     wrapper: Any
@@ -166,12 +173,16 @@ _observer_holds = 0  # active record() contexts
 _OBSERVER_ROLES = frozenset({"request", "async_request", "parse", "async_parse"})
 
 
-def _resolve(target: Target) -> tuple[type, str, Any] | None:
+def _resolve(target: Target) -> tuple[Any, str, Any] | None:
     try:
         module = importlib.import_module(target.module)
     except ImportError:
         return None
     class_name, _, attribute = target.qualname.partition(".")
+    if not attribute:  # a module-level function (LiteLLM's ``completion``)
+        return (
+            (module, class_name, vars(module)[class_name]) if callable(vars(module).get(class_name)) else None
+        )
     owner = getattr(module, class_name, None)
     # vars(), not getattr(): reading a function through the class would bind it (wrapt's resolve_path).
     if not isinstance(owner, type) or attribute not in vars(owner):

@@ -29,8 +29,9 @@ class Route:
     turn: bool = True
 
 
-# Vendor hosts recognised without configuration. Self-hosted vLLM / SGLang are never guessed.
-_HOST_ENGINES = {"api.openai.com": "openai", "api.deepseek.com": "deepseek"}
+# Vendor hosts recognised without configuration (docs/engines.md, *Routes*). Self-hosted vLLM /
+# SGLang and LiteLLM proxies are never guessed.
+_HOST_ENGINES = {"api.openai.com": "openai", "api.deepseek.com": "deepseek", "openrouter.ai": "openrouter"}
 
 
 def resolve_openai_engine(base_url: str, hints: TelosHints, config: PatchConfig) -> str:

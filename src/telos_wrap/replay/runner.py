@@ -36,6 +36,7 @@ ENGINES: Mapping[str, str | None] = {
     "deepseek": "https://api.deepseek.com",
     "vllm": "http://vllm.emulated:8000/v1",
     "sglang": "http://sglang.emulated:30000/v1",
+    "openrouter": "https://openrouter.ai/api/v1",
 }
 #: The recorded APIs (``TraceRequest.api``) each engine serves: DeepSeek has no Responses API
 #: (docs/engines.md, "OpenAI Responses").
@@ -45,6 +46,7 @@ SERVED_APIS: Mapping[str, tuple[str, ...]] = {
     "deepseek": ("openai",),
     "vllm": ("openai", "responses"),
     "sglang": ("openai", "responses"),
+    "openrouter": ("openai",),
 }
 _SELF_HOSTED = {"vllm", "sglang"}
 DEMO_FILE = "demo_session.jsonl.xz"
