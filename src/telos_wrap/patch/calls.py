@@ -20,7 +20,6 @@ import importlib
 import sys
 import threading
 import uuid
-import weakref
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,9 +34,12 @@ __all__ = ["HINT_HEADER", "CallContext", "current_call", "hint_headers", "hint_t
 #: The private header carrying a call's hint from its entry point to the request layer.
 HINT_HEADER = "x-telos-hint"
 
-_live_sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
 #: token → hint payload of calls whose request was not sent yet (bounded: a stream manager that is
-#: never entered leaves its entry until newer calls push it out).
+#: never entered leaves its entry until newer calls push it out). The payload holds the ``Session``
+#: the call was built in itself — a strong reference for as long as the entry lives — never its id:
+#: a request belongs to the session it was built in, whatever happens before it is sent (the block
+#: exited, the application dropped the object, another store holds a session with the same id;
+#: docs/security.md).
 _pending: OrderedDict[str, dict[str, Any]] = OrderedDict()
 _pending_lock = threading.Lock()
 _PENDING_LIMIT = 4096
@@ -133,8 +135,7 @@ def hint_headers(kwargs: dict[str, Any]) -> None:
     if hint is not None:
         payload["hint"] = hint.model_dump(mode="json", exclude_defaults=True)
     if active is not None:
-        _live_sessions[active.id] = active
-        payload["session"] = active.id
+        payload["session"] = active
     # Only an opaque token travels in the header; the hint itself stays in this process. A request
     # built while patched but sent after unpatch() then leaks nothing but a random token.
     token = uuid.uuid4().hex
@@ -151,7 +152,7 @@ _NO_HINTS = TelosHints()
 
 
 def read_hint_header(value: str | None) -> tuple[TelosHints, Session | None]:
-    """The hints and session (if still alive) of the call whose header token is ``value``."""
+    """The hints and the session the call whose header token is ``value`` was built in (if any)."""
     if not value:
         return _NO_HINTS, None
     with _pending_lock:
@@ -159,5 +160,5 @@ def read_hint_header(value: str | None) -> tuple[TelosHints, Session | None]:
     if payload is None:
         return _NO_HINTS, None
     hints = TelosHints(**payload.get("hint", {}))
-    session_id = payload.get("session")
-    return hints, (_live_sessions.get(session_id) if isinstance(session_id, str) else None)
+    carried = payload.get("session")
+    return hints, (carried if isinstance(carried, Session) else None)

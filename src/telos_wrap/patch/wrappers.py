@@ -40,7 +40,7 @@ from telos_wrap.patch.observers import OBSERVERS, notify_request, notify_usage
 from telos_wrap.patch.routing import Route, route_request
 from telos_wrap.patch.streams import hook_stream, is_stream
 from telos_wrap.pipeline import Prepared, PrepareOptions, prepare
-from telos_wrap.sessions import Session, current_session, implicit_session, named_session
+from telos_wrap.sessions import Session, current_session, default_store, implicit_session, named_session
 from telos_wrap.usage import attach_usage, json_mapping
 
 __all__ = [
@@ -191,15 +191,15 @@ def _strip_session_header(sdk: str, client: Any, options: Any) -> tuple[Any, str
 def _resolve_session(
     api: Api, body: Mapping[str, Any], hints: TelosHints, carried: Session | None, named: str | None = None
 ) -> Session:
-    if hints.session is not None:
-        return named_session(hints.session)
-    if named is not None:
-        return named_session(named)
-    if carried is not None:
-        return carried
-    active = current_session()
-    if active is not None:
-        return active
+    # The session the call was built in (carried with the request), else the one active now.
+    own = carried if carried is not None else current_session()
+    if hints.session is not None or named is not None:
+        # A session named by id resolves within the caller's own store: the store of the session
+        # the call was built in, else the configured default — never another tenant's store.
+        store = own.store if own is not None else default_store()
+        return named_session(hints.session if hints.session is not None else str(named), store=store)
+    if own is not None:
+        return own
     return implicit_session(api, body, drop_patterns=hints.drop_patterns)
 
 

@@ -329,7 +329,7 @@ class Session:
         self._alocks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
         )
-        _live[self.id] = self
+        _live[(_scope(store), self.id)] = self
 
     @property
     def store(self) -> SessionStore:
@@ -1123,7 +1123,17 @@ def _break_line(brk: CacheBreak) -> str:
 
 # -- creating and finding sessions -------------------------------------------------------------------
 
-_live: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
+#: Live sessions by (store, id): the store is part of a session's name (two tenants may both use
+#: ``support-1``, each on its own store). ``_scope``: the identity of the store given, ``0`` for a
+#: session on the process default store (whichever it is at the time of use). Weak values: a
+#: session the application dropped is not kept alive by this table.
+_live: weakref.WeakValueDictionary[tuple[int, str], Session] = weakref.WeakValueDictionary()
+
+
+def _scope(store: SessionStore | None) -> int:
+    return 0 if store is None else id(store)
+
+
 #: Sessions holding usage or outage state the store does not have yet, oldest first. Strong
 #: references: a ``Session`` the application dropped still gets its last usage written (on a read
 #: of that session id here, when more than ``_HOLD_LIMIT`` wait, or at interpreter exit).
@@ -1218,14 +1228,20 @@ def current_session() -> Session | None:
 
 
 _implicit: OrderedDict[str, Session] = OrderedDict()
-_named: OrderedDict[str, Session] = OrderedDict()
+_named: OrderedDict[tuple[int, str], Session] = OrderedDict()
 _registry_lock = threading.Lock()
 
 
-def _lru_get(table: OrderedDict[str, Session], key: str, make: Callable[[], Session]) -> Session:
+def _lru_get(
+    table: OrderedDict[Any, Session],
+    key: Any,
+    make: Callable[[], Session],
+    valid: Callable[[Session], bool] | None = None,
+) -> Session:
+    """The session under ``key``, made by ``make`` if absent (or not ``valid`` any more)."""
     with _registry_lock:
         found = table.get(key)
-        if found is None:
+        if found is None or (valid is not None and not valid(found)):
             found = table[key] = make()
             while len(table) > _IMPLICIT_LIMIT:
                 table.popitem(last=False)
@@ -1246,12 +1262,27 @@ def implicit_session(api: Api, body: Mapping[str, Any], *, drop_patterns: Sequen
     return _lru_get(_implicit, digest, lambda: Session(f"implicit-{digest}", implicit=True))
 
 
-def named_session(session_id: str) -> Session:
-    """The session a ``telos_hint={"session": id}`` names: a live one with that id, or a new one.
+def named_session(session_id: str, *, store: SessionStore | None = None) -> Session:
+    """The session a ``telos_hint={"session": id}`` or ``X-Telos-Session`` names, within ``store``.
 
-    A new one uses the default store, so its state is whatever that store holds for the id.
+    ``store``: the caller's own store (the patch layer passes the store of the session the call was
+    built in, else the default); ``None`` means the process default store. Returns the live session
+    with that id *on that store*, or a new one on it, whose state is whatever the store holds for
+    the id. A session with the same id on another store is never returned (docs/security.md).
     """
-    live = _live.get(session_id)
-    if live is not None:
-        return live
-    return _lru_get(_named, session_id, lambda: Session(session_id))
+    store = default_store() if store is None else store
+    on_default = store is default_store()
+    for key in ((id(store), session_id), *(((0, session_id),) if on_default else ())):
+        live = _live.get(key)
+        if live is not None and live.store is store:
+            return live
+    if on_default:
+        return _lru_get(_named, (0, session_id), lambda: Session(session_id))
+    # Keyed by the store's identity; an entry is valid only while it is that very store (an id may
+    # be reused once a store is gone, but an entry here keeps its store alive through its session).
+    return _lru_get(
+        _named,
+        (id(store), session_id),
+        lambda: Session(session_id, store=store),
+        valid=lambda found: found.store is store,
+    )
