@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from types import TracebackType
+from types import MappingProxyType, TracebackType
 from typing import Any
 
 from telos_wrap.bridge import BridgeOptions, passes
@@ -22,6 +22,7 @@ from telos_wrap.history import HistoryMemo, raw_latest_turn
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Api, TelosIR, TelosMessage
 from telos_wrap.ir.order import TURN_ROLES
+from telos_wrap.ir.refpool import OwnReferences
 from telos_wrap.lift import conversation, lift_request
 from telos_wrap.lift.user_split import DEFAULT_PATTERNS, SplitPatterns
 
@@ -60,6 +61,9 @@ class stage:
         raise TelosStageError(self.name, exc) from exc
 
 
+_NO_OWN: OwnReferences = MappingProxyType({})
+
+
 class SessionHooks:
     """What a session contributes to a request. The default contributes nothing (stateless call).
 
@@ -80,6 +84,12 @@ class SessionHooks:
     def settled_side(self) -> Mapping[str, Sequence[Any]]:
         """Per-message values (name → one per conversation message) the memo keeps as it settles."""
         return {}
+
+    def own_references(self) -> OwnReferences:
+        """The ref-pool stubs and entries telos emitted in this session, by slug
+        (``refpool.emitted_references``): only text exactly equal to one of them is lifted as a
+        reference. A stateless call knows none, so any ``[ref:…]`` text is the caller's."""
+        return _NO_OWN
 
     def fork_point(self) -> int | None:
         """After ``before_bridge``: the first message differing from the session's previous request.
@@ -159,6 +169,7 @@ def prepare(
             patterns=patterns,
             refpool_threshold=options.refpool_threshold,
             settled=settled,
+            own=hooks.own_references(),
         )
     with stage("session.before"):
         ir = hooks.before_bridge(ir)

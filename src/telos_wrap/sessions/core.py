@@ -46,7 +46,8 @@ from telos_wrap.failopen import report_failure
 from telos_wrap.history import HistoryMemo
 from telos_wrap.ir.canon import canonical_json
 from telos_wrap.ir.hints import TelosHints, parse_hints
-from telos_wrap.ir.model import Api, Transformation, UsageReport
+from telos_wrap.ir.model import Api, TelosBlock, Transformation, UsageReport
+from telos_wrap.ir.refpool import emitted_references
 from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks
 from telos_wrap.sessions.breaker import StoreBreaker, StoreEvent, breaker_of
 from telos_wrap.sessions.folds import FoldError, validate_range, validate_slug
@@ -74,6 +75,9 @@ _stack: contextvars.ContextVar[tuple[Session, ...]] = contextvars.ContextVar(
     "telos_wrap_sessions", default=()
 )
 _IMPLICIT_LIMIT = 1024
+#: How many emitted texts per slug, and how many slugs, a session remembers as its own references.
+_OWN_TEXTS = 4
+_OWN_SLUGS = 256
 #: How many unanswered writes of one session are remembered (to recognize one that landed).
 _UNCONFIRMED_LIMIT = 16
 #: How often a compare-and-set is retried before ``StoreConflictError``.
@@ -316,6 +320,9 @@ class Session:
         self._last_prepared: Prepared | None = None
         self._memo = HistoryMemo()
         self._ledger = WireLedger()
+        #: The ref-pool stubs and entries this process emitted for the session (by slug, the latest
+        #: few texts each): the only texts a later request's lift takes as references.
+        self._own: dict[str, tuple[str, ...]] = {}
         #: The store's copy as this process last saw it: (revision, text, state); revision 0 = absent.
         self._parsed: tuple[int, str | None, SessionState] | None = None
         self._bound: SessionStore | None = None  # the store ``_parsed`` / ``_dirty`` belong to
@@ -682,7 +689,7 @@ class Session:
 
     def _hooks_plan(self, strict: bool | None) -> Generator[_StoreOp, Any, SessionHooks]:
         def step(state: SessionState) -> tuple[None, SessionHooks]:
-            return None, StateHooks(state, self._cached_pins(state), state.volatile)
+            return None, StateHooks(state, self._cached_pins(state), state.volatile, own=dict(self._own))
 
         return self._plan(step, strict, readonly=True)
 
@@ -732,6 +739,7 @@ class Session:
                 diagnostics=self.diagnostics,
                 memo=self._memo,
                 ledger=self._ledger,
+                own=dict(self._own),
             )
             return result.state, result
 
@@ -779,6 +787,8 @@ class Session:
         self._last_request = (api, dict(body), options)
         self._last_prepared = result.prepared
         self._ledger.remember(result.wire)
+        if result.prepared.untouched is None:
+            self._remember_references(result.prepared.ir.system)
         self._remember(
             RequestRecord(
                 result.index,
@@ -790,6 +800,15 @@ class Session:
                 result.learned,
             )
         )
+
+    def _remember_references(self, system: tuple[TelosBlock, ...]) -> None:
+        """Keep the stub and entry texts just emitted (the latest ``_OWN_TEXTS`` per slug, for at
+        most ``_OWN_SLUGS`` slugs): they are what proves a reference is telos' own later."""
+        for slug, texts in emitted_references(system).items():
+            kept = self._own.pop(slug, ())
+            self._own[slug] = (*texts, *(text for text in kept if text not in texts))[:_OWN_TEXTS]
+        while len(self._own) > _OWN_SLUGS:
+            del self._own[next(iter(self._own))]
 
     def _report_turn(self, result: TurnResult) -> tuple[int, Prepared]:
         if result.learned is not None:

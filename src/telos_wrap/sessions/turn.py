@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any, overload
 
 from telos_wrap.history import HistoryMemo
 from telos_wrap.ir.model import Api, TelosIR, Transformation
+from telos_wrap.ir.refpool import OwnReferences
 from telos_wrap.lift.user_split import SplitPatterns
 from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks, prepare
 from telos_wrap.sessions.breaks import BYTES_PER_TOKEN, detect_break
@@ -37,6 +39,9 @@ from telos_wrap.sessions.wire_i2 import WireEntry, WireLedger, WireMismatch, con
 __all__ = ["StateHooks", "TurnResult", "run_turn"]
 
 
+_NO_OWN: OwnReferences = MappingProxyType({})
+
+
 class StateHooks(SessionHooks):
     """The pipeline hooks of a session state: learned DROP patterns, pins, slug and range folds.
 
@@ -50,9 +55,11 @@ class StateHooks(SessionHooks):
         volatile: tuple[VolatileSpan, ...],
         learned_now: tuple[VolatileSpan, ...] = (),
         memo: HistoryMemo | None = None,
+        own: OwnReferences = _NO_OWN,
     ) -> None:
         self.state = state
         self.memo = memo
+        self.own = own
         self.pins = pins
         self.volatile = volatile
         self.learned_now = learned_now
@@ -68,6 +75,9 @@ class StateHooks(SessionHooks):
 
     def fork_point(self) -> int | None:
         return self._fork
+
+    def own_references(self) -> OwnReferences:
+        return self.own
 
     def history_memo(self) -> HistoryMemo | None:
         # Range folds rewrite message positions after the lift: no reuse by position then.
@@ -236,6 +246,7 @@ def run_turn(
     commit: bool = True,
     memo: HistoryMemo | None = None,
     ledger: WireLedger | None = None,
+    own: OwnReferences = _NO_OWN,
 ) -> TurnResult:
     """Prepare request ``state.requests`` of the session (see module docstring).
 
@@ -244,6 +255,8 @@ def run_turn(
     ``ledger`` holds what this process sent for the previous request: a settled message not re-sent
     byte for byte is recorded as a ``telos_rewrote`` break (``sessions/wire_i2.py``); it is read,
     never updated here (the caller keeps ``TurnResult.wire`` once the state is written).
+    ``own``: the ref-pool stubs and entries this process emitted for the session, the only texts
+    lifted as references (``refpool.emitted_references``; docs/security.md).
     Raises ``TelosStageError`` when a pipeline stage fails (the bridge re-checks every invariant).
     """
     index = state.requests
@@ -251,7 +264,7 @@ def run_turn(
         body = {**body, "diagnostics": {"previous_message_id": state.last_response_id}}
     volatile = state.volatile
     memo = memo if commit else None
-    hooks = StateHooks(state, pins, volatile, memo=memo)
+    hooks = StateHooks(state, pins, volatile, memo=memo, own=own)
     prepared = prepare(api, body, options, hooks)
     if not commit:
         return TurnResult(index, prepared, state, None, None)
@@ -267,7 +280,7 @@ def run_turn(
             fresh += [span for span in found.learned if span.pattern not in known]
         fresh = list({span.pattern: span for span in fresh}.values())[: MAX_LEARNED - len(volatile)]
         if fresh:
-            again = StateHooks(state, pins, (*volatile, *fresh), tuple(fresh), memo=memo)
+            again = StateHooks(state, pins, (*volatile, *fresh), tuple(fresh), memo=memo, own=own)
             retried = prepare(api, body, options, again)
             # The lift applies the spans learned at one request as one layer, to the text the earlier
             # layers left (the text they were learned on): use them only if they cut there exactly
