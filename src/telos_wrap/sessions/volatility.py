@@ -53,6 +53,7 @@ from telos_wrap.ir.model import Band, BlockKind, TelosIR
 from telos_wrap.ir.refpool import entry_payload_text, parse_rendered
 from telos_wrap.lift.user_split import SplitPatterns, split_text
 from telos_wrap.sessions.records import VolatileSpan
+from telos_wrap.sessions.values import ValueScanner
 
 __all__ = [
     "MAX_LEARNED",
@@ -80,8 +81,8 @@ _MIN_LITERAL = 10
 _MIN_ANCHOR = 4
 
 #: A digit-bearing token: whitespace-delimited, leading ``(["'<`` and trailing punctuation left out,
-#: ``KEY=`` left out (``UPTIME=42s``: the value is ``42s``).
-VALUE = re.compile(r"[^\s(\[\"'<>=]*\d[^\s<>=]*?(?=[.,;:!?)\]\"'>]*(?:[\s=]|$))")
+#: ``KEY=`` left out (``UPTIME=42s``: the value is ``42s``). Found in linear time (``values``).
+VALUE = ValueScanner()
 #: A time of day (``10:02``, ``10:02:07``, ``10:02:07.123456``): a clock, learned on sight unless it
 #: is a round hour (``_live_looking``).
 CLOCK = re.compile(r"(?<![\d:])\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?![\d:])")

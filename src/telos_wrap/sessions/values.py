@@ -1,0 +1,94 @@
+"""The live values of a text (digit-bearing tokens), found in linear time.
+
+``volatility`` learns which values of a system prompt change between requests. Its definition of a
+value was one regular expression::
+
+    [^\\s(\\["'<>=]*\\d[^\\s<>=]*?(?=[.,;:!?)\\]"'>]*(?:[\\s=]|$))
+
+a digit-bearing token, whitespace-delimited, leading ``(["'`` and trailing punctuation left out,
+``KEY=`` left out (``UPTIME=42s``: the value is ``42s``). Run by a backtracking engine it rescans
+the rest of a long run without spaces from every position: quadratic on a run without digits,
+cubic on a run of digits that ends badly (``1111…1<``: 5,000 characters took 91 s). Any text an end
+user can put into a system prompt reaches it, on every request, before anything is sent.
+
+``ValueScanner`` finds exactly the matches that expression finds (the same spans, in the same order;
+``tests/security/test_linear_time.py`` checks it against the expression on random text), in one
+pass per token with the scans done by the ``re`` and ``str`` primitives:
+
+* a value lies inside one *token*, a maximal run of characters other than whitespace, ``<``, ``>``
+  and ``=``; a token without a digit holds none;
+* the look-ahead after a value only succeeds where the punctuation run that follows reaches
+  whitespace, ``=`` or the end of the text. Inside a token that is only at its end or in its trailing
+  punctuation, so either every candidate end in that suffix works or none does (one check per token);
+* so a token holds at most one value: from its first digit, extended back over the characters
+  other than ``(["'`` before it, to the token's end without its trailing punctuation (the
+  expression's lazy tail cannot stop earlier, its greedy head cannot take a later digit: digits are
+  never punctuation). One regular-expression match per token, started only where a token starts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+__all__ = ["PATTERN", "Value", "ValueScanner"]
+
+#: The definition the scanner implements (kept for reference and for the equivalence test).
+PATTERN = r"[^\s(\[\"'<>=]*\d[^\s<>=]*?(?=[.,;:!?)\]\"'>]*(?:[\s=]|$))"
+
+#: A token holding a digit, from the last ``(["'`` before its first digit (the value's start, group
+#: ``v``) to its end. The look-behind lets a match start only where a token starts: a run without
+#: digits is read a bounded number of times, never once from each of its positions.
+_TOKEN = re.compile(r"(?<![^\s<>=])(?:[^\s<>=\d]*[(\[\"'])?(?P<v>[^\s<>=\d]*\d[^\s<>=]*)")
+#: What may follow a value: trailing punctuation, then whitespace, ``=`` or the end.
+_FOLLOW = re.compile(r"[.,;:!?)\]\"'>]*(?:[\s=]|$)")
+#: Trailing punctuation that can sit inside a token (``>`` cannot): left out of the value.
+_TRAILING = ".,;:!?)]\"'"
+
+
+@dataclass(frozen=True, slots=True)
+class Value:
+    """One value found in ``string``: the part of ``re.Match`` the learning code uses."""
+
+    string: str
+    begin: int
+    finish: int
+
+    def start(self) -> int:
+        return self.begin
+
+    def end(self) -> int:
+        return self.finish
+
+    def span(self) -> tuple[int, int]:
+        return self.begin, self.finish
+
+    def group(self) -> str:
+        return self.string[self.begin : self.finish]
+
+
+class ValueScanner:
+    """``finditer`` / ``search`` / ``sub`` of the value expression (``PATTERN``), in linear time."""
+
+    pattern = PATTERN
+
+    def finditer(self, text: str) -> Iterator[Value]:
+        for token in _TOKEN.finditer(text):
+            if _FOLLOW.match(text, token.end()) is None:  # e.g. "1<": nothing here ends a value
+                continue
+            begin = token.start("v")
+            yield Value(text, begin, begin + len(token.group("v").rstrip(_TRAILING)))
+
+    def search(self, text: str) -> Value | None:
+        return next(self.finditer(text), None)
+
+    def sub(self, replacement: str | Callable[[Value], str], text: str) -> str:
+        out: list[str] = []
+        cursor = 0
+        for value in self.finditer(text):
+            out.append(text[cursor : value.begin])
+            out.append(replacement(value) if callable(replacement) else replacement)
+            cursor = value.finish
+        out.append(text[cursor:])
+        return "".join(out)
