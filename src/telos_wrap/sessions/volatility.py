@@ -72,6 +72,13 @@ MAX_SPAN_LINES = 8
 #: Session-wide cap on learned spans, and on remembered suspects.
 MAX_LEARNED = 32
 MAX_SUSPECTS = 16
+#: At most this many changed lines (and values of a line) are tried per block and request: each try
+#: checks a pattern against the whole block, so an unbounded count (a log of thousands of timestamped
+#: lines) made a request quadratic; no more than ``MAX_LEARNED`` can be learned, and ``MAX_SUSPECTS``
+#: kept, anyway.
+_MAX_SPANS = MAX_LEARNED + MAX_SUSPECTS
+#: How far around a span its anchors are looked for (characters; anchors are at most 64).
+_ANCHOR_WINDOW = 4096
 #: A sentence longer than this (characters) is not learned whole: only its changed value is.
 MAX_SENTENCE = 240
 #: Stable anchor text tried around a span (characters), shortest first.
@@ -272,7 +279,7 @@ def _aligned_changes(
     """Spans for changed lines paired one to one (``(old line, new line)``, in order)."""
     spans: list[VolatileSpan] = []
     run: list[int] = []
-    for i, j in changed:
+    for i, j in changed[:_MAX_SPANS]:
         if before[i].skeleton and before[i].skeleton == now[j].skeleton:
             spans.extend(_value_spans(block, lines, j, before[i], now[j], index))
             continue
@@ -368,7 +375,7 @@ def _sentence_spans(
     """A ``value`` span for the sentence(s) of line ``number`` holding the ``changed`` value spans."""
     line = lines[number]
     ranges: list[tuple[int, int]] = []
-    for start, end in changed:
+    for start, end in changed[:_MAX_SPANS]:
         sentence = next(((s, e) for s, e in _sentences(line) if s <= start and end <= e), (start, end))
         if sentence[1] - sentence[0] > MAX_SENTENCE:
             sentence = (start, end)
@@ -405,9 +412,13 @@ def _clock_spans_of(block: int, text: str) -> tuple[VolatileSpan, ...]:
         return ()
     lines = text.split("\n")
     spans: list[VolatileSpan] = []
+    tried = 0
     for number, line in enumerate(lines):
+        if tried >= _MAX_SPANS:
+            break
         clocks = [m.span() for m in VALUE.finditer(line) if _live_looking(line, m.start(), m.end())]
         if clocks:
+            tried += 1
             spans.extend(_sentence_spans(block, lines, number, clocks, 0))
     return tuple(spans)
 
@@ -456,8 +467,8 @@ def _anchored(text: str, start: int, end: int) -> tuple[str, str] | None:
     tail = "$" if end == len(text) or text[end] == "\n" else ""
     body = head + body + tail
     candidates: list[str] = []
-    before = _literal_tail(text[:start])
-    after = _literal_head(text[end:])
+    before = _literal_tail(text[max(0, start - _ANCHOR_WINDOW) : start])
+    after = _literal_head(text[end : end + _ANCHOR_WINDOW])
     for size in _ANCHOR_SIZES:
         piece = before[-size:]
         if len(piece.strip()) >= _MIN_ANCHOR:
