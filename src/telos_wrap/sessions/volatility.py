@@ -43,6 +43,7 @@ from __future__ import annotations
 import difflib
 import functools
 import hashlib
+import itertools
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -563,7 +564,9 @@ def _line_anchored(lines: Sequence[str], first: int, last: int, body: str, *, fi
 
 def _matches_exactly(pattern: str, text: str, start: int, end: int) -> bool:
     try:
-        found = [m.span() for m in re.compile(pattern, re.MULTILINE).finditer(text)]
+        # Two matches are enough to know it is not exactly one: a pattern that matches every line of
+        # a long log is not read to the end.
+        found = [m.span() for m in itertools.islice(re.compile(pattern, re.MULTILINE).finditer(text), 2)]
     except re.error:  # pragma: no cover - escaped literals always compile
         return False
     return found == [(start, end)]
