@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 __all__ = ["PATTERN", "Value", "ValueScanner"]
 
@@ -41,19 +40,22 @@ PATTERN = r"[^\s(\[\"'<>=]*\d[^\s<>=]*?(?=[.,;:!?)\]\"'>]*(?:[\s=]|$))"
 #: ``v``) to its end. The look-behind lets a match start only where a token starts: a run without
 #: digits is read a bounded number of times, never once from each of its positions.
 _TOKEN = re.compile(r"(?<![^\s<>=])(?:[^\s<>=\d]*[(\[\"'])?(?P<v>[^\s<>=\d]*\d[^\s<>=]*)")
+_DIGIT = re.compile(r"\d")
 #: What may follow a value: trailing punctuation, then whitespace, ``=`` or the end.
 _FOLLOW = re.compile(r"[.,;:!?)\]\"'>]*(?:[\s=]|$)")
+#: The usual characters after a token, for which the look-ahead holds without running it.
+_SPACE = frozenset(" \n\t")
 #: Trailing punctuation that can sit inside a token (``>`` cannot): left out of the value.
 _TRAILING = ".,;:!?)]\"'"
 
 
-@dataclass(frozen=True, slots=True)
 class Value:
     """One value found in ``string``: the part of ``re.Match`` the learning code uses."""
 
-    string: str
-    begin: int
-    finish: int
+    __slots__ = ("begin", "finish", "string")
+
+    def __init__(self, string: str, begin: int, finish: int) -> None:
+        self.string, self.begin, self.finish = string, begin, finish
 
     def start(self) -> int:
         return self.begin
@@ -67,6 +69,9 @@ class Value:
     def group(self) -> str:
         return self.string[self.begin : self.finish]
 
+    def __repr__(self) -> str:
+        return f"<Value span={self.span()} {self.group()!r}>"
+
 
 class ValueScanner:
     """``finditer`` / ``search`` / ``sub`` of the value expression (``PATTERN``), in linear time."""
@@ -74,8 +79,14 @@ class ValueScanner:
     pattern = PATTERN
 
     def finditer(self, text: str) -> Iterator[Value]:
+        if _DIGIT.search(text) is None:  # no digit, no value: one fast scan (the token pattern
+            return  # steps through every position)
+        size = len(text)
         for token in _TOKEN.finditer(text):
-            if _FOLLOW.match(text, token.end()) is None:  # e.g. "1<": nothing here ends a value
+            stop = token.end()
+            # After the token: usually a space or the end (nothing to check), else e.g. "1<": then
+            # nothing in the token can end a value.
+            if stop < size and text[stop] not in _SPACE and _FOLLOW.match(text, stop) is None:
                 continue
             begin = token.start("v")
             yield Value(text, begin, begin + len(token.group("v").rstrip(_TRAILING)))
