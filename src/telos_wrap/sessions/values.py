@@ -78,18 +78,31 @@ class ValueScanner:
 
     pattern = PATTERN
 
+    def __init__(self) -> None:
+        #: The spans of the text scanned last: a line is read for its values, then masked (``sub``).
+        self._last: tuple[str, list[tuple[int, int]]] = ("", [])
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """``(start, end)`` of every value of ``text``, in order."""
+        last = self._last  # one read: another thread may replace it meanwhile
+        if last[0] is text:
+            return last[1]
+        found: list[tuple[int, int]] = []
+        if _DIGIT.search(text) is not None:  # no digit, no value: one fast scan (the token
+            size = len(text)  # pattern would step through every position)
+            for token in _TOKEN.finditer(text):
+                stop = token.end()
+                # After the token: usually a space or the end (nothing to check), else e.g. "1<":
+                # then nothing in the token can end a value.
+                if stop < size and text[stop] not in _SPACE and _FOLLOW.match(text, stop) is None:
+                    continue
+                begin = token.start("v")
+                found.append((begin, begin + len(token.group("v").rstrip(_TRAILING))))
+        self._last = (text, found)
+        return found
+
     def finditer(self, text: str) -> Iterator[Value]:
-        if _DIGIT.search(text) is None:  # no digit, no value: one fast scan (the token pattern
-            return  # steps through every position)
-        size = len(text)
-        for token in _TOKEN.finditer(text):
-            stop = token.end()
-            # After the token: usually a space or the end (nothing to check), else e.g. "1<": then
-            # nothing in the token can end a value.
-            if stop < size and text[stop] not in _SPACE and _FOLLOW.match(text, stop) is None:
-                continue
-            begin = token.start("v")
-            yield Value(text, begin, begin + len(token.group("v").rstrip(_TRAILING)))
+        return (Value(text, begin, finish) for begin, finish in self.spans(text))
 
     def search(self, text: str) -> Value | None:
         return next(self.finditer(text), None)
@@ -97,9 +110,9 @@ class ValueScanner:
     def sub(self, replacement: str | Callable[[Value], str], text: str) -> str:
         out: list[str] = []
         cursor = 0
-        for value in self.finditer(text):
-            out.append(text[cursor : value.begin])
-            out.append(replacement(value) if callable(replacement) else replacement)
-            cursor = value.finish
+        for begin, finish in self.spans(text):
+            out.append(text[cursor:begin])
+            out.append(replacement(Value(text, begin, finish)) if callable(replacement) else replacement)
+            cursor = finish
         out.append(text[cursor:])
         return "".join(out)
