@@ -7,6 +7,7 @@ The tree::
     ├── RefPoolError                bad slug, duplicate registration, or a dangling [ref:slug]
     ├── TelosHintError (+TypeError) a ``telos_hint=`` / session option has a wrong type or key
     ├── TelosStageError             a stage failed; raised only with ``strict=True`` (else fail open)
+    ├── TelosBudgetError            preparing a request took longer than ``patch(time_budget=)``
     ├── StoreConflictError          a session store update lost an optimistic-concurrency race too many times
     └── StoreUnavailableError       the session store's circuit breaker is open (strict mode only)
 
@@ -20,6 +21,7 @@ __all__ = [
     "RefPoolError",
     "StoreConflictError",
     "StoreUnavailableError",
+    "TelosBudgetError",
     "TelosError",
     "TelosHintError",
     "TelosInvariantError",
@@ -71,6 +73,11 @@ class TelosStageError(TelosError):
         self.stage = stage
         # Set here, not left to ``raise ... from``: every raise site then keeps the original.
         self.__cause__ = cause
+
+
+class TelosBudgetError(TelosError):
+    """Preparing one request took longer than ``patch(time_budget=...)``: the request goes out as the
+    SDK built it (chained in ``TelosStageError("budget", ...)``; docs/reliability.md)."""
 
 
 class StoreConflictError(TelosError):

@@ -8,6 +8,8 @@ naming the stage, and tests can inject faults into any stage by name (``telos_wr
 
 from __future__ import annotations
 
+import contextvars
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType, TracebackType
@@ -17,7 +19,7 @@ from telos_wrap.bridge import BridgeOptions, passes
 from telos_wrap.engines.base import EmitPlan, EngineAdapter
 from telos_wrap.engines.minimums import server_held, untouched_reason
 from telos_wrap.engines.registry import get_engine
-from telos_wrap.errors import TelosStageError
+from telos_wrap.errors import TelosBudgetError, TelosStageError
 from telos_wrap.history import HistoryMemo, raw_latest_turn
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Api, TelosIR, TelosMessage
@@ -26,10 +28,60 @@ from telos_wrap.ir.refpool import OwnReferences
 from telos_wrap.lift import conversation, lift_request
 from telos_wrap.lift.user_split import DEFAULT_PATTERNS, SplitPatterns
 
-__all__ = ["PrepareOptions", "Prepared", "SessionHooks", "prepare", "stage", "untouched"]
+__all__ = [
+    "PrepareOptions",
+    "Prepared",
+    "SessionHooks",
+    "check_budget",
+    "prepare",
+    "stage",
+    "time_budget",
+    "untouched",
+]
 
 #: Test hook: called with each stage name before the stage runs (fault injection).
 _stage_hook: Callable[[str], None] | None = None
+
+
+#: When the request being prepared in this context must be done (``time.perf_counter()``), if ever.
+_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("telos_wrap_deadline", default=None)
+
+
+class time_budget:
+    """Give the request prepared inside the block at most ``seconds`` (``None``: no limit).
+
+    Every stage checks it on entry (``check_budget``): past it, ``TelosStageError("budget")`` is
+    raised and the patch layer sends the SDK's own request. A stage already running is not cut short,
+    so a request may overrun by one stage; every walk over caller text is linear, so a stage is short.
+    """
+
+    __slots__ = ("seconds", "token")
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        self.token: contextvars.Token[float | None] | None = None
+
+    def __enter__(self) -> None:
+        if self.seconds is not None:
+            self.token = _deadline.set(time.perf_counter() + self.seconds)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.token is not None:
+            _deadline.reset(self.token)
+            self.token = None
+
+
+def check_budget(where: str = "budget") -> None:
+    """Raise ``TelosStageError("budget")`` if the request's time budget (``time_budget``) is spent."""
+    deadline = _deadline.get()
+    if deadline is not None and time.perf_counter() > deadline:
+        raise TelosStageError(
+            "budget",
+            TelosBudgetError(
+                f"telos spent its time budget preparing this request (before {where}); the request is "
+                "sent as the SDK built it. Raise patch(time_budget=...) if this request is expected."
+            ),
+        )
 
 
 class stage:
@@ -45,6 +97,8 @@ class stage:
         self.name = name
 
     def __enter__(self) -> None:
+        if _deadline.get() is not None:
+            check_budget(self.name)
         if _stage_hook is not None:
             try:
                 _stage_hook(self.name)

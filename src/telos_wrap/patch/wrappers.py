@@ -39,7 +39,7 @@ from telos_wrap.patch.mode import rewriting
 from telos_wrap.patch.observers import OBSERVERS, notify_request, notify_usage
 from telos_wrap.patch.routing import Route, route_request
 from telos_wrap.patch.streams import hook_stream, is_stream
-from telos_wrap.pipeline import Prepared, PrepareOptions, prepare
+from telos_wrap.pipeline import Prepared, PrepareOptions, prepare, time_budget
 from telos_wrap.sessions import Session, current_session, default_store, implicit_session, named_session
 from telos_wrap.usage import attach_usage, json_mapping
 
@@ -292,6 +292,11 @@ def _route(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None
 
 def _prepare(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None]:
     """Rewrite ``options`` for sending; returns the options to send and the call's context."""
+    with time_budget(current_config().time_budget):
+        return _prepare_within_budget(sdk, client, options)
+
+
+def _prepare_within_budget(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None]:
     options, ctx, turn = _route(sdk, client, options)
     if turn is None:
         return options, ctx
@@ -311,6 +316,11 @@ def _prepare(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | No
 
 async def _aprepare(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None]:
     """``_prepare`` for async clients: the session's store I/O is awaited, never blocking the loop."""
+    with time_budget(current_config().time_budget):
+        return await _aprepare_within_budget(sdk, client, options)
+
+
+async def _aprepare_within_budget(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None]:
     options, ctx, turn = _route(sdk, client, options)
     if turn is None:
         return options, ctx

@@ -19,7 +19,7 @@ from telos_wrap.history import HistoryMemo
 from telos_wrap.ir.model import Api, TelosIR, Transformation
 from telos_wrap.ir.refpool import OwnReferences
 from telos_wrap.lift.user_split import SplitPatterns
-from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks, prepare
+from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks, check_budget, prepare
 from telos_wrap.sessions.breaks import BYTES_PER_TOKEN, detect_break
 from telos_wrap.sessions.folds import apply_pins_and_slug_folds, apply_range_folds
 from telos_wrap.sessions.prints import message_hash, message_kind, prompt_print
@@ -272,6 +272,7 @@ def run_turn(
     learned: tuple[VolatileSpan, ...] = ()
     previous = state.app.system if state.app is not None else None
     if learn_volatility and len(volatile) < MAX_LEARNED:
+        check_budget("session.learn")
         known = {span.pattern for span in volatile}
         fresh = [span for span in clock_spans(hooks.system_view, index) if span.pattern not in known]
         if previous is not None:
