@@ -9,6 +9,7 @@ The tree::
     ├── TelosStageError             a stage failed; raised only with ``strict=True`` (else fail open)
     ├── TelosBudgetError            preparing a request took longer than ``patch(time_budget=)``
     ├── StoreConflictError          a session store update lost an optimistic-concurrency race too many times
+    ├── StoreEntryError             the store holds a malformed entry for one session (reset, never a trip)
     └── StoreUnavailableError       the session store's circuit breaker is open (strict mode only)
 
 Vendor and SDK exceptions (``anthropic.APIStatusError``, ``openai.APITimeoutError``, ...) are never
@@ -20,6 +21,7 @@ from __future__ import annotations
 __all__ = [
     "RefPoolError",
     "StoreConflictError",
+    "StoreEntryError",
     "StoreUnavailableError",
     "TelosBudgetError",
     "TelosError",
@@ -82,6 +84,13 @@ class TelosBudgetError(TelosError):
 
 class StoreConflictError(TelosError):
     """A session-store update kept losing the compare-and-set race (another worker wrote in between)."""
+
+
+class StoreEntryError(TelosError):
+    """The store answered, but its entry for one session is malformed (a revision that is not a
+    number, JSON that is not a session state). Store contents are not trusted (docs/security.md):
+    that session starts again from a fresh state, the reason is recorded (``StoreEvent("reset")``)
+    and its next write replaces the entry. The store's circuit breaker is not involved."""
 
 
 class StoreUnavailableError(TelosError):

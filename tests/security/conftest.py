@@ -17,3 +17,7 @@ def fresh_store() -> Iterator[MemoryStore]:
         yield store
     finally:
         set_default_store(previous)
+
+
+# The suite's real Redis (a throwaway redis-server on a free port, or TELOS_REDIS_URL).
+from tests.sessions.conftest import redis_prefix, redis_url  # noqa: E402, F401

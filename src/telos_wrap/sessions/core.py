@@ -37,6 +37,7 @@ from telos_wrap.errors import (
     RefPoolError,
     StoreBusyError,
     StoreConflictError,
+    StoreEntryError,
     StoreUnavailableError,
     TelosError,
     TelosInvariantError,
@@ -407,7 +408,24 @@ class Session:
                 # in-process store never reuses a revision (one counter for all), so it is that state.
                 self._parsed = (stored.revision, stored.text, cached[2])
                 return
-        self._parsed = (stored.revision, stored.text, SessionState.loads(stored.text))
+        try:
+            state = SessionState.loads(stored.text)
+            if state.session_id != self.id:
+                raise ValueError(f"the entry is the state of session {state.session_id!r}")
+        except Exception as exc:  # store contents are not trusted (docs/security.md)
+            self._reset(f"the store's entry is not a valid session state ({type(exc).__name__})")
+            # At the entry's revision: the next compare-and-set replaces it.
+            self._parsed = (stored.revision, stored.text, SessionState(session_id=self.id))
+            return
+        self._parsed = (stored.revision, stored.text, state)
+
+    def _reset(self, reason: str) -> None:
+        """This session's entry in the store is malformed: start again from a fresh state (recorded,
+        logged; the next write replaces the entry). Never a breaker trip: the store is fine."""
+        fresh = SessionState(session_id=self.id)
+        self._parsed = (0, None, fresh)
+        self._event("reset", fresh, reason)
+        logger.warning("telos_wrap: session %s reset: %s", self.id, reason)
 
     def _view(self) -> SessionState | None:
         """The newest state this process holds (written or not), without pending usage."""
@@ -462,7 +480,10 @@ class Session:
             if self._parsed is None:
                 if breaker.allow():
                     loaded = yield _LOAD
-                    if isinstance(loaded, _Failed):
+                    if isinstance(loaded, _Failed) and isinstance(loaded.exc, StoreEntryError):
+                        breaker.success()  # the store answered: only this session's entry is bad
+                        self._reset(str(loaded.exc))
+                    elif isinstance(loaded, _Failed):
                         self._unavailable(loaded.exc, strict, reported, loaded.started)
                     else:
                         breaker.success()

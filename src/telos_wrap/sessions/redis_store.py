@@ -24,7 +24,7 @@ import weakref
 from collections.abc import Iterator
 from typing import Any
 
-from telos_wrap.errors import StoreBusyError
+from telos_wrap.errors import StoreBusyError, StoreEntryError
 from telos_wrap.sessions.breaker import StoreBreaker
 from telos_wrap.sessions.store import Swapped, Versioned
 
@@ -32,6 +32,9 @@ __all__ = ["RedisStore"]
 
 _SWAP = """
 local current = redis.call('HGET', KEYS[1], 'rev')
+if current and not tonumber(current) then
+  current = false  -- a malformed entry: replaced like an absent one (docs/security.md)
+end
 if (current or '') ~= ARGV[1] then
   if current then
     return {0, current, redis.call('HGET', KEYS[1], 'state')}
@@ -57,11 +60,25 @@ def _text(value: Any) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
+def _revision(session_id: str, value: Any) -> int:
+    """A stored revision as a number; ``StoreEntryError`` for a malformed one (the entry is reset)."""
+    try:
+        return int(_text(value))
+    except (TypeError, ValueError, UnicodeDecodeError):
+        raise StoreEntryError(
+            f"session {session_id!r}: the store's entry has a malformed revision; the session starts "
+            "again from a fresh state and its next write replaces the entry"
+        ) from None
+
+
 def _swapped(result: Any) -> Swapped:
     if int(result[0]) == 1:
         return Swapped(int(result[1]))
     if len(result) >= 3:
-        return Swapped(None, Versioned(int(_text(result[1])), _text(result[2])))
+        try:
+            return Swapped(None, Versioned(int(_text(result[1])), _text(result[2])))
+        except (TypeError, ValueError, UnicodeDecodeError):
+            return Swapped(None)  # a malformed entry: the script replaces it like an absent one
     return Swapped(None)
 
 
@@ -136,7 +153,7 @@ class RedisStore:
         revision, text = self.redis.hmget(self._keys(session_id)[0], ["rev", "state"])
         if revision is None or text is None:
             return None
-        return Versioned(int(_text(revision)), _text(text))
+        return Versioned(_revision(session_id, revision), _text(text))
 
     def swap(self, session_id: str, expected: int, text: str) -> Swapped:
         """``compare_and_set`` that returns the current state when it loses (one round trip)."""
@@ -203,7 +220,7 @@ class RedisStore:
             revision, text = await client.hmget(self._keys(session_id)[0], ["rev", "state"])
         if revision is None or text is None:
             return None
-        return Versioned(int(_text(revision)), _text(text))
+        return Versioned(_revision(session_id, revision), _text(text))
 
     async def aswap(self, session_id: str, expected: int, text: str) -> Swapped:
         if not self.has_async_client:
