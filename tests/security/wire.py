@@ -86,19 +86,19 @@ class Wire:
 
     def anthropic(self, **kwargs: Any) -> anthropic.Anthropic:
         http = sdk_http.Client(transport=Redirect(self.url, self.sent))
-        return anthropic.Anthropic(api_key="test", http_client=http, max_retries=0, **kwargs)
+        return anthropic.Anthropic(**{"api_key": "test", "max_retries": 0, **kwargs}, http_client=http)
 
     def async_anthropic(self, **kwargs: Any) -> anthropic.AsyncAnthropic:
         http = sdk_http.AsyncClient(transport=AsyncRedirect(self.url, self.sent))
-        return anthropic.AsyncAnthropic(api_key="test", http_client=http, max_retries=0, **kwargs)
+        return anthropic.AsyncAnthropic(**{"api_key": "test", "max_retries": 0, **kwargs}, http_client=http)
 
     def openai(self, **kwargs: Any) -> openai.OpenAI:
         http = sdk_http.Client(transport=Redirect(f"{self.url}/openai", self.sent))
-        return openai.OpenAI(api_key="sk-test", http_client=http, max_retries=0, **kwargs)
+        return openai.OpenAI(**{"api_key": "sk-test", "max_retries": 0, **kwargs}, http_client=http)
 
     def async_openai(self, **kwargs: Any) -> openai.AsyncOpenAI:
         http = sdk_http.AsyncClient(transport=AsyncRedirect(f"{self.url}/openai", self.sent))
-        return openai.AsyncOpenAI(api_key="sk-test", http_client=http, max_retries=0, **kwargs)
+        return openai.AsyncOpenAI(**{"api_key": "sk-test", "max_retries": 0, **kwargs}, http_client=http)
 
 
 @contextmanager

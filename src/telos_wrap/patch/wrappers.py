@@ -41,6 +41,7 @@ from telos_wrap.patch.routing import Route, route_request
 from telos_wrap.patch.streams import hook_stream, is_stream
 from telos_wrap.pipeline import Prepared, PrepareOptions, prepare, time_budget
 from telos_wrap.sessions import Session, current_session, default_store, implicit_session, named_session
+from telos_wrap.sessions.identity import tenant_digest
 from telos_wrap.usage import attach_usage, json_mapping
 
 __all__ = [
@@ -188,8 +189,31 @@ def _strip_session_header(sdk: str, client: Any, options: Any) -> tuple[Any, str
     return options.model_copy(update={"headers": kept}), name or None
 
 
+def _tenant(client: Any, hints: TelosHints) -> str:
+    """The call's tenant signals outside its body, hashed (``identity.tenant_digest``): the
+    ``isolation`` hint and the client's credentials and base URL."""
+    return tenant_digest(hints.isolation, *(_setting(client, name) for name in _CLIENT_SETTINGS))
+
+
+#: The client attributes that name whose traffic it is (only string values count: ``organization`` is
+#: also the name of an Anthropic resource).
+_CLIENT_SETTINGS = ("api_key", "auth_token", "organization", "project", "base_url")
+
+
+def _setting(client: Any, name: str) -> str | None:
+    value = getattr(client, name, None)
+    if name == "base_url" and value is not None:
+        return str(value)
+    return value if isinstance(value, str) else None
+
+
 def _resolve_session(
-    api: Api, body: Mapping[str, Any], hints: TelosHints, carried: Session | None, named: str | None = None
+    api: Api,
+    body: Mapping[str, Any],
+    hints: TelosHints,
+    carried: Session | None,
+    named: str | None = None,
+    client: Any = None,
 ) -> Session:
     # The session the call was built in (carried with the request), else the one active now.
     own = carried if carried is not None else current_session()
@@ -200,7 +224,7 @@ def _resolve_session(
         return named_session(hints.session if hints.session is not None else str(named), store=store)
     if own is not None:
         return own
-    return implicit_session(api, body, drop_patterns=hints.drop_patterns)
+    return implicit_session(api, body, drop_patterns=hints.drop_patterns, tenant=_tenant(client, hints))
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,7 +295,7 @@ def _route(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None
     body = _plain_body(options)
     if body is None:
         return options, None, None
-    session = _resolve_session(route.api, body, hints, carried, named)
+    session = _resolve_session(route.api, body, hints, carried, named, client)
     hints = hints.merged_over(session.hints)
     strict = session.strict if session.strict is not None else config.strict
     prepare_options = None

@@ -52,7 +52,7 @@ from telos_wrap.ir.refpool import emitted_references
 from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks
 from telos_wrap.sessions.breaker import StoreBreaker, StoreEvent, breaker_of
 from telos_wrap.sessions.folds import FoldError, validate_range, validate_slug
-from telos_wrap.sessions.identity import conversation_key
+from telos_wrap.sessions.identity import conversation_key, tells_users_apart
 from telos_wrap.sessions.records import CacheBreak, RangeFold, SlugFold, VolatileSpan
 from telos_wrap.sessions.refresh import RefreshDecision, decide_refresh
 from telos_wrap.sessions.state import EngineUsage, SessionState
@@ -761,6 +761,7 @@ class Session:
                 memo=self._memo,
                 ledger=self._ledger,
                 own=dict(self._own),
+                own_history_only=self.implicit and not tells_users_apart(api, body, options.hints.isolation),
             )
             return result.state, result
 
@@ -1290,15 +1291,18 @@ def _lru_get(
         return found
 
 
-def implicit_session(api: Api, body: Mapping[str, Any], *, drop_patterns: Sequence[str] = ()) -> Session:
+def implicit_session(
+    api: Api, body: Mapping[str, Any], *, drop_patterns: Sequence[str] = (), tenant: str = ""
+) -> Session:
     """The implicit session of a request made outside any ``session()``: ``implicit-<key>``.
 
     The key (``sessions.identity.conversation_key``) is what stays fixed across the turns of one
     conversation — API, model, tool names, the caller's own user/conversation fields, and the
-    conversation's opening message with its envelopes stripped — never the system prompt,
+    conversation's opening message with its envelopes stripped, and ``tenant`` (a digest of the
+    isolation hint and the client's credentials and base URL) — never the system prompt,
     instructions or envelopes a harness rebuilds every turn (docs/sessions.md). Bounded LRU.
     """
-    digest = conversation_key(api, body, drop_patterns)
+    digest = conversation_key(api, body, drop_patterns, tenant)
     return _lru_get(_implicit, digest, lambda: Session(f"implicit-{digest}", implicit=True))
 
 

@@ -166,6 +166,30 @@ class StateHooks(SessionHooks):
         return records
 
 
+def _same_conversation(
+    app: AppPrint | None, hashes: str, previous: Sequence[str], system: Sequence[str]
+) -> bool:
+    """Whether a request can be the next one of the conversation of the previous request, for an
+    implicit session where nothing tells users apart (two users who open alike share it): its
+    messages extend the previous ones, and its system prompt differs from the previous one in
+    values only (each line's text with its values masked is the same). Anything else may be
+    another user's request, and telos must not learn what to move in one user's prompt from
+    another's (docs/security.md)."""
+    if app is None or not hashes.startswith(app.messages) or len(previous) != len(system):
+        return False
+    return all(_skeleton(old) == _skeleton(new) for old, new in zip(previous, system, strict=True))
+
+
+def _skeleton(block_print: str) -> list[str]:
+    """Per line of a block's fingerprint (``volatility.fingerprint``): its text with values masked."""
+    if block_print.startswith("~"):
+        return [block_print]
+    return [
+        parts[1] if len(parts) > 1 else parts[0]
+        for parts in (line.split("/") for line in block_print.split(","))
+    ]
+
+
 def _fork(previous: AppPrint | None, hashes: str) -> int | None:
     """The first message of ``hashes`` that differs from the previous request's, if it diverged.
 
@@ -247,6 +271,7 @@ def run_turn(
     memo: HistoryMemo | None = None,
     ledger: WireLedger | None = None,
     own: OwnReferences = _NO_OWN,
+    own_history_only: bool = False,
 ) -> TurnResult:
     """Prepare request ``state.requests`` of the session (see module docstring).
 
@@ -257,6 +282,9 @@ def run_turn(
     never updated here (the caller keeps ``TurnResult.wire`` once the state is written).
     ``own``: the ref-pool stubs and entries this process emitted for the session, the only texts
     lifted as references (``refpool.emitted_references``; docs/security.md).
+    ``own_history_only``: learn from the previous request only if this one extends its history (an
+    implicit session where nothing tells users apart: two users who open alike share it, and one
+    must never teach telos what to move in the other's prompt; docs/security.md).
     Raises ``TelosStageError`` when a pipeline stage fails (the bridge re-checks every invariant).
     """
     index = state.requests
@@ -275,6 +303,25 @@ def run_turn(
         check_budget("session.learn")
         known = {span.pattern for span in volatile}
         fresh = [span for span in clock_spans(hooks.system_view, index) if span.pattern not in known]
+        if (
+            previous is not None
+            and own_history_only
+            and not _same_conversation(state.app, hooks.app_hashes, previous, fingerprint(hooks.system_view))
+        ):
+            previous = None
+            prepared = replace(
+                prepared,
+                plan=replace(
+                    prepared.plan,
+                    notes=(
+                        *prepared.plan.notes,
+                        "nothing learned from the previous request: this one does not extend its "
+                        "history with only values changed in the system prompt, and nothing in it "
+                        "(user fields, isolation hint) tells users apart, so it may be another "
+                        "conversation; name the conversation to learn across such requests",
+                    ),
+                ),
+            )
         if previous is not None:
             found = learn(previous, hooks.system_view, index, suspects)
             suspects = found.suspects
