@@ -29,7 +29,15 @@ from telos_wrap.engines.base import EngineAdapter
 from telos_wrap.ir.hints import TelosHints, parse_hints
 from telos_wrap.sessions import Session, current_session
 
-__all__ = ["HINT_HEADER", "CallContext", "current_call", "hint_headers", "hint_token", "read_hint_header"]
+__all__ = [
+    "BUILT_OUTSIDE",
+    "HINT_HEADER",
+    "CallContext",
+    "current_call",
+    "hint_headers",
+    "hint_token",
+    "read_hint_header",
+]
 
 #: The private header carrying a call's hint from its entry point to the request layer.
 HINT_HEADER = "x-telos-hint"
@@ -126,16 +134,15 @@ def hint_headers(kwargs: dict[str, Any]) -> None:
     """
     hint = parse_hints(kwargs.pop("telos_hint")) if "telos_hint" in kwargs else None
     active = current_session()
-    if hint is None and active is None:
-        return
     headers = kwargs.get("extra_headers")
     if isinstance(headers, Mapping) and HINT_HEADER in headers:
         return
     payload: dict[str, Any] = {}
     if hint is not None:
         payload["hint"] = hint.model_dump(mode="json", exclude_defaults=True)
-    if active is not None:
-        payload["session"] = active
+    # Always recorded, even "no session": a request built outside any session and sent inside one
+    # (a stream manager entered in another tenant's block) must not join the session open then.
+    payload["session"] = active
     # Only an opaque token travels in the header; the hint itself stays in this process. A request
     # built while patched but sent after unpatch() then leaks nothing but a random token.
     token = uuid.uuid4().hex
@@ -151,14 +158,19 @@ def hint_headers(kwargs: dict[str, Any]) -> None:
 _NO_HINTS = TelosHints()
 
 
-def read_hint_header(value: str | None) -> tuple[TelosHints, Session | None]:
-    """The hints and the session the call whose header token is ``value`` was built in (if any)."""
+#: ``read_hint_header``'s answer for a call built outside any session (it stays outside).
+BUILT_OUTSIDE = "outside"
+
+
+def read_hint_header(value: str | None) -> tuple[TelosHints, Session | str | None]:
+    """The hints of the call whose header token is ``value``, and the session it was built in:
+    a ``Session``, ``BUILT_OUTSIDE`` (built outside any session), or ``None`` (no token: unknown)."""
     if not value:
         return _NO_HINTS, None
     with _pending_lock:
         payload = _pending.get(value)
     if payload is None:
         return _NO_HINTS, None
-    hints = TelosHints(**payload.get("hint", {}))
+    hints = TelosHints(**payload["hint"]) if "hint" in payload else _NO_HINTS
     carried = payload.get("session")
-    return hints, (carried if isinstance(carried, Session) else None)
+    return hints, (carried if isinstance(carried, Session) else BUILT_OUTSIDE)

@@ -28,6 +28,7 @@ from telos_wrap.failopen import report_failure
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Api
 from telos_wrap.patch.calls import (
+    BUILT_OUTSIDE,
     HINT_HEADER,
     CallContext,
     current_call,
@@ -211,12 +212,13 @@ def _resolve_session(
     api: Api,
     body: Mapping[str, Any],
     hints: TelosHints,
-    carried: Session | None,
+    carried: Session | str | None,
     named: str | None = None,
     client: Any = None,
 ) -> Session:
-    # The session the call was built in (carried with the request), else the one active now.
-    own = carried if carried is not None else current_session()
+    # The session the call was built in (carried with the request; BUILT_OUTSIDE: none, whatever
+    # is active now), else - a request without telos' token - the one active now.
+    own = carried if isinstance(carried, Session) else None if carried == BUILT_OUTSIDE else current_session()
     if hints.session is not None or named is not None:
         # A session named by id resolves within the caller's own store: the store of the session
         # the call was built in, else the configured default — never another tenant's store.
