@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import telos_wrap
-from telos_wrap.sessions import MemoryStore, Session
+from telos_wrap.sessions import MemoryStore, Session, named_session
 
 from .wire import Wire, emulator_over_http, text_of
 
@@ -168,3 +168,29 @@ def test_a_named_session_resolves_within_the_callers_store(wire: Wire) -> None:
     client.close()
     _check(wire)
     assert a.stats.requests == 1 and b.stats.requests == 2
+
+
+ODD_IDS = [
+    "x" * 100_000,
+    "a\x00b\x1b[31m",
+    "../../etc/passwd",
+    "*?[]{}",
+    "support-1\nsupport-2",
+    "\u202eevil",
+    " ",
+]
+
+
+@pytest.mark.parametrize("odd", ODD_IDS, ids=["huge", "control", "path", "glob", "newline", "bidi", "blank"])
+def test_odd_session_ids_name_their_own_session_and_never_break_the_call(wire: Wire, odd: str) -> None:
+    """A session id is application input, but it may come from an end user (a thread id): any string
+    names a session of its own on the caller's store, and the call goes out."""
+    a = _tenant("A")
+    client = wire.anthropic()
+    with a:
+        client.messages.create(**_anthropic_kwargs("A"), telos_hint={"session": odd})
+    client.close()
+    [sent] = wire.requests()
+    assert "hello from A" in text_of(sent)
+    assert a.stats.requests == 0, "the named session is another one than the active session"
+    assert named_session(odd, store=a.store).stats.requests == 1
