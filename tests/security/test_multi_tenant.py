@@ -190,9 +190,13 @@ class MultiTenant(RuleBasedStateMachine):
     """Tenants take turns on shared clients; requests may be built now and sent later."""
 
     wire: Wire
+    #: Machines run (examples), and requests checked, by this process: reported by the test.
+    runs = 0
+    checked = 0
 
     def __init__(self) -> None:
         super().__init__()
+        MultiTenant.runs += 1
         self.tenants: list[Tenant] = []
         self.pending: list[tuple[Tenant, Any, dict[str, Any], str]] = []
         self.clients = {"anthropic": self.wire.anthropic(), "openai": self.wire.openai()}
@@ -228,6 +232,7 @@ class MultiTenant(RuleBasedStateMachine):
     def _sent(self, tenant: Tenant, kwargs: dict[str, Any], before: int) -> None:
         assert len(self.wire.bodies) == before + 1
         check_body(json.loads(self.wire.bodies[-1]), self.tenants, kwargs)
+        MultiTenant.checked += 1
         tenant.turns += 1
 
     @rule(
@@ -284,7 +289,10 @@ def test_no_canary_crosses_tenants(wire: Wire, patched: None) -> None:
     MultiTenant.wire = wire
     machine = MultiTenant.TestCase
     machine.settings = settings(SETTINGS, stateful_step_count=8)
+    MultiTenant.runs = MultiTenant.checked = 0
     machine().runTest()
+    print(f"multi-tenant machine: {MultiTenant.runs} examples, {MultiTenant.checked} requests checked")
+    assert MultiTenant.checked > 0
 
 
 @settings(SETTINGS, max_examples=max(1, EXAMPLES // 2))
