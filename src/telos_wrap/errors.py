@@ -7,7 +7,9 @@ The tree::
     ├── RefPoolError                bad slug, duplicate registration, or a dangling [ref:slug]
     ├── TelosHintError (+TypeError) a ``telos_hint=`` / session option has a wrong type or key
     ├── TelosStageError             a stage failed; raised only with ``strict=True`` (else fail open)
+    ├── TelosBudgetError            preparing a request took longer than ``patch(time_budget=)``
     ├── StoreConflictError          a session store update lost an optimistic-concurrency race too many times
+    ├── StoreEntryError             the store holds a malformed entry for one session (reset, never a trip)
     └── StoreUnavailableError       the session store's circuit breaker is open (strict mode only)
 
 Vendor and SDK exceptions (``anthropic.APIStatusError``, ``openai.APITimeoutError``, ...) are never
@@ -19,7 +21,9 @@ from __future__ import annotations
 __all__ = [
     "RefPoolError",
     "StoreConflictError",
+    "StoreEntryError",
     "StoreUnavailableError",
+    "TelosBudgetError",
     "TelosError",
     "TelosHintError",
     "TelosInvariantError",
@@ -73,8 +77,20 @@ class TelosStageError(TelosError):
         self.__cause__ = cause
 
 
+class TelosBudgetError(TelosError):
+    """Preparing one request took longer than ``patch(time_budget=...)``: the request goes out as the
+    SDK built it (chained in ``TelosStageError("budget", ...)``; docs/reliability.md)."""
+
+
 class StoreConflictError(TelosError):
     """A session-store update kept losing the compare-and-set race (another worker wrote in between)."""
+
+
+class StoreEntryError(TelosError):
+    """The store answered, but its entry for one session is malformed (a revision that is not a
+    number, JSON that is not a session state). Store contents are not trusted (docs/security.md):
+    that session starts again from a fresh state, the reason is recorded (``StoreEvent("reset")``)
+    and its next write replaces the entry. The store's circuit breaker is not involved."""
 
 
 class StoreUnavailableError(TelosError):

@@ -8,27 +8,80 @@ naming the stage, and tests can inject faults into any stage by name (``telos_wr
 
 from __future__ import annotations
 
+import contextvars
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from types import TracebackType
+from types import MappingProxyType, TracebackType
 from typing import Any
 
 from telos_wrap.bridge import BridgeOptions, passes
 from telos_wrap.engines.base import EmitPlan, EngineAdapter
 from telos_wrap.engines.minimums import server_held, untouched_reason
 from telos_wrap.engines.registry import get_engine
-from telos_wrap.errors import TelosStageError
+from telos_wrap.errors import TelosBudgetError, TelosStageError
 from telos_wrap.history import HistoryMemo, raw_latest_turn
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Api, TelosIR, TelosMessage
 from telos_wrap.ir.order import TURN_ROLES
+from telos_wrap.ir.refpool import OwnReferences
 from telos_wrap.lift import conversation, lift_request
 from telos_wrap.lift.user_split import DEFAULT_PATTERNS, SplitPatterns
 
-__all__ = ["PrepareOptions", "Prepared", "SessionHooks", "prepare", "stage", "untouched"]
+__all__ = [
+    "PrepareOptions",
+    "Prepared",
+    "SessionHooks",
+    "check_budget",
+    "prepare",
+    "stage",
+    "time_budget",
+    "untouched",
+]
 
 #: Test hook: called with each stage name before the stage runs (fault injection).
 _stage_hook: Callable[[str], None] | None = None
+
+
+#: When the request being prepared in this context must be done (``time.perf_counter()``), if ever.
+_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("telos_wrap_deadline", default=None)
+
+
+class time_budget:
+    """Give the request prepared inside the block at most ``seconds`` (``None``: no limit).
+
+    Every stage checks it on entry (``check_budget``): past it, ``TelosStageError("budget")`` is
+    raised and the patch layer sends the SDK's own request. A stage already running is not cut short,
+    so a request may overrun by one stage; every walk over caller text is linear, so a stage is short.
+    """
+
+    __slots__ = ("seconds", "token")
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        self.token: contextvars.Token[float | None] | None = None
+
+    def __enter__(self) -> None:
+        if self.seconds is not None:
+            self.token = _deadline.set(time.perf_counter() + self.seconds)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.token is not None:
+            _deadline.reset(self.token)
+            self.token = None
+
+
+def check_budget(where: str = "budget") -> None:
+    """Raise ``TelosStageError("budget")`` if the request's time budget (``time_budget``) is spent."""
+    deadline = _deadline.get()
+    if deadline is not None and time.perf_counter() > deadline:
+        raise TelosStageError(
+            "budget",
+            TelosBudgetError(
+                f"telos spent its time budget preparing this request (before {where}); the request is "
+                "sent as the SDK built it. Raise patch(time_budget=...) if this request is expected."
+            ),
+        )
 
 
 class stage:
@@ -44,6 +97,8 @@ class stage:
         self.name = name
 
     def __enter__(self) -> None:
+        if _deadline.get() is not None:
+            check_budget(self.name)
         if _stage_hook is not None:
             try:
                 _stage_hook(self.name)
@@ -58,6 +113,9 @@ class stage:
         if exc is None or isinstance(exc, TelosStageError) or not isinstance(exc, Exception):
             return
         raise TelosStageError(self.name, exc) from exc
+
+
+_NO_OWN: OwnReferences = MappingProxyType({})
 
 
 class SessionHooks:
@@ -80,6 +138,12 @@ class SessionHooks:
     def settled_side(self) -> Mapping[str, Sequence[Any]]:
         """Per-message values (name → one per conversation message) the memo keeps as it settles."""
         return {}
+
+    def own_references(self) -> OwnReferences:
+        """The ref-pool stubs and entries telos emitted in this session, by slug
+        (``refpool.emitted_references``): only text exactly equal to one of them is lifted as a
+        reference. A stateless call knows none, so any ``[ref:…]`` text is the caller's."""
+        return _NO_OWN
 
     def fork_point(self) -> int | None:
         """After ``before_bridge``: the first message differing from the session's previous request.
@@ -160,6 +224,7 @@ def prepare(
             patterns=patterns,
             refpool_threshold=options.refpool_threshold,
             settled=settled,
+            own=hooks.own_references(),
         )
     with stage("session.before"):
         ir = hooks.before_bridge(ir)

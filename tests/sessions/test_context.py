@@ -14,6 +14,14 @@ from telos_wrap.sessions import current_session, implicit_session, named_session
 from .convo import MODEL, messages_for
 
 
+def implicit_tenant(client: anthropic.Anthropic) -> str:
+    """The tenant digest the patch layer derives from ``client`` (no isolation hint)."""
+    from telos_wrap.ir.hints import TelosHints
+    from telos_wrap.patch.wrappers import _tenant
+
+    return _tenant(client, TelosHints())
+
+
 def test_nested_sessions_restore_the_outer_one() -> None:
     outer, inner = telos_wrap.session("outer"), telos_wrap.session("inner")
     assert current_session() is None
@@ -75,7 +83,12 @@ def test_generated_ids_and_options() -> None:
 def test_calls_outside_a_session_share_a_stable_implicit_session(claude: anthropic.Anthropic) -> None:
     for turn in range(3):
         claude.messages.create(model=MODEL, max_tokens=8, messages=messages_for(turn))
-    implicit = implicit_session("anthropic", {"model": MODEL, "messages": messages_for(2)})
+    from telos_wrap.sessions import core as session_core
+
+    [implicit] = session_core._implicit.values()  # every turn in one implicit session
+    assert implicit is implicit_session(
+        "anthropic", {"model": MODEL, "messages": messages_for(2)}, tenant=implicit_tenant(claude)
+    )
     assert implicit.implicit and implicit.id.startswith("implicit-")
     assert implicit.stats.requests == 3
     assert implicit.stats.cache_breaks == 0

@@ -8,7 +8,7 @@ point keeps its exact bytes and the cached prefix up to it survives the fold.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
@@ -20,10 +20,14 @@ __all__ = [
     "IN_PLACE",
     "REF_PATTERN",
     "SLUG_PATTERN",
+    "OwnReferences",
     "RefPool",
+    "emitted_references",
     "entry_payload_text",
     "in_place",
+    "is_own_reference",
     "make_entry",
+    "own_stubs_only",
     "parse_rendered",
     "parse_stub",
     "render_entry_text",
@@ -56,9 +60,8 @@ def parse_stub(text: str) -> str | None:
 
 
 def parse_rendered(text: str) -> tuple[str, str] | None:
-    """``(slug, content)`` if ``text`` is a rendered entry (``render_entry_text``), else ``None``.
-
-    This is how telos recognizes its own output when a request it emitted is lifted again.
+    """``(slug, content)`` if ``text`` has the form of a rendered entry (``render_entry_text``), else
+    ``None``. The form alone proves nothing — a caller can write it — see ``is_own_reference``.
     """
     match = _RENDERED.match(text)
     return (match.group(1), text[match.end() :]) if match else None
@@ -146,21 +149,18 @@ class RefPool:
                 )
 
     def lint_blocks(self, blocks: Iterable[TelosBlock]) -> None:
-        """Lint the references telos itself produced (stubs and pool entries) in ``blocks``.
+        """Check that every block telos made (``ref_slug`` set: stubs and pool entries) in ``blocks``
+        points at a registered entry — a dangling one would mean lost content.
 
-        Text the application wrote may legitimately contain ``[ref:...]``; only blocks telos made
-        (``ref_slug`` set) are checked, which is where a dangling reference would mean lost content.
+        Only the reference itself is checked, never the text around it: the caller's own text may
+        contain anything that looks like ``[ref:…]`` (a pooled document quoting one, or telos' own
+        output sent back), and it is ordinary text (docs/security.md).
         """
         for block in blocks:
-            if block.ref_slug is None:
-                continue
-            if block.ref_slug not in self._entries:
+            if block.ref_slug is not None and block.ref_slug not in self._entries:
                 raise RefPoolError(
                     f"block {block.id!r} refers to unregistered ref-pool slug {block.ref_slug!r}"
                 )
-            text = _text_of(block.payload)
-            if text is not None:
-                self.lint_text(text)
 
 
 def _text_of(payload: Any) -> str | None:
@@ -206,3 +206,45 @@ def entry_payload_text(block: TelosBlock) -> str:
     """The rendered text of a pool entry (reference line + content)."""
     text = _text_of(block.payload)
     return text if text is not None else ""
+
+
+#: slug → the exact texts (stubs and rendered entries) telos emitted for that slug in one session.
+OwnReferences = Mapping[str, tuple[str, ...]]
+
+
+def emitted_references(system: Iterable[TelosBlock]) -> dict[str, tuple[str, ...]]:
+    """The stub and rendered-entry texts telos put on the wire in ``system`` (a bridged IR's system
+    segment), by slug: what a session remembers so that only these are ever taken as references
+    when a request comes back (``is_own_reference``). Entries rendered in place carry the caller's
+    text alone and are not references."""
+    found: dict[str, tuple[str, ...]] = {}
+    for block in system:
+        slug = block.ref_slug
+        if slug is None or block.extra.get(IN_PLACE):
+            continue
+        text = _text_of(block.payload)
+        if text is not None and text not in found.get(slug, ()):
+            found[slug] = (*found.get(slug, ()), text)
+    return found
+
+
+def is_own_reference(slug: str, text: str, own: OwnReferences) -> bool:
+    """Whether ``text`` is exactly a stub or entry text telos emitted for ``slug`` in this session.
+
+    Text that merely has the form of telos' references (``[ref:slug]``, ``[ref:slug]\n…``) is caller
+    text: taking it as a reference would let it replace or hide pool content (docs/security.md).
+    """
+    return any(text == emitted for emitted in own.get(slug, ()))
+
+
+def own_stubs_only(blocks: Sequence[TelosBlock], stubs: set[str], entries: set[str]) -> list[TelosBlock]:
+    """``blocks`` with every stub lifted from telos' own output (ids in ``stubs``) whose entry is not
+    telos' own in this request (slugs in ``entries``) turned back into the plain text it is: a stub
+    must never stand for text the caller did not send with it (the pool renders a stub's entry
+    elsewhere, or in the stub's place)."""
+    return [
+        replace(block, ref_slug=None, source_tag="system")
+        if block.id in stubs and block.ref_slug not in entries
+        else block
+        for block in blocks
+    ]

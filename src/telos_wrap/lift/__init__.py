@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Api, TelosIR, TelosMessage
+from telos_wrap.ir.refpool import OwnReferences
 from telos_wrap.lift.anthropic_messages import REFPOOL_THRESHOLD, lift_anthropic_messages
 from telos_wrap.lift.user_split import DEFAULT_PATTERNS, SplitPatterns, TextSplit, split_text
 
@@ -38,6 +40,9 @@ def conversation(api: Api, body: Mapping[str, Any]) -> tuple[int, list[Any]] | N
     return 0, raw
 
 
+_NO_OWN: OwnReferences = MappingProxyType({})
+
+
 def lift_request(
     api: Api,
     body: Mapping[str, Any],
@@ -47,11 +52,15 @@ def lift_request(
     patterns: SplitPatterns = DEFAULT_PATTERNS,
     refpool_threshold: int | None = REFPOOL_THRESHOLD,
     settled: Sequence[TelosMessage] = (),
+    own: OwnReferences = _NO_OWN,
 ) -> TelosIR:
     """Lift ``body`` of wire API ``api`` into a ``TelosIR``.
 
     ``settled``: history reused from an earlier turn of the session; it stands for the first
     ``len(settled)`` messages of ``conversation(api, body)``, which are not lifted again.
+    ``own``: the ref-pool stubs and entries telos emitted in this session (by slug,
+    ``refpool.emitted_references``): the only texts taken as references; text that merely looks
+    like one is the caller's and is lifted as such (docs/security.md).
     """
     if api == "anthropic":
         return lift_anthropic_messages(
@@ -61,6 +70,7 @@ def lift_request(
             patterns=patterns,
             refpool_threshold=refpool_threshold,
             settled=settled,
+            own=own,
         )
     if api == "openai_chat":
         from telos_wrap.lift.openai_chat import lift_openai_chat
@@ -72,6 +82,7 @@ def lift_request(
             patterns=patterns,
             refpool_threshold=refpool_threshold,
             settled=settled,
+            own=own,
         )
         return lifted
     if api == "openai_responses":

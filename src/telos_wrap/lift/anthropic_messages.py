@@ -28,7 +28,15 @@ from telos_wrap.ir.canon import canonicalize_payload
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Band, BlockKind, ContentForm, TelosBlock, TelosIR, TelosMessage
 from telos_wrap.ir.order import marker_carrier
-from telos_wrap.ir.refpool import make_entry, parse_rendered, parse_stub, stub_text
+from telos_wrap.ir.refpool import (
+    OwnReferences,
+    is_own_reference,
+    make_entry,
+    own_stubs_only,
+    parse_rendered,
+    parse_stub,
+    stub_text,
+)
 from telos_wrap.lift.user_split import DEFAULT_PATTERNS, SplitPatterns, split_text
 
 __all__ = ["REFPOOL_THRESHOLD", "lift_anthropic_messages"]
@@ -48,6 +56,7 @@ _KINDS: Mapping[str, BlockKind] = {
 
 
 _NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
+_NO_OWN: OwnReferences = MappingProxyType({})
 
 
 def _split_marker(payload: Any) -> tuple[Any, Mapping[str, Any]]:
@@ -127,15 +136,26 @@ def _split_text_block(
 
 
 def _own_output(
-    block_id: str, payload: Mapping[str, Any], marker: Mapping[str, Any]
+    block_id: str,
+    payload: Mapping[str, Any],
+    marker: Mapping[str, Any],
+    own: OwnReferences,
+    pool: Mapping[str, TelosBlock],
 ) -> tuple[TelosBlock | None, TelosBlock | None] | None:
-    """``(stub, None)`` / ``(None, entry)`` when a system text block is a ref-pool stub or rendered
-    entry telos itself emitted (so lifting telos' output again changes nothing); else ``None``."""
+    """``(stub, None)`` / ``(None, entry)`` when a system text block is exactly a ref-pool stub or
+    rendered entry telos itself emitted in this session (``own``: so lifting telos' output again
+    changes nothing); else ``None``: text that only looks like one is the caller's, sent as written,
+    and an entry never replaces one already in ``pool`` (docs/security.md)."""
     text = payload.get("text")
-    if set(payload) != {"type", "text"} or not isinstance(text, str):
+    if (
+        not own
+        or set(payload) != {"type", "text"}
+        or not isinstance(text, str)
+        or not text.startswith("[ref:")
+    ):
         return None
     slug = parse_stub(text)
-    if slug is not None:
+    if slug is not None and is_own_reference(slug, text, own):
         stub = TelosBlock(
             id=block_id,
             band=Band.PIN,
@@ -147,7 +167,7 @@ def _own_output(
         )
         return stub, None
     rendered = parse_rendered(text)
-    if rendered is not None:
+    if rendered is not None and rendered[0] not in pool and is_own_reference(rendered[0], text, own):
         entry = make_entry(rendered[0], rendered[1], source="lift:system-doc")
         if marker:
             entry = entry.with_extra(marker)
@@ -156,7 +176,7 @@ def _own_output(
 
 
 def _lift_system(
-    system: Any, *, patterns: SplitPatterns, threshold: int | None
+    system: Any, *, patterns: SplitPatterns, threshold: int | None, own: OwnReferences
 ) -> tuple[tuple[TelosBlock, ...], dict[str, TelosBlock], Literal["absent", "string", "list"]]:
     if system is None:
         return (), {}, "absent"
@@ -164,6 +184,8 @@ def _lift_system(
     raw_blocks: Sequence[Any] = [{"type": "text", "text": system}] if isinstance(system, str) else system
     blocks: list[TelosBlock] = []
     pool: dict[str, TelosBlock] = {}
+    own_entries: set[str] = set()  # slugs whose entry is telos' own output, lifted again
+    own_stubs: set[str] = set()  # ids of the stubs lifted from telos' own output
     for index, raw in enumerate(raw_blocks):
         payload, marker = _split_marker(raw)
         block_id = f"system[{index}]"
@@ -174,13 +196,15 @@ def _lift_system(
                 )
             )
             continue
-        own = _own_output(block_id, payload, marker)
-        if own is not None:  # a request telos emitted, lifted again: keep its stubs and entries
-            stub, entry = own
+        recognized = _own_output(block_id, payload, marker, own, pool)
+        if recognized is not None:  # a request telos emitted, lifted again: keep its stubs and entries
+            stub, entry = recognized
             if stub is not None:
                 blocks.append(stub)
+                own_stubs.add(stub.id)
             if entry is not None and entry.ref_slug is not None:
                 pool[entry.ref_slug] = entry
+                own_entries.add(entry.ref_slug)
             continue
         for piece in _split_text_block(
             block_id, payload, marker, patterns=patterns, with_fold=False, plain_band=Band.PIN, tag="system"
@@ -188,7 +212,7 @@ def _lift_system(
             text = piece.payload.get("text") if isinstance(piece.payload, Mapping) else None
             big = threshold is not None and isinstance(text, str) and len(text) > threshold
             if piece.band is Band.PIN and big and set(piece.payload) == {"type", "text"}:
-                slug = f"system-doc-{index}"
+                slug = _free_slug(f"system-doc-{index}", pool)
                 pool[slug] = make_entry(slug, str(text), source="lift:system-doc")
                 if piece.extra:
                     pool[slug] = TelosBlock(
@@ -213,7 +237,18 @@ def _lift_system(
                 )
             else:
                 blocks.append(piece)
+    if own_stubs:
+        blocks = own_stubs_only(blocks, own_stubs, own_entries)
     return tuple(blocks), pool, form
+
+
+def _free_slug(slug: str, pool: Mapping[str, TelosBlock]) -> str:
+    """``slug``, or ``slug.N`` if an entry lifted from telos' own output already holds it."""
+    found, n = slug, 0
+    while found in pool:
+        n += 1
+        found = f"{slug}.{n}"
+    return found
 
 
 def _lift_message(index: int, message: Mapping[str, Any], patterns: SplitPatterns) -> TelosMessage:
@@ -276,8 +311,13 @@ def lift_anthropic_messages(
     patterns: SplitPatterns = DEFAULT_PATTERNS,
     refpool_threshold: int | None = REFPOOL_THRESHOLD,
     settled: Sequence[TelosMessage] = (),
+    own: OwnReferences = _NO_OWN,
 ) -> TelosIR:
     """Lift a plain-JSON Anthropic Messages body (no SDK sentinels) into a ``TelosIR``.
+
+    ``own``: the references telos emitted in this session (``refpool.emitted_references``); only
+    text exactly equal to one of them is lifted as a stub or pool entry, anything else is the
+    caller's text (docs/security.md).
 
     Lossless: every key and block of ``body`` is either modelled or carried in ``params`` /
     ``extra`` / a passthrough block, and the Anthropic engine emits it back. ``settled`` are the
@@ -301,7 +341,7 @@ def lift_anthropic_messages(
                 )
             )
     system, pool, system_form = _lift_system(
-        body.get("system"), patterns=patterns, threshold=refpool_threshold
+        body.get("system"), patterns=patterns, threshold=refpool_threshold, own=own
     )
     messages_raw = body.get("messages")
     raw = messages_raw if isinstance(messages_raw, list) else []

@@ -37,7 +37,15 @@ from telos_wrap.ir.canon import canonicalize_payload
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Band, BlockKind, ContentForm, TelosBlock, TelosIR, TelosMessage
 from telos_wrap.ir.order import marker_carrier
-from telos_wrap.ir.refpool import make_entry, parse_rendered, parse_stub, stub_text
+from telos_wrap.ir.refpool import (
+    OwnReferences,
+    is_own_reference,
+    make_entry,
+    own_stubs_only,
+    parse_rendered,
+    parse_stub,
+    stub_text,
+)
 from telos_wrap.lift.user_split import DEFAULT_PATTERNS, SplitPatterns, split_text
 
 __all__ = ["MARKER", "ORIGIN", "SYSTEM_ROLES", "lift_openai_chat"]
@@ -173,12 +181,21 @@ def leading_system_count(messages: Sequence[Any]) -> int:
 class _SystemLifter:
     """Lifts the leading system messages, numbering ref-pool slugs in wire order."""
 
-    def __init__(self, patterns: SplitPatterns, threshold: int | None) -> None:
+    def __init__(self, patterns: SplitPatterns, threshold: int | None, own: OwnReferences) -> None:
         self.patterns = patterns
         self.threshold = threshold
+        self.own = own
         self.blocks: list[TelosBlock] = []
         self.pool: dict[str, TelosBlock] = {}
         self._text_parts = 0
+        self.own_stubs: set[str] = set()  # ids of the stubs lifted from telos' own output
+        self.own_entries: set[str] = set()  # slugs whose entry is telos' own output, lifted again
+
+    def finished(self) -> list[TelosBlock]:
+        """The lifted system blocks, every own stub without its own entry back to plain text."""
+        if not self.own_stubs:
+            return self.blocks
+        return own_stubs_only(self.blocks, self.own_stubs, self.own_entries)
 
     def lift(self, index: int, message: Mapping[str, Any]) -> None:
         parsed = _content_parts(message.get("content"))
@@ -226,12 +243,17 @@ class _SystemLifter:
                 self.blocks.append(self._maybe_pool(piece, slug))
 
     def _own_output(self, block_id: str, part: _Part, origin: Mapping[str, Any]) -> bool:
-        """Take a ref-pool stub or rendered entry telos itself emitted as what it is (idempotence)."""
+        """Take a ref-pool stub or rendered entry telos itself emitted in this session as what it is
+        (idempotence). Text that only has their form is the caller's, sent as written, and an entry
+        never replaces one already pooled (docs/security.md)."""
         text = _plain_text(part.payload)
-        if text is None:
+        if text is None or not self.own or not text.startswith("[ref:"):
             return False
         slug = parse_stub(text)
         if slug is not None:
+            if not is_own_reference(slug, text, self.own):
+                return False
+            self.own_stubs.add(block_id)
             self.blocks.append(
                 TelosBlock(
                     id=block_id,
@@ -245,12 +267,13 @@ class _SystemLifter:
             )
             return True
         rendered = parse_rendered(text)
-        if rendered is None:
+        if rendered is None or rendered[0] in self.pool or not is_own_reference(rendered[0], text, self.own):
             return False
         entry = make_entry(rendered[0], rendered[1], source="lift:system-doc")
         if part.marker:
             entry = entry.with_extra(part.marker)
         self.pool[rendered[0]] = entry
+        self.own_entries.add(rendered[0])
         return True
 
     def _maybe_pool(self, piece: TelosBlock, slug: str) -> TelosBlock:
@@ -330,6 +353,9 @@ def _lift_message(index: int, message: Mapping[str, Any], patterns: SplitPattern
     return TelosMessage(role=role, blocks=tuple(blocks), content_form=form, extra=extra)
 
 
+_NO_OWN: OwnReferences = MappingProxyType({})
+
+
 def lift_openai_chat(
     body: Mapping[str, Any],
     *,
@@ -338,12 +364,15 @@ def lift_openai_chat(
     patterns: SplitPatterns = DEFAULT_PATTERNS,
     refpool_threshold: int | None = _REFPOOL_THRESHOLD,
     settled: Sequence[TelosMessage] = (),
+    own: OwnReferences = _NO_OWN,
 ) -> TelosIR:
     """Lift a plain-JSON Chat Completions body (no SDK sentinels) into a ``TelosIR`` (api ``openai_chat``).
 
     ``body`` is never modified; payloads are shared with it, never mutated. ``settled`` are the
     session's settled IR messages standing for the first conversation messages (after the leading
-    system messages); they are reused as they are.
+    system messages); they are reused as they are. ``own``: the references telos emitted in this
+    session (``refpool.emitted_references``); only text exactly equal to one of them is lifted as a
+    stub or pool entry, anything else is the caller's text (docs/security.md).
     """
     if hints is not None and hints.drop_patterns:
         patterns = patterns.extended(drop=hints.drop_patterns)
@@ -357,7 +386,7 @@ def lift_openai_chat(
     messages_raw = body.get("messages")
     wire: Sequence[Any] = messages_raw if isinstance(messages_raw, list) else []
     leading = leading_system_count(wire)
-    system = _SystemLifter(patterns, refpool_threshold)
+    system = _SystemLifter(patterns, refpool_threshold, own)
     for index in range(leading):
         system.lift(index, wire[index])
     first = leading + len(settled)  # settled messages were checked on the turn they were fresh
@@ -373,7 +402,7 @@ def lift_openai_chat(
         session_id=session_id,
         api="openai_chat",
         tools=tools,
-        system=tuple(system.blocks),
+        system=tuple(system.finished()),
         messages=messages,
         ref_pool=MappingProxyType(dict(sorted(system.pool.items()))),
         params=MappingProxyType(params),

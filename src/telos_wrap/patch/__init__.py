@@ -203,6 +203,7 @@ def patch(
     refpool_threshold: int | None = 2048,
     keep_past_drop: bool = False,
     only_what_pays: bool = True,
+    time_budget: float | None = 1.0,
 ) -> dict[str, bool]:
     """Patch the installed ``anthropic`` and ``openai`` SDKs. Calling it again only updates the options.
 
@@ -219,10 +220,25 @@ def patch(
         only_what_pays: send a request exactly as the SDK built it when nothing in it can be cached
             (below the model's minimum cacheable prefix, docs/engines.md). ``False`` rewrites every
             request, however small (e.g. to study marker placement on a tiny prompt).
+        time_budget: seconds telos may spend preparing one request (store round trips included);
+            past it the request goes out as the SDK built it, counted as stage ``'budget'`` in
+            ``failure_counts()`` and logged (docs/reliability.md). ``None``: no budget.
+
+    Raises:
+        ValueError: ``time_budget`` is not a positive number of seconds or ``None``.
 
     Returns:
         ``coverage()``: which targets are wrapped.
     """
+    if time_budget is not None and (
+        isinstance(time_budget, bool)
+        or not isinstance(time_budget, (int, float))
+        or not 0 < time_budget < float("inf")
+    ):
+        raise ValueError(
+            f"patch(time_budget=...) takes a positive number of seconds, or None for no budget; "
+            f"got {time_budget!r}"
+        )
     with _lock:
         set_config(
             PatchConfig(
@@ -232,6 +248,7 @@ def patch(
                 refpool_threshold=refpool_threshold,
                 keep_past_drop=keep_past_drop,
                 only_what_pays=only_what_pays,
+                time_budget=None if time_budget is None else float(time_budget),
             )
         )
         set_rewriting(True)

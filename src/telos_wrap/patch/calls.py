@@ -20,7 +20,6 @@ import importlib
 import sys
 import threading
 import uuid
-import weakref
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,14 +29,25 @@ from telos_wrap.engines.base import EngineAdapter
 from telos_wrap.ir.hints import TelosHints, parse_hints
 from telos_wrap.sessions import Session, current_session
 
-__all__ = ["HINT_HEADER", "CallContext", "current_call", "hint_headers", "hint_token", "read_hint_header"]
+__all__ = [
+    "BUILT_OUTSIDE",
+    "HINT_HEADER",
+    "CallContext",
+    "current_call",
+    "hint_headers",
+    "hint_token",
+    "read_hint_header",
+]
 
 #: The private header carrying a call's hint from its entry point to the request layer.
 HINT_HEADER = "x-telos-hint"
 
-_live_sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
 #: token → hint payload of calls whose request was not sent yet (bounded: a stream manager that is
-#: never entered leaves its entry until newer calls push it out).
+#: never entered leaves its entry until newer calls push it out). The payload holds the ``Session``
+#: the call was built in itself — a strong reference for as long as the entry lives — never its id:
+#: a request belongs to the session it was built in, whatever happens before it is sent (the block
+#: exited, the application dropped the object, another store holds a session with the same id;
+#: docs/security.md).
 _pending: OrderedDict[str, dict[str, Any]] = OrderedDict()
 _pending_lock = threading.Lock()
 _PENDING_LIMIT = 4096
@@ -124,17 +134,15 @@ def hint_headers(kwargs: dict[str, Any]) -> None:
     """
     hint = parse_hints(kwargs.pop("telos_hint")) if "telos_hint" in kwargs else None
     active = current_session()
-    if hint is None and active is None:
-        return
     headers = kwargs.get("extra_headers")
     if isinstance(headers, Mapping) and HINT_HEADER in headers:
         return
     payload: dict[str, Any] = {}
     if hint is not None:
         payload["hint"] = hint.model_dump(mode="json", exclude_defaults=True)
-    if active is not None:
-        _live_sessions[active.id] = active
-        payload["session"] = active.id
+    # Always recorded, even "no session": a request built outside any session and sent inside one
+    # (a stream manager entered in another tenant's block) must not join the session open then.
+    payload["session"] = active
     # Only an opaque token travels in the header; the hint itself stays in this process. A request
     # built while patched but sent after unpatch() then leaks nothing but a random token.
     token = uuid.uuid4().hex
@@ -150,14 +158,19 @@ def hint_headers(kwargs: dict[str, Any]) -> None:
 _NO_HINTS = TelosHints()
 
 
-def read_hint_header(value: str | None) -> tuple[TelosHints, Session | None]:
-    """The hints and session (if still alive) of the call whose header token is ``value``."""
+#: ``read_hint_header``'s answer for a call built outside any session (it stays outside).
+BUILT_OUTSIDE = "outside"
+
+
+def read_hint_header(value: str | None) -> tuple[TelosHints, Session | str | None]:
+    """The hints of the call whose header token is ``value``, and the session it was built in:
+    a ``Session``, ``BUILT_OUTSIDE`` (built outside any session), or ``None`` (no token: unknown)."""
     if not value:
         return _NO_HINTS, None
     with _pending_lock:
         payload = _pending.get(value)
     if payload is None:
         return _NO_HINTS, None
-    hints = TelosHints(**payload.get("hint", {}))
-    session_id = payload.get("session")
-    return hints, (_live_sessions.get(session_id) if isinstance(session_id, str) else None)
+    hints = TelosHints(**payload["hint"]) if "hint" in payload else _NO_HINTS
+    carried = payload.get("session")
+    return hints, (carried if isinstance(carried, Session) else BUILT_OUTSIDE)

@@ -28,6 +28,7 @@ from telos_wrap.failopen import report_failure
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Api
 from telos_wrap.patch.calls import (
+    BUILT_OUTSIDE,
     HINT_HEADER,
     CallContext,
     current_call,
@@ -39,8 +40,9 @@ from telos_wrap.patch.mode import rewriting
 from telos_wrap.patch.observers import OBSERVERS, notify_request, notify_usage
 from telos_wrap.patch.routing import Route, route_request
 from telos_wrap.patch.streams import hook_stream, is_stream
-from telos_wrap.pipeline import Prepared, PrepareOptions, prepare
-from telos_wrap.sessions import Session, current_session, implicit_session, named_session
+from telos_wrap.pipeline import Prepared, PrepareOptions, prepare, time_budget
+from telos_wrap.sessions import Session, current_session, default_store, implicit_session, named_session
+from telos_wrap.sessions.identity import tenant_digest
 from telos_wrap.usage import attach_usage, json_mapping
 
 __all__ = [
@@ -188,19 +190,43 @@ def _strip_session_header(sdk: str, client: Any, options: Any) -> tuple[Any, str
     return options.model_copy(update={"headers": kept}), name or None
 
 
+def _tenant(client: Any, hints: TelosHints) -> str:
+    """The call's tenant signals outside its body, hashed (``identity.tenant_digest``): the
+    ``isolation`` hint and the client's credentials and base URL."""
+    return tenant_digest(hints.isolation, *(_setting(client, name) for name in _CLIENT_SETTINGS))
+
+
+#: The client attributes that name whose traffic it is (only string values count: ``organization`` is
+#: also the name of an Anthropic resource).
+_CLIENT_SETTINGS = ("api_key", "auth_token", "organization", "project", "base_url")
+
+
+def _setting(client: Any, name: str) -> str | None:
+    value = getattr(client, name, None)
+    if name == "base_url" and value is not None:
+        return str(value)
+    return value if isinstance(value, str) else None
+
+
 def _resolve_session(
-    api: Api, body: Mapping[str, Any], hints: TelosHints, carried: Session | None, named: str | None = None
+    api: Api,
+    body: Mapping[str, Any],
+    hints: TelosHints,
+    carried: Session | str | None,
+    named: str | None = None,
+    client: Any = None,
 ) -> Session:
-    if hints.session is not None:
-        return named_session(hints.session)
-    if named is not None:
-        return named_session(named)
-    if carried is not None:
-        return carried
-    active = current_session()
-    if active is not None:
-        return active
-    return implicit_session(api, body, drop_patterns=hints.drop_patterns)
+    # The session the call was built in (carried with the request; BUILT_OUTSIDE: none, whatever
+    # is active now), else - a request without telos' token - the one active now.
+    own = carried if isinstance(carried, Session) else None if carried == BUILT_OUTSIDE else current_session()
+    if hints.session is not None or named is not None:
+        # A session named by id resolves within the caller's own store: the store of the session
+        # the call was built in, else the configured default — never another tenant's store.
+        store = own.store if own is not None else default_store()
+        return named_session(hints.session if hints.session is not None else str(named), store=store)
+    if own is not None:
+        return own
+    return implicit_session(api, body, drop_patterns=hints.drop_patterns, tenant=_tenant(client, hints))
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,7 +297,7 @@ def _route(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None
     body = _plain_body(options)
     if body is None:
         return options, None, None
-    session = _resolve_session(route.api, body, hints, carried, named)
+    session = _resolve_session(route.api, body, hints, carried, named, client)
     hints = hints.merged_over(session.hints)
     strict = session.strict if session.strict is not None else config.strict
     prepare_options = None
@@ -292,6 +318,11 @@ def _route(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None
 
 def _prepare(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None]:
     """Rewrite ``options`` for sending; returns the options to send and the call's context."""
+    with time_budget(current_config().time_budget):
+        return _prepare_within_budget(sdk, client, options)
+
+
+def _prepare_within_budget(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None]:
     options, ctx, turn = _route(sdk, client, options)
     if turn is None:
         return options, ctx
@@ -311,6 +342,11 @@ def _prepare(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | No
 
 async def _aprepare(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None]:
     """``_prepare`` for async clients: the session's store I/O is awaited, never blocking the loop."""
+    with time_budget(current_config().time_budget):
+        return await _aprepare_within_budget(sdk, client, options)
+
+
+async def _aprepare_within_budget(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None]:
     options, ctx, turn = _route(sdk, client, options)
     if turn is None:
         return options, ctx

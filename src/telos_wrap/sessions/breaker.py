@@ -31,7 +31,9 @@ class StoreEvent:
 
     ``kind`` is ``"reconciled"`` (state kept in-process during an outage was written with
     compare-and-set), ``"restored"`` (the store had lost the session; this process's copy was
-    written back), or ``"dropped"`` (the in-process state was discarded; ``reason`` says why).
+    written back), ``"dropped"`` (the in-process state was discarded; ``reason`` says why), or
+    ``"reset"`` (the store's entry for the session was malformed: the session started again from a
+    fresh state, and its next write replaces the entry; never a trip of the breaker).
     """
 
     kind: str

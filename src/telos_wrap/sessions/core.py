@@ -37,6 +37,7 @@ from telos_wrap.errors import (
     RefPoolError,
     StoreBusyError,
     StoreConflictError,
+    StoreEntryError,
     StoreUnavailableError,
     TelosError,
     TelosInvariantError,
@@ -46,11 +47,12 @@ from telos_wrap.failopen import report_failure
 from telos_wrap.history import HistoryMemo
 from telos_wrap.ir.canon import canonical_json
 from telos_wrap.ir.hints import TelosHints, parse_hints
-from telos_wrap.ir.model import Api, Transformation, UsageReport
+from telos_wrap.ir.model import Api, TelosBlock, Transformation, UsageReport
+from telos_wrap.ir.refpool import emitted_references
 from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks
 from telos_wrap.sessions.breaker import StoreBreaker, StoreEvent, breaker_of
 from telos_wrap.sessions.folds import FoldError, validate_range, validate_slug
-from telos_wrap.sessions.identity import conversation_key
+from telos_wrap.sessions.identity import conversation_key, tells_users_apart
 from telos_wrap.sessions.records import CacheBreak, RangeFold, SlugFold, VolatileSpan
 from telos_wrap.sessions.refresh import RefreshDecision, decide_refresh
 from telos_wrap.sessions.state import EngineUsage, SessionState
@@ -74,6 +76,9 @@ _stack: contextvars.ContextVar[tuple[Session, ...]] = contextvars.ContextVar(
     "telos_wrap_sessions", default=()
 )
 _IMPLICIT_LIMIT = 1024
+#: How many emitted texts per slug, and how many slugs, a session remembers as its own references.
+_OWN_TEXTS = 4
+_OWN_SLUGS = 256
 #: How many unanswered writes of one session are remembered (to recognize one that landed).
 _UNCONFIRMED_LIMIT = 16
 #: How often a compare-and-set is retried before ``StoreConflictError``.
@@ -325,6 +330,9 @@ class Session:
         self._last_prepared: Prepared | None = None
         self._memo = HistoryMemo()
         self._ledger = WireLedger()
+        #: The ref-pool stubs and entries this process emitted for the session (by slug, the latest
+        #: few texts each): the only texts a later request's lift takes as references.
+        self._own: dict[str, tuple[str, ...]] = {}
         #: The store's copy as this process last saw it: (revision, text, state); revision 0 = absent.
         self._parsed: tuple[int, str | None, SessionState] | None = None
         self._bound: SessionStore | None = None  # the store ``_parsed`` / ``_dirty`` belong to
@@ -341,7 +349,7 @@ class Session:
         self._alocks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
         )
-        _live[self.id] = self
+        _live[(_scope(store), self.id)] = self
 
     @property
     def store(self) -> SessionStore:
@@ -412,7 +420,24 @@ class Session:
                 # in-process store never reuses a revision (one counter for all), so it is that state.
                 self._parsed = (stored.revision, stored.text, cached[2])
                 return
-        self._parsed = (stored.revision, stored.text, SessionState.loads(stored.text))
+        try:
+            state = SessionState.loads(stored.text)
+            if state.session_id != self.id:
+                raise ValueError(f"the entry is the state of session {state.session_id!r}")
+        except Exception as exc:  # store contents are not trusted (docs/security.md)
+            self._reset(f"the store's entry is not a valid session state ({type(exc).__name__})")
+            # At the entry's revision: the next compare-and-set replaces it.
+            self._parsed = (stored.revision, stored.text, SessionState(session_id=self.id))
+            return
+        self._parsed = (stored.revision, stored.text, state)
+
+    def _reset(self, reason: str) -> None:
+        """This session's entry in the store is malformed: start again from a fresh state (recorded,
+        logged; the next write replaces the entry). Never a breaker trip: the store is fine."""
+        fresh = SessionState(session_id=self.id)
+        self._parsed = (0, None, fresh)
+        self._event("reset", fresh, reason)
+        logger.warning("telos_wrap: session %s reset: %s", self.id, reason)
 
     def _view(self) -> SessionState | None:
         """The newest state this process holds (written or not), without pending usage."""
@@ -468,7 +493,10 @@ class Session:
             if self._parsed is None:
                 if breaker.allow():
                     loaded = yield _LOAD
-                    if isinstance(loaded, _Failed):
+                    if isinstance(loaded, _Failed) and isinstance(loaded.exc, StoreEntryError):
+                        breaker.success()  # the store answered: only this session's entry is bad
+                        self._reset(str(loaded.exc))
+                    elif isinstance(loaded, _Failed):
                         self._unavailable(loaded.exc, strict, reported, loaded.started)
                     else:
                         breaker.success()
@@ -714,7 +742,7 @@ class Session:
 
     def _hooks_plan(self, strict: bool | None) -> Generator[_StoreOp, Any, SessionHooks]:
         def step(state: SessionState) -> tuple[None, SessionHooks]:
-            return None, StateHooks(state, self._cached_pins(state), state.volatile)
+            return None, StateHooks(state, self._cached_pins(state), state.volatile, own=dict(self._own))
 
         return self._plan(step, strict, readonly=True)
 
@@ -764,6 +792,8 @@ class Session:
                 diagnostics=self.diagnostics,
                 memo=self._memo,
                 ledger=self._ledger,
+                own=dict(self._own),
+                own_history_only=self.implicit and not tells_users_apart(api, body, options.hints.isolation),
             )
             return result.state, result
 
@@ -811,6 +841,8 @@ class Session:
         self._last_request = (api, dict(body), options)
         self._last_prepared = result.prepared
         self._ledger.remember(result.wire)
+        if result.prepared.untouched is None:
+            self._remember_references(result.prepared.ir.system)
         self._remember(
             RequestRecord(
                 result.index,
@@ -822,6 +854,15 @@ class Session:
                 result.learned,
             )
         )
+
+    def _remember_references(self, system: tuple[TelosBlock, ...]) -> None:
+        """Keep the stub and entry texts just emitted (the latest ``_OWN_TEXTS`` per slug, for at
+        most ``_OWN_SLUGS`` slugs): they are what proves a reference is telos' own later."""
+        for slug, texts in emitted_references(system).items():
+            kept = self._own.pop(slug, ())
+            self._own[slug] = (*texts, *(text for text in kept if text not in texts))[:_OWN_TEXTS]
+        while len(self._own) > _OWN_SLUGS:
+            del self._own[next(iter(self._own))]
 
     def _report_turn(self, result: TurnResult) -> tuple[int, Prepared]:
         if result.learned is not None:
@@ -1155,7 +1196,17 @@ def _break_line(brk: CacheBreak) -> str:
 
 # -- creating and finding sessions -------------------------------------------------------------------
 
-_live: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
+#: Live sessions by (store, id): the store is part of a session's name (two tenants may both use
+#: ``support-1``, each on its own store). ``_scope``: the identity of the store given, ``0`` for a
+#: session on the process default store (whichever it is at the time of use). Weak values: a
+#: session the application dropped is not kept alive by this table.
+_live: weakref.WeakValueDictionary[tuple[int, str], Session] = weakref.WeakValueDictionary()
+
+
+def _scope(store: SessionStore | None) -> int:
+    return 0 if store is None else id(store)
+
+
 #: Sessions holding usage or outage state the store does not have yet, oldest first. Strong
 #: references: a ``Session`` the application dropped still gets its last usage written (on a read
 #: of that session id here, when more than ``_HOLD_LIMIT`` wait, or at interpreter exit).
@@ -1250,14 +1301,20 @@ def current_session() -> Session | None:
 
 
 _implicit: OrderedDict[str, Session] = OrderedDict()
-_named: OrderedDict[str, Session] = OrderedDict()
+_named: OrderedDict[tuple[int, str], Session] = OrderedDict()
 _registry_lock = threading.Lock()
 
 
-def _lru_get(table: OrderedDict[str, Session], key: str, make: Callable[[], Session]) -> Session:
+def _lru_get(
+    table: OrderedDict[Any, Session],
+    key: Any,
+    make: Callable[[], Session],
+    valid: Callable[[Session], bool] | None = None,
+) -> Session:
+    """The session under ``key``, made by ``make`` if absent (or not ``valid`` any more)."""
     with _registry_lock:
         found = table.get(key)
-        if found is None:
+        if found is None or (valid is not None and not valid(found)):
             found = table[key] = make()
             while len(table) > _IMPLICIT_LIMIT:
                 table.popitem(last=False)
@@ -1266,24 +1323,42 @@ def _lru_get(table: OrderedDict[str, Session], key: str, make: Callable[[], Sess
         return found
 
 
-def implicit_session(api: Api, body: Mapping[str, Any], *, drop_patterns: Sequence[str] = ()) -> Session:
+def implicit_session(
+    api: Api, body: Mapping[str, Any], *, drop_patterns: Sequence[str] = (), tenant: str = ""
+) -> Session:
     """The implicit session of a request made outside any ``session()``: ``implicit-<key>``.
 
     The key (``sessions.identity.conversation_key``) is what stays fixed across the turns of one
     conversation — API, model, tool names, the caller's own user/conversation fields, and the
-    conversation's opening message with its envelopes stripped — never the system prompt,
+    conversation's opening message with its envelopes stripped, and ``tenant`` (a digest of the
+    isolation hint and the client's credentials and base URL) — never the system prompt,
     instructions or envelopes a harness rebuilds every turn (docs/sessions.md). Bounded LRU.
     """
-    digest = conversation_key(api, body, drop_patterns)
+    digest = conversation_key(api, body, drop_patterns, tenant)
     return _lru_get(_implicit, digest, lambda: Session(f"implicit-{digest}", implicit=True))
 
 
-def named_session(session_id: str) -> Session:
-    """The session a ``telos_hint={"session": id}`` names: a live one with that id, or a new one.
+def named_session(session_id: str, *, store: SessionStore | None = None) -> Session:
+    """The session a ``telos_hint={"session": id}`` or ``X-Telos-Session`` names, within ``store``.
 
-    A new one uses the default store, so its state is whatever that store holds for the id.
+    ``store``: the caller's own store (the patch layer passes the store of the session the call was
+    built in, else the default); ``None`` means the process default store. Returns the live session
+    with that id *on that store*, or a new one on it, whose state is whatever the store holds for
+    the id. A session with the same id on another store is never returned (docs/security.md).
     """
-    live = _live.get(session_id)
-    if live is not None:
-        return live
-    return _lru_get(_named, session_id, lambda: Session(session_id))
+    store = default_store() if store is None else store
+    on_default = store is default_store()
+    for key in ((id(store), session_id), *(((0, session_id),) if on_default else ())):
+        live = _live.get(key)
+        if live is not None and live.store is store:
+            return live
+    if on_default:
+        return _lru_get(_named, (0, session_id), lambda: Session(session_id))
+    # Keyed by the store's identity; an entry is valid only while it is that very store (an id may
+    # be reused once a store is gone, but an entry here keeps its store alive through its session).
+    return _lru_get(
+        _named,
+        (id(store), session_id),
+        lambda: Session(session_id, store=store),
+        valid=lambda found: found.store is store,
+    )

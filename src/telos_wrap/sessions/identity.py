@@ -17,6 +17,8 @@ The key is a digest of:
 * the caller's own conversation/user identifiers when present: OpenAI ``prompt_cache_key``,
   ``safety_identifier`` and ``user``; Anthropic ``metadata.user_id`` — they only ever tell
   conversations apart, never merge them;
+* the tenant signals outside the body, as one digest (``tenant_digest``): the ``isolation`` hint,
+  the client's credentials and base URL — never stored in clear;
 * the opening message: the first conversation message that is not a system/developer message and is
   not empty once its DROP envelopes are stripped, as ``role`` + its text (every text part joined,
   envelopes matched by the default DROP patterns and the call's ``drop_patterns`` removed, whitespace
@@ -45,7 +47,7 @@ from typing import Any
 from telos_wrap.ir.canon import MARKER_KEYS, canonical_bytes
 from telos_wrap.lift.user_split import DEFAULT_PATTERNS, SplitPatterns, split_text
 
-__all__ = ["conversation_key", "opening_message"]
+__all__ = ["conversation_key", "opening_message", "tells_users_apart", "tenant_digest"]
 
 #: Roles that carry instructions, not conversation (OpenAI ``developer`` replaces ``system``).
 _INSTRUCTION_ROLES = frozenset({"system", "developer"})
@@ -166,10 +168,30 @@ def _digested(opening: dict[str, Any] | None) -> dict[str, Any] | None:
     return None if opening is None else {**opening, "text": _text_digest(opening["text"])}
 
 
-def conversation_key(api: str, body: Mapping[str, Any], drop_patterns: Sequence[str] = ()) -> str:
+def tenant_digest(*signals: object) -> str:
+    """A digest of the tenant signals of a call that are not in its body (the ``isolation`` hint,
+    the client's credentials and base URL): they enter the implicit key hashed, never in clear."""
+    material = "\x00".join("" if signal is None else str(signal) for signal in signals)
+    return hashlib.blake2b(material.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def tells_users_apart(api: str, body: Mapping[str, Any], isolation: str | None = None) -> bool:
+    """Whether the request names its end user or conversation (OpenAI ``user`` /
+    ``safety_identifier`` / ``prompt_cache_key``, Anthropic ``metadata.user_id``, the ``isolation``
+    hint). Without any, two users who open alike share an implicit session, which then learns only
+    from requests that extend the previous one (docs/security.md)."""
+    _, ids = _CONVERSATION.get(api, (_messages, _openai_ids))
+    return bool(isolation) or bool(ids(body))
+
+
+def conversation_key(
+    api: str, body: Mapping[str, Any], drop_patterns: Sequence[str] = (), tenant: str = ""
+) -> str:
     """A 16-hex digest naming the implicit conversation of ``body`` (see module docstring).
 
     ``drop_patterns``: the call's extra DROP patterns (``telos_hint``), stripped like the defaults.
+    ``tenant``: ``tenant_digest`` of the call's signals outside the body (isolation hint, client
+    credentials and base URL): conversations of different tenants never share a key.
     Never raises: content that cannot be hashed gives the key ``"unhashable"``.
     """
     patterns = DEFAULT_PATTERNS.extended(drop=drop_patterns) if drop_patterns else DEFAULT_PATTERNS
@@ -185,6 +207,8 @@ def conversation_key(api: str, body: Mapping[str, Any], drop_patterns: Sequence[
             "ids": ids(body),
             "opening": _digested(opening_message(api, body, patterns)),
         }
+        if tenant:
+            material["tenant"] = tenant
         return hashlib.sha256(canonical_bytes(material)).hexdigest()[:16]
     except (TypeError, ValueError):
         return "unhashable"

@@ -39,7 +39,7 @@ import weakref
 from collections.abc import Iterator
 from typing import Any
 
-from telos_wrap.errors import StoreBusyError
+from telos_wrap.errors import StoreBusyError, StoreEntryError
 from telos_wrap.sessions import redis_urls
 from telos_wrap.sessions.breaker import StoreBreaker
 from telos_wrap.sessions.store import Swapped, Versioned
@@ -60,6 +60,9 @@ if not current and KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then
   end
   redis.call('DEL', KEYS[4])
   current = redis.call('HGET', KEYS[1], 'rev')
+end
+if current and not tonumber(current) then
+  current = false  -- a malformed entry: replaced like an absent one (docs/security.md)
 end
 if (current or '') ~= ARGV[1] then
   if current then
@@ -89,11 +92,25 @@ def _text(value: Any) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
+def _revision(session_id: str, value: Any) -> int:
+    """A stored revision as a number; ``StoreEntryError`` for a malformed one (the entry is reset)."""
+    try:
+        return int(_text(value))
+    except (TypeError, ValueError, UnicodeDecodeError):
+        raise StoreEntryError(
+            f"session {session_id!r}: the store's entry has a malformed revision; the session starts "
+            "again from a fresh state and its next write replaces the entry"
+        ) from None
+
+
 def _swapped(result: Any) -> Swapped:
     if int(result[0]) == 1:
         return Swapped(int(result[1]))
     if len(result) >= 3:
-        return Swapped(None, Versioned(int(_text(result[1])), _text(result[2])))
+        try:
+            return Swapped(None, Versioned(int(_text(result[1])), _text(result[2])))
+        except (TypeError, ValueError, UnicodeDecodeError):
+            return Swapped(None)  # a malformed entry: the script replaces it like an absent one
     return Swapped(None)
 
 
@@ -246,7 +263,7 @@ class RedisStore:
             found = _first_found(pipe.execute())
         else:
             found = self.redis.hmget(keys[0], ["rev", "state"])
-        return _versioned(found)
+        return _versioned(session_id, found)
 
     def swap(self, session_id: str, expected: int, text: str) -> Swapped:
         """``compare_and_set`` that returns the current state when it loses (one round trip)."""
@@ -354,7 +371,7 @@ class RedisStore:
                     found = _first_found(await pipe.execute())
             else:
                 found = await client.hmget(keys[0], ["rev", "state"])
-        return _versioned(found)
+        return _versioned(session_id, found)
 
     async def aswap(self, session_id: str, expected: int, text: str) -> Swapped:
         if not self.has_async_client:
@@ -453,11 +470,11 @@ def _first_found(pair: list[Any]) -> Any:
     return pair[0] if pair[0][0] is not None else pair[1]
 
 
-def _versioned(found: Any) -> Versioned | None:
+def _versioned(session_id: str, found: Any) -> Versioned | None:
     revision, text = found
     if revision is None or text is None:
         return None
-    return Versioned(int(_text(revision)), _text(text))
+    return Versioned(_revision(session_id, revision), _text(text))
 
 
 @contextlib.contextmanager

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any, overload
 
 from telos_wrap.history import HistoryMemo
 from telos_wrap.ir.model import Api, TelosIR, Transformation
+from telos_wrap.ir.refpool import OwnReferences
 from telos_wrap.lift.user_split import SplitPatterns
-from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks, prepare
+from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks, check_budget, prepare
 from telos_wrap.sessions.breaks import BYTES_PER_TOKEN, detect_break
 from telos_wrap.sessions.folds import apply_pins_and_slug_folds, apply_range_folds
 from telos_wrap.sessions.prints import message_hash, message_kind, prompt_print
@@ -37,6 +39,9 @@ from telos_wrap.sessions.wire_i2 import WireEntry, WireLedger, WireMismatch, con
 __all__ = ["StateHooks", "TurnResult", "run_turn"]
 
 
+_NO_OWN: OwnReferences = MappingProxyType({})
+
+
 class StateHooks(SessionHooks):
     """The pipeline hooks of a session state: learned DROP patterns, pins, slug and range folds.
 
@@ -50,9 +55,11 @@ class StateHooks(SessionHooks):
         volatile: tuple[VolatileSpan, ...],
         learned_now: tuple[VolatileSpan, ...] = (),
         memo: HistoryMemo | None = None,
+        own: OwnReferences = _NO_OWN,
     ) -> None:
         self.state = state
         self.memo = memo
+        self.own = own
         self.pins = pins
         self.volatile = volatile
         self.learned_now = learned_now
@@ -68,6 +75,9 @@ class StateHooks(SessionHooks):
 
     def fork_point(self) -> int | None:
         return self._fork
+
+    def own_references(self) -> OwnReferences:
+        return self.own
 
     def history_memo(self) -> HistoryMemo | None:
         # Range folds rewrite message positions after the lift: no reuse by position then.
@@ -156,6 +166,30 @@ class StateHooks(SessionHooks):
         return records
 
 
+def _same_conversation(
+    app: AppPrint | None, hashes: str, previous: Sequence[str], system: Sequence[str]
+) -> bool:
+    """Whether a request can be the next one of the conversation of the previous request, for an
+    implicit session where nothing tells users apart (two users who open alike share it): its
+    messages extend the previous ones, and its system prompt differs from the previous one in
+    values only (each line's text with its values masked is the same). Anything else may be
+    another user's request, and telos must not learn what to move in one user's prompt from
+    another's (docs/security.md)."""
+    if app is None or not hashes.startswith(app.messages) or len(previous) != len(system):
+        return False
+    return all(_skeleton(old) == _skeleton(new) for old, new in zip(previous, system, strict=True))
+
+
+def _skeleton(block_print: str) -> list[str]:
+    """Per line of a block's fingerprint (``volatility.fingerprint``): its text with values masked."""
+    if block_print.startswith("~"):
+        return [block_print]
+    return [
+        parts[1] if len(parts) > 1 else parts[0]
+        for parts in (line.split("/") for line in block_print.split(","))
+    ]
+
+
 def _fork(previous: AppPrint | None, hashes: str) -> int | None:
     """The first message of ``hashes`` that differs from the previous request's, if it diverged.
 
@@ -236,6 +270,8 @@ def run_turn(
     commit: bool = True,
     memo: HistoryMemo | None = None,
     ledger: WireLedger | None = None,
+    own: OwnReferences = _NO_OWN,
+    own_history_only: bool = False,
 ) -> TurnResult:
     """Prepare request ``state.requests`` of the session (see module docstring).
 
@@ -244,6 +280,11 @@ def run_turn(
     ``ledger`` holds what this process sent for the previous request: a settled message not re-sent
     byte for byte is recorded as a ``telos_rewrote`` break (``sessions/wire_i2.py``); it is read,
     never updated here (the caller keeps ``TurnResult.wire`` once the state is written).
+    ``own``: the ref-pool stubs and entries this process emitted for the session, the only texts
+    lifted as references (``refpool.emitted_references``; docs/security.md).
+    ``own_history_only``: learn from the previous request only if this one extends its history (an
+    implicit session where nothing tells users apart: two users who open alike share it, and one
+    must never teach telos what to move in the other's prompt; docs/security.md).
     Raises ``TelosStageError`` when a pipeline stage fails (the bridge re-checks every invariant).
     """
     index = state.requests
@@ -251,7 +292,7 @@ def run_turn(
         body = {**body, "diagnostics": {"previous_message_id": state.last_response_id}}
     volatile = state.volatile
     memo = memo if commit else None
-    hooks = StateHooks(state, pins, volatile, memo=memo)
+    hooks = StateHooks(state, pins, volatile, memo=memo, own=own)
     prepared = prepare(api, body, options, hooks)
     if not commit:
         return TurnResult(index, prepared, state, None, None)
@@ -259,15 +300,35 @@ def run_turn(
     learned: tuple[VolatileSpan, ...] = ()
     previous = state.app.system if state.app is not None else None
     if learn_volatility and len(volatile) < MAX_LEARNED:
+        check_budget("session.learn")
         known = {span.pattern for span in volatile}
         fresh = [span for span in clock_spans(hooks.system_view, index) if span.pattern not in known]
+        if (
+            previous is not None
+            and own_history_only
+            and not _same_conversation(state.app, hooks.app_hashes, previous, fingerprint(hooks.system_view))
+        ):
+            previous = None
+            prepared = replace(
+                prepared,
+                plan=replace(
+                    prepared.plan,
+                    notes=(
+                        *prepared.plan.notes,
+                        "nothing learned from the previous request: this one does not extend its "
+                        "history with only values changed in the system prompt, and nothing in it "
+                        "(user fields, isolation hint) tells users apart, so it may be another "
+                        "conversation; name the conversation to learn across such requests",
+                    ),
+                ),
+            )
         if previous is not None:
             found = learn(previous, hooks.system_view, index, suspects)
             suspects = found.suspects
             fresh += [span for span in found.learned if span.pattern not in known]
         fresh = list({span.pattern: span for span in fresh}.values())[: MAX_LEARNED - len(volatile)]
         if fresh:
-            again = StateHooks(state, pins, (*volatile, *fresh), tuple(fresh), memo=memo)
+            again = StateHooks(state, pins, (*volatile, *fresh), tuple(fresh), memo=memo, own=own)
             retried = prepare(api, body, options, again)
             # The lift applies the spans learned at one request as one layer, to the text the earlier
             # layers left (the text they were learned on): use them only if they cut there exactly

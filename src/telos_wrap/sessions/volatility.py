@@ -43,6 +43,7 @@ from __future__ import annotations
 import difflib
 import functools
 import hashlib
+import itertools
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -53,6 +54,7 @@ from telos_wrap.ir.model import Band, BlockKind, TelosIR
 from telos_wrap.ir.refpool import entry_payload_text, parse_rendered
 from telos_wrap.lift.user_split import SplitPatterns, split_text
 from telos_wrap.sessions.records import VolatileSpan
+from telos_wrap.sessions.values import ValueScanner
 
 __all__ = [
     "MAX_LEARNED",
@@ -71,6 +73,13 @@ MAX_SPAN_LINES = 8
 #: Session-wide cap on learned spans, and on remembered suspects.
 MAX_LEARNED = 32
 MAX_SUSPECTS = 16
+#: At most this many changed lines (and values of a line) are tried per block and request: each try
+#: checks a pattern against the whole block, so an unbounded count (a log of thousands of timestamped
+#: lines) made a request quadratic; no more than ``MAX_LEARNED`` can be learned, and ``MAX_SUSPECTS``
+#: kept, anyway.
+_MAX_SPANS = MAX_LEARNED + MAX_SUSPECTS
+#: How far around a span its anchors are looked for (characters; anchors are at most 64).
+_ANCHOR_WINDOW = 4096
 #: A sentence longer than this (characters) is not learned whole: only its changed value is.
 MAX_SENTENCE = 240
 #: Stable anchor text tried around a span (characters), shortest first.
@@ -80,8 +89,8 @@ _MIN_LITERAL = 10
 _MIN_ANCHOR = 4
 
 #: A digit-bearing token: whitespace-delimited, leading ``(["'<`` and trailing punctuation left out,
-#: ``KEY=`` left out (``UPTIME=42s``: the value is ``42s``).
-VALUE = re.compile(r"[^\s(\[\"'<>=]*\d[^\s<>=]*?(?=[.,;:!?)\]\"'>]*(?:[\s=]|$))")
+#: ``KEY=`` left out (``UPTIME=42s``: the value is ``42s``). Found in linear time (``values``).
+VALUE = ValueScanner()
 #: A time of day (``10:02``, ``10:02:07``, ``10:02:07.123456``): a clock, learned on sight unless it
 #: is a round hour (``_live_looking``).
 CLOCK = re.compile(r"(?<![\d:])\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?![\d:])")
@@ -271,7 +280,7 @@ def _aligned_changes(
     """Spans for changed lines paired one to one (``(old line, new line)``, in order)."""
     spans: list[VolatileSpan] = []
     run: list[int] = []
-    for i, j in changed:
+    for i, j in changed[:_MAX_SPANS]:
         if before[i].skeleton and before[i].skeleton == now[j].skeleton:
             spans.extend(_value_spans(block, lines, j, before[i], now[j], index))
             continue
@@ -367,7 +376,7 @@ def _sentence_spans(
     """A ``value`` span for the sentence(s) of line ``number`` holding the ``changed`` value spans."""
     line = lines[number]
     ranges: list[tuple[int, int]] = []
-    for start, end in changed:
+    for start, end in changed[:_MAX_SPANS]:
         sentence = next(((s, e) for s, e in _sentences(line) if s <= start and end <= e), (start, end))
         if sentence[1] - sentence[0] > MAX_SENTENCE:
             sentence = (start, end)
@@ -404,9 +413,13 @@ def _clock_spans_of(block: int, text: str) -> tuple[VolatileSpan, ...]:
         return ()
     lines = text.split("\n")
     spans: list[VolatileSpan] = []
+    tried = 0
     for number, line in enumerate(lines):
+        if tried >= _MAX_SPANS:
+            break
         clocks = [m.span() for m in VALUE.finditer(line) if _live_looking(line, m.start(), m.end())]
         if clocks:
+            tried += 1
             spans.extend(_sentence_spans(block, lines, number, clocks, 0))
     return tuple(spans)
 
@@ -455,8 +468,8 @@ def _anchored(text: str, start: int, end: int) -> tuple[str, str] | None:
     tail = "$" if end == len(text) or text[end] == "\n" else ""
     body = head + body + tail
     candidates: list[str] = []
-    before = _literal_tail(text[:start])
-    after = _literal_head(text[end:])
+    before = _literal_tail(text[max(0, start - _ANCHOR_WINDOW) : start])
+    after = _literal_head(text[end : end + _ANCHOR_WINDOW])
     for size in _ANCHOR_SIZES:
         piece = before[-size:]
         if len(piece.strip()) >= _MIN_ANCHOR:
@@ -551,7 +564,9 @@ def _line_anchored(lines: Sequence[str], first: int, last: int, body: str, *, fi
 
 def _matches_exactly(pattern: str, text: str, start: int, end: int) -> bool:
     try:
-        found = [m.span() for m in re.compile(pattern, re.MULTILINE).finditer(text)]
+        # Two matches are enough to know it is not exactly one: a pattern that matches every line of
+        # a long log is not read to the end.
+        found = [m.span() for m in itertools.islice(re.compile(pattern, re.MULTILINE).finditer(text), 2)]
     except re.error:  # pragma: no cover - escaped literals always compile
         return False
     return found == [(start, end)]
