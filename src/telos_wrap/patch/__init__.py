@@ -24,18 +24,18 @@ sees every request as the SDK sends it. ``is_patched()`` is about ``patch()`` on
 
 from __future__ import annotations
 
+import enum
 import importlib
 import logging
 import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any
 
 import wrapt
 
-from telos_wrap.config import PatchConfig, current_config, set_config
+from telos_wrap.config import PatchConfig, current_config, set_config, updated
 from telos_wrap.patch.mode import rewriting, set_rewriting
 from telos_wrap.patch.wrappers import (
     async_parse_wrapper,
@@ -46,6 +46,7 @@ from telos_wrap.patch.wrappers import (
 )
 
 __all__ = [
+    "KEEP",
     "TARGETS",
     "Target",
     "coverage",
@@ -184,45 +185,67 @@ def _flag_reader(flag: list[bool]) -> Callable[[], bool]:
     return lambda: flag[0]
 
 
+class _Keep(enum.Enum):
+    """The default of every ``patch()`` option: keep the value in effect (module docstring)."""
+
+    KEEP = "keep the current value"
+
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+#: ``patch()``'s default for every option: the value in effect stays.
+KEEP = _Keep.KEEP
+
+
 def patch(
     *,
-    strict: bool = False,
-    engines: Mapping[str, str] | None = None,
-    enabled: bool = True,
-    refpool_threshold: int | None = 2048,
-    keep_past_drop: bool = False,
-    only_what_pays: bool = True,
+    strict: bool | _Keep = KEEP,
+    engines: Mapping[str, str] | _Keep | None = KEEP,
+    enabled: bool | _Keep = KEEP,
+    refpool_threshold: int | _Keep | None = KEEP,
+    keep_past_drop: bool | _Keep = KEEP,
+    only_what_pays: bool | _Keep = KEEP,
 ) -> dict[str, bool]:
-    """Patch the installed ``anthropic`` and ``openai`` SDKs. Calling it again only updates the options.
+    """Patch the installed ``anthropic`` and ``openai`` SDKs.
 
-    An SDK (or one of its resource modules) not imported yet is patched when it is imported
-    (nothing is imported here).
+    Every option is checked before anything is patched: an invalid one raises ``TelosOptionError``
+    saying what is wrong and what is valid. An option left out keeps its current value — the default
+    below on the first call, after ``unpatch()``; what an earlier ``patch()`` set, otherwise — so a
+    second call changes only the options it names (``patch(engines=...)`` then ``patch(strict=True)``
+    keeps the engines; a new ``engines=`` replaces the whole mapping). An SDK (or one of its resource
+    modules) not imported yet is patched when it is imported (nothing is imported here).
 
     Args:
-        strict: raise ``TelosStageError`` when telos fails instead of sending the original request.
+        strict: raise ``TelosStageError`` when telos fails instead of sending the original request
+            (default False).
         engines: ``{base_url_or_host: engine}`` for OpenAI-compatible servers telos cannot recognise
-            (``{"http://gpu-box:8000/v1": "vllm"}``); self-hosted engines are never guessed.
-        enabled: False makes every call pass through untouched while staying patched.
-        refpool_threshold: system text longer than this goes to the ref-pool (``None``: never).
-        keep_past_drop: keep past turns' per-turn envelopes as history instead of pruning them.
+            (``{"http://gpu-box:8000/v1": "vllm"}``); self-hosted engines are never guessed. Engine
+            names: the built-ins and those added with ``register_engine`` (default: none).
+        enabled: False makes every call pass through untouched while staying patched (default True).
+        refpool_threshold: system text longer than this goes to the ref-pool (``None``: never;
+            default 2048).
+        keep_past_drop: keep past turns' per-turn envelopes as history instead of pruning them
+            (default False).
         only_what_pays: send a request exactly as the SDK built it when nothing in it can be cached
             (below the model's minimum cacheable prefix, docs/engines.md). ``False`` rewrites every
-            request, however small (e.g. to study marker placement on a tiny prompt).
+            request, however small (e.g. to study marker placement on a tiny prompt). Default True.
 
     Returns:
         ``coverage()``: which targets are wrapped.
     """
+    given = {
+        "strict": strict,
+        "engines": engines,
+        "enabled": enabled,
+        "refpool_threshold": refpool_threshold,
+        "keep_past_drop": keep_past_drop,
+        "only_what_pays": only_what_pays,
+    }
     with _lock:
-        set_config(
-            PatchConfig(
-                strict=strict,
-                enabled=enabled,
-                engines=MappingProxyType(dict(engines or {})),
-                refpool_threshold=refpool_threshold,
-                keep_past_drop=keep_past_drop,
-                only_what_pays=only_what_pays,
-            )
-        )
+        base = current_config() if rewriting() else PatchConfig()
+        config = updated(base, {name: value for name, value in given.items() if value is not KEEP})
+        set_config(config)
         set_rewriting(True)
         _install(TARGETS)
         return coverage()
