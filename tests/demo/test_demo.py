@@ -13,6 +13,7 @@ import pytest
 import telos_wrap
 from telos_wrap.cli import main
 from telos_wrap.replay import AS_SENT, TELOS, Progress, run_demo
+from telos_wrap.replay.report import print_comparison
 
 
 def run_main(*argv: str) -> str:
@@ -72,7 +73,7 @@ def test_telos_is_at_least_native_caching_on_the_recorded_session(demo_json: dic
 
 
 def test_text_output_has_per_turn_table_and_totals() -> None:
-    text = run_main("demo", "--no-jitter")
+    text = run_main("demo", "--no-jitter", "--per-turn")
     assert "As recorded:" in text and "Replayed by a careless harness" not in text
     assert "Totals over 43 requests" in text
     lines = [line for line in text.splitlines() if line.strip().startswith("42 ")]
@@ -85,6 +86,11 @@ def test_run_demo_api() -> None:
     runs = comparison.variants["recorded"]
     assert set(runs) == {AS_SENT.name, "auto-caching", TELOS.name}
     assert runs[TELOS.name].hit_ratio > 0.9
+    # Per-turn rows are opt-in (--per-turn): by default the totals come without 43 rows before them.
+    out = io.StringIO()
+    print_comparison(comparison, out, per_turn=False)
+    assert "Totals over 43 requests" in out.getvalue()
+    assert not [line for line in out.getvalue().splitlines() if line.strip().startswith("42 ")]
 
 
 def test_plot(tmp_path: Any) -> None:
