@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -110,3 +112,15 @@ def test_progress_is_one_updating_line() -> None:
     written = stream.getvalue()
     assert "\n" not in written and written.count("\r") >= 2
     assert "3/3 requests" in written
+
+
+def test_the_readme_shows_what_the_demo_prints(demo_json: dict[str, Any]) -> None:
+    """The totals quoted in README.md are the demo's, so they cannot go stale silently."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    row = re.compile(r"^(recorded|jittered) +(as sent|[\w-]+) +([\d,]+) +([\d,]+) +([\d,]+) ", re.M)
+    quoted = {(m[1], m[2]): [m[3], m[4], m[5]] for m in row.finditer(readme)}
+    for variant, runs in demo_json["variants"].items():
+        for name, run in runs.items():
+            numbers = [f"{run[key]:,}" for key in ("input_tokens", "cache_read", "cache_write")]
+            assert quoted[(variant, name)] == numbers, (variant, name)
+    assert len(quoted) == 6
