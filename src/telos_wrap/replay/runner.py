@@ -183,7 +183,12 @@ def _turn_result(request: TraceRequest, report: UsageReport | None) -> TurnResul
 
 
 class Progress:
-    """One stderr line, updated in place; on by default only when stderr is a terminal."""
+    """One stderr line, updated in place; on by default only when stderr is a terminal.
+
+    Hand-written rather than a progress-bar library: a count and a percentage redrawn at most ten
+    times a second is all a replay needs, and the CLI's only runtime dependencies are the SDKs,
+    wrapt and pydantic (``telos-wrap demo`` must run on a fresh install).
+    """
 
     def __init__(self, total: int, *, stream: IO[str] | None = None, enabled: bool | None = None) -> None:
         self.total = total
