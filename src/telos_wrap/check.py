@@ -211,7 +211,7 @@ def run_check(
     create = client.messages.create if vendor == "anthropic" else client.chat.completions.create
     history: list[dict[str, Any]] = []
     checked: list[Checked] = []
-    with _patched(engines), telos_wrap.session(f"telos-wrap-check-{time.time_ns()}"):
+    with client, _patched(engines), telos_wrap.session(f"telos-wrap-check-{time.time_ns()}"):
         for turn in range(min(turns, len(_QUESTIONS))):
             history.append({"role": "user", "content": _QUESTIONS[turn]})
             response = create(**build(model, turn, list(history)))
@@ -221,7 +221,6 @@ def run_check(
             checked.append(item)
             if on_request is not None:
                 on_request(item)
-    client.close()
     return checked
 
 

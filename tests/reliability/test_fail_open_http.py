@@ -72,9 +72,11 @@ def _openai_url(url: str, option_set: str) -> str:
 
 
 def _call(sdk: str, client: Any) -> Any:
-    if sdk == "anthropic":
-        return client.messages.create(**anthropic_kwargs())
-    return client.chat.completions.create(**openai_kwargs())
+    """One call through ``client``, which is closed after it (no socket left open)."""
+    with client:
+        if sdk == "anthropic":
+            return client.messages.create(**anthropic_kwargs())
+        return client.chat.completions.create(**openai_kwargs())
 
 
 def _sent(emulator: Emulator) -> list[str]:
@@ -188,7 +190,8 @@ def test_a_bug_reading_the_hint_sends_the_call(
     telos_wrap.patch(enabled=False)
     monkeypatch.setattr(wrappers, "hint_headers", fail)
 
-    _client("anthropic", url).messages.create(**anthropic_kwargs(), telos_hint={"ttl": "1h"})
+    with _client("anthropic", url) as client:
+        client.messages.create(**anthropic_kwargs(), telos_hint={"ttl": "1h"})
 
     assert _sent(emulator) == [original]
     assert telos_wrap.failure_counts() == {"hint": 1}
