@@ -13,6 +13,7 @@ from telos_wrap.errors import (
     TelosError,
     TelosHintError,
     TelosInvariantError,
+    TelosOptionError,
     TelosStageError,
 )
 from telos_wrap.failopen import failure_counts
@@ -34,6 +35,7 @@ __all__ = [
     "TelosHintError",
     "TelosHints",
     "TelosInvariantError",
+    "TelosOptionError",
     "TelosStageError",
     "UsageReport",
     "coverage",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import re
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from typing import Any
 import telos_wrap
 from telos_wrap.ir.canon import canonical_bytes
 from telos_wrap.ir.model import UsageReport
+from telos_wrap.replay.pruned import pruned_patterns
 from telos_wrap.replay.results import RunResult
 from telos_wrap.replay.runner import SERVED_APIS, TELOS, patched, replay
 from telos_wrap.sessions import CacheBreak, MemoryStore, Session
@@ -156,6 +158,32 @@ def _conversation_items(api: str, body: Mapping[str, Any]) -> Any:
     return [{"role": "user", "content": items}] if isinstance(items, str) else items
 
 
+_MARKERS = ("cache_control", "prompt_cache_breakpoint")
+
+
+def _without_envelopes(message: Any, patterns: Sequence[str]) -> Any:
+    """``message``'s role and content, markers left out and text matching ``patterns`` removed."""
+    if not isinstance(message, Mapping):
+        return message
+    content = message.get("content")
+    blocks = [content] if isinstance(content, str) else content if isinstance(content, list) else None
+    if blocks is None:
+        return message
+    kept: list[Any] = []
+    for block in blocks:
+        if isinstance(block, Mapping):
+            block = {key: value for key, value in block.items() if key not in _MARKERS}
+        text = block if isinstance(block, str) else block.get("text") if isinstance(block, Mapping) else None
+        if not isinstance(text, str):
+            kept.append(block)
+            continue
+        for pattern in patterns:
+            text = re.sub(pattern, "", text, flags=re.MULTILINE)
+        if text.strip():
+            kept.append(text.strip())
+    return {"role": message.get("role"), "content": kept}
+
+
 def _first_turn(messages: Any) -> Any:
     if not isinstance(messages, list):
         return None
@@ -165,18 +193,21 @@ def _first_turn(messages: Any) -> Any:
     return None
 
 
-def conversation_key(api: str, body: Mapping[str, Any]) -> str:
+def conversation_key(api: str, body: Mapping[str, Any], drop_patterns: Sequence[str] = ()) -> str:
     """What stays fixed for a conversation: API, model, tool names (sorted), first non-system message.
 
     Like telos' implicit session (``docs/sessions.md``), minus OpenAI system/developer messages, which
     harnesses rebuild every turn (a clock in the system message must not split a conversation).
+    With ``drop_patterns`` the first message is compared by its content only: cache markers left
+    out, a string equal to one text block, and text matching a pattern (an envelope) removed.
     """
     tools = body.get("tools")
+    first = _first_turn(_conversation_items(api, body))
     material = {
         "api": api,
         "model": body.get("model"),
         "tools": sorted(map(_tool_name, tools)) if isinstance(tools, list) else None,
-        "first": _first_turn(_conversation_items(api, body)),
+        "first": _without_envelopes(first, drop_patterns) if drop_patterns else first,
     }
     try:
         return hashlib.sha256(canonical_bytes(material)).hexdigest()[:12]
@@ -184,10 +215,16 @@ def conversation_key(api: str, body: Mapping[str, Any]) -> str:
         return "unhashable"
 
 
-def _conversations(requests: Iterable[TraceRequest]) -> list[list[TraceRequest]]:
+def _conversations(
+    requests: Iterable[TraceRequest], drop_patterns: Sequence[str] = ()
+) -> list[list[TraceRequest]]:
     groups: dict[tuple[str, str, str], list[TraceRequest]] = {}
     for request in requests:
-        key = (request.session, request.api, conversation_key(request.api, request.kwargs))
+        key = (
+            request.session,
+            request.api,
+            conversation_key(request.api, request.kwargs, drop_patterns=drop_patterns),
+        )
         groups.setdefault(key, []).append(request)
     out: list[list[TraceRequest]] = []
     for (session, _, digest), group in groups.items():
@@ -503,7 +540,10 @@ def replay_requests(
             kept.append(request)
         else:
             report.skipped.append(reason)
-    conversations = _conversations(kept)
+    # Envelopes the recording itself pruned from past turns (telos' output, recorded under the
+    # marker) are DROP for the replay too: neither a rewritten history nor another conversation.
+    pruned = pruned_patterns(kept)
+    conversations = _conversations(kept, pruned)
     report.conversations = len(conversations)
     by_engine: dict[str, list[list[TraceRequest]]] = {}
     for group in conversations:
@@ -513,7 +553,10 @@ def replay_requests(
 
     def factory(session_id: str) -> Session:
         made[session_id] = made_session = telos_wrap.session(
-            session_id, store=store, learn_volatility=learn_volatility
+            session_id,
+            store=store,
+            learn_volatility=learn_volatility,
+            hints={"drop_patterns": pruned} if pruned else None,
         )
         return made_session
 

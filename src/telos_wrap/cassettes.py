@@ -7,8 +7,10 @@ them in order through the real SDKs, ``patch()`` and a fresh built-in emulator
 (``telos_wrap.cache_budget.replay_requests``). Nothing is re-recorded and nothing goes to the network.
 
 A cassette recorded **without** telos holds what the application sent: the replay shows what telos
-makes of it. One recorded **with** telos holds telos' emitted bodies; telos' second pass over its
-own output changes nothing (``docs/reliability.md``), so the replay measures the same prompts.
+makes of it. One recorded **with** telos holds telos' emitted bodies: telos' second pass over a
+request changes nothing (``docs/reliability.md``), and the envelopes telos pruned from past turns
+are read as DROP (``telos_wrap.replay.pruned``), so the replay is one conversation, without false
+breaks.
 """
 
 from __future__ import annotations

@@ -18,10 +18,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shlex
 import sys
+import threading
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
+from typing import Any
 
+from telos_wrap import __version__ as telos_wrap_version
+from telos_wrap.autopatch import OPTIONS_VARIABLE, PATCH_VARIABLE, environment, options_from_environment
+from telos_wrap.check import DEFAULT_MODELS, as_dict, print_header, print_row, print_verdict, run_check
+from telos_wrap.config import PatchConfig, updated
+from telos_wrap.emulator import CHAT_FLAVOURS, RENDER_MODES, Emulator, serve
+from telos_wrap.errors import TelosOptionError
 from telos_wrap.replay.comparison import Comparison, check_engine, compare, run_demo
 from telos_wrap.replay.report import plot_comparison, print_comparison
 from telos_wrap.replay.responses import responses_sessions
@@ -30,19 +41,44 @@ from telos_wrap.traces import TraceRequest
 
 # -- command line -----------------------------------------------------------------------------------
 
+_EPILOG = (
+    "Zero-code: `telos-wrap run -- python app.py` patches an unmodified application; "
+    "`telos-wrap emulator` serves the offline emulator for any client; `telos-wrap check` compares "
+    "telos' predicted cache reads with what your vendor reports, with your own key."
+)
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="telos-wrap",
-        description="See what telos_wrap saves, offline: real SDK + patch() + the built-in engine emulator.",
+        description="telos_wrap keeps your anthropic / openai SDK calls hitting the vendors' prompt caches. "
+        "This command measures it (offline, against the built-in engine emulator), patches applications "
+        "without code changes, and checks telos' predictions against your vendor.",
+        epilog=_EPILOG,
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{demo,replay}")
-    demo = commands.add_parser("demo", help="replay the bundled real agent session (Anthropic)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    commands = parser.add_subparsers(
+        dest="command", required=True, metavar="{demo,replay,run,emulator,check}"
+    )
+    demo = commands.add_parser(
+        "demo",
+        help="replay the bundled real agent session (Anthropic): cost without and with telos",
+        description="Replay a recorded 43-request LangGraph customer-support session through the real "
+        "anthropic SDK to the built-in emulator: as sent, with Anthropic's automatic caching, and through "
+        "telos_wrap; then the same session as a careless harness sends it (jittered). Offline, no key.",
+    )
     demo.add_argument("--plot", metavar="FILE.png", help="draw cumulative hit ratio and cost per turn")
     demo.add_argument("--json", action="store_true", help="print the results as JSON")
     demo.add_argument("--no-jitter", action="store_true", help="skip the harness-jittered replay")
-    rep = commands.add_parser("replay", help="replay a recording (telos_wrap.record) or a trace file")
-    rep.add_argument("file", metavar="FILE.jsonl[.xz]")
+    demo.add_argument("--per-turn", action="store_true", help="also print one row per request")
+    _progress_flag(demo)
+    rep = commands.add_parser(
+        "replay",
+        help="replay a recording (telos_wrap.record) or a trace file",
+        description="Replay your own traffic — a file written by `with telos_wrap.record(FILE):` or a "
+        "trace file — through the real SDKs to the built-in emulator, as sent and through telos_wrap.",
+    )
+    rep.add_argument("file", metavar="FILE.jsonl[.xz]", help="the recording or trace file (.jsonl, .gz, .xz)")
     rep.add_argument(
         "--engine", choices=list(ENGINES), default="anthropic", help="emulated engine (default: anthropic)"
     )
@@ -59,8 +95,99 @@ def _parser() -> argparse.ArgumentParser:
     )
     rep.add_argument("--limit", type=_positive, metavar="N", help="replay only the first N requests")
     rep.add_argument("--plot", metavar="FILE.png", help="draw cumulative hit ratio and cost per turn")
-    rep.add_argument("--per-turn", action="store_true", help="per-turn tables even for several sessions")
+    rep.add_argument("--per-turn", action="store_true", help="also print one row per request")
+    _progress_flag(rep)
+    run = commands.add_parser(
+        "run",
+        help="run a command with telos_wrap.patch() applied at Python start-up (no code change)",
+        description="Start COMMAND with telos_wrap.patch() applied before the application's first line, "
+        "in every Python process it starts (a sitecustomize directory first on PYTHONPATH, and "
+        "TELOS_WRAP_PATCH=1). Options are checked before the command starts. Python run with -I or -E "
+        "ignores PYTHONPATH, and so is not patched.",
+    )
+    run.add_argument("--strict", action="store_true", help="raise TelosStageError instead of failing open")
+    run.add_argument(
+        "--engine",
+        action="append",
+        default=[],
+        metavar="URL=ENGINE",
+        help="name the engine of an OpenAI-compatible server (repeatable), e.g. "
+        "http://gpu-box:8000/v1=vllm — patch(engines=...)",
+    )
+    run.add_argument(
+        "--options",
+        metavar="JSON",
+        help="any patch() options as a JSON object, e.g. '{\"only_what_pays\": false}'",
+    )
+    run.add_argument(
+        "--print-env",
+        action="store_true",
+        help="print the environment variables that do the same (for process managers) and exit",
+    )
+    run.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND ...", help="the command to run")
+    emu = commands.add_parser(
+        "emulator",
+        help="serve the built-in engine emulator on 127.0.0.1 for any client or language",
+        description="Serve the offline engine emulator (Anthropic Messages, OpenAI Chat Completions and "
+        "Responses, DeepSeek, vLLM, SGLang; docs/emulator.md) on 127.0.0.1 until interrupted. Any API "
+        "key is accepted; nothing leaves the machine.",
+    )
+    emu.add_argument("--port", type=int, default=0, help="port to listen on (default: a free one)")
+    emu.add_argument(
+        "--flavour",
+        choices=list(CHAT_FLAVOURS),
+        default="openai",
+        help="what {url}/v1/chat/completions emulates (default: openai); {url}/NAME/v1 always emulates NAME",
+    )
+    emu.add_argument(
+        "--mode",
+        choices=list(RENDER_MODES),
+        default="rendered",
+        help="what a cache is keyed on: the rendered prompt (default) or the request bytes",
+    )
+    chk = commands.add_parser(
+        "check",
+        help="telos' predicted cache reads beside what your vendor reports, per request (your key)",
+        description="Send a short scripted session (a few cents, the vendor's cheapest model that caches) "
+        "through the real SDK and telos_wrap.patch() with your own key (ANTHROPIC_API_KEY / "
+        "OPENAI_API_KEY), and print per request the cache read telos predicted (the built-in emulator "
+        "answering the same bytes) beside the one the vendor reported. Exit status 1 when they disagree.",
+    )
+    chk.add_argument("vendor", choices=list(DEFAULT_MODELS), help="which SDK and service to check")
+    chk.add_argument(
+        "--model",
+        help=f"model to use (default: anthropic {DEFAULT_MODELS['anthropic']}, "
+        f"openai {DEFAULT_MODELS['openai']})",
+    )
+    chk.add_argument(
+        "--base-url",
+        help="send to this base URL instead of the vendor's (e.g. the one `telos-wrap emulator` prints)",
+    )
+    chk.add_argument("--api-key", help="API key (default: the SDK's own environment variable)")
+    chk.add_argument(
+        "--turns", type=_positive, default=4, metavar="N", help="requests to send (1-5, default 4)"
+    )
+    chk.add_argument("--json", action="store_true", help="print the results as JSON")
     return parser
+
+
+def _progress_flag(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "--progress",
+        dest="progress",
+        action="store_true",
+        default=None,
+        help="show a progress line on stderr (default: only when stderr is a terminal)",
+    )
+    group.add_argument("--no-progress", dest="progress", action="store_false", help="never show it")
+
+
+def _version() -> str:
+    try:
+        return metadata.version("telos-wrap")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return telos_wrap_version
 
 
 def _positive(value: str) -> int:
@@ -100,12 +227,19 @@ def _emit(comparison: Comparison, args: argparse.Namespace, *, per_turn: bool) -
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``telos-wrap`` console script."""
     args = _parser().parse_args(argv)
+    if args.command == "run":
+        return _run(args)
+    if args.command == "emulator":
+        return _serve(args)
+    if args.command == "check":
+        return _check(args)
     if args.plot:
         _check_plot_target(args.plot)
     if args.command == "demo":
-        comparison = run_demo(jittered=not args.no_jitter)
-        _emit(comparison, args, per_turn=True)
+        comparison = run_demo(jittered=not args.no_jitter, show_progress=args.progress)
+        _emit(comparison, args, per_turn=args.per_turn)
         return 0
+    _note(args, f"loading {args.file} …")
     sessions = check_engine(args.engine, _load_user_file(args.file, args.limit))
     if args.api == "responses":
         sessions = _as_responses(args.engine, sessions)
@@ -117,9 +251,126 @@ def main(argv: Sequence[str] | None = None) -> int:
         engine=args.engine,
         variants=variants,
         strategies=strategies,
+        show_progress=args.progress,
     )
-    _emit(comparison, args, per_turn=args.per_turn or len(sessions) == 1)
+    _emit(comparison, args, per_turn=args.per_turn)
     return 0
+
+
+def _note(args: argparse.Namespace, text: str) -> None:
+    """A line on stderr where the progress line would show (never in --json output)."""
+    if args.progress or (args.progress is None and sys.stderr.isatty()):
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+
+
+# -- run: zero-code adoption --------------------------------------------------------------------------
+
+
+def _run(args: argparse.Namespace) -> int:
+    options = _run_options(args)
+    env = environment(options)
+    if args.print_env:
+        for name in ("PYTHONPATH", PATCH_VARIABLE, OPTIONS_VARIABLE):
+            if name in env:
+                sys.stdout.write(f"{name}={shlex.quote(env[name])}\n")
+        return 0
+    command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not command:
+        raise SystemExit("telos-wrap run: no command given; e.g. telos-wrap run -- python app.py")
+    try:
+        os.execvpe(command[0], command, env)
+    except OSError as exc:
+        raise SystemExit(f"telos-wrap run: cannot start {command[0]!r}: {exc.strerror or exc}") from None
+    return 127  # pragma: no cover - execvpe does not return
+
+
+def _run_options(args: argparse.Namespace) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    if args.options:
+        try:
+            options = options_from_environment({OPTIONS_VARIABLE: args.options})
+        except TelosOptionError as exc:
+            raise SystemExit(f"telos-wrap run: --options: {exc}") from None
+    engines = dict(options.get("engines") or {})
+    for item in args.engine:
+        url, sep, name = item.rpartition("=")
+        if not sep or not url:
+            raise SystemExit(
+                f"telos-wrap run: --engine {item!r}: expected URL=ENGINE, e.g. http://gpu-box:8000/v1=vllm"
+            )
+        engines[url] = name
+    if engines:
+        options["engines"] = engines
+    if args.strict:
+        options["strict"] = True
+    try:
+        updated(PatchConfig(), options)
+    except TelosOptionError as exc:
+        raise SystemExit(f"telos-wrap run: {exc}") from None
+    return options
+
+
+# -- emulator ---------------------------------------------------------------------------------------
+
+
+def _serve(args: argparse.Namespace) -> int:
+    emulator = Emulator(mode=args.mode)
+    try:
+        server = serve(emulator, flavour=args.flavour, port=args.port)
+        url = server.__enter__()
+    except OSError as exc:
+        raise SystemExit(f"telos-wrap emulator: cannot listen on 127.0.0.1:{args.port}: {exc}") from None
+    try:
+        out = sys.stdout
+        out.write(f"telos-wrap emulator serving on {url} (Ctrl-C to stop); any API key works\n")
+        out.write(f"  anthropic  base_url={url}\n")
+        for name in CHAT_FLAVOURS:
+            out.write(f"  {name:<10} base_url={url}/{name}/v1\n")
+        out.write(
+            "  telos in another process does not know this is the emulator: name the engine, e.g. "
+            f"telos-wrap run --engine {url}/openai/v1=openai -- ... (or patch(engines={{...}}))\n"
+        )
+        out.flush()
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.__exit__(None, None, None)
+    return 0
+
+
+# -- check ------------------------------------------------------------------------------------------
+
+
+def _check(args: argparse.Namespace) -> int:
+    vendor = args.vendor
+    model = args.model or DEFAULT_MODELS[vendor]
+    out = sys.stdout
+    if not args.json:
+        print_header(out, vendor, model, args.base_url or f"the {vendor} API")
+    try:
+        checked = run_check(
+            vendor,
+            model=model,
+            base_url=args.base_url,
+            api_key=args.api_key,
+            turns=args.turns,
+            on_request=None if args.json else (lambda item: print_row(out, item)),
+        )
+    except Exception as exc:  # the vendor's own error (a bad key, an unknown model): said plainly
+        raise SystemExit(f"telos-wrap check: {type(exc).__name__}: {exc}") from None
+    if args.json:
+        ok = all(item.agrees for item in checked)
+        out.write(
+            json.dumps(
+                {"vendor": vendor, "model": model, "requests": [as_dict(c) for c in checked], "agrees": ok},
+                indent=1,
+            )
+            + "\n"
+        )
+        return 0 if ok else 1
+    return 0 if print_verdict(out, checked) else 1
 
 
 def _as_responses(engine: str, sessions: list[list[TraceRequest]]) -> list[list[TraceRequest]]:

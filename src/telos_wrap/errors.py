@@ -6,6 +6,7 @@ The tree::
     ├── TelosInvariantError         a band-order / IR invariant was violated
     ├── RefPoolError                bad slug, duplicate registration, or a dangling [ref:slug]
     ├── TelosHintError (+TypeError) a ``telos_hint=`` / session option has a wrong type or key
+    ├── TelosOptionError (+ValueError) a ``patch()`` option is invalid (raised before anything is patched)
     ├── TelosStageError             a stage failed; raised only with ``strict=True`` (else fail open)
     ├── TelosBudgetError            preparing a request took longer than ``patch(time_budget=)``
     ├── StoreConflictError          a session store update lost an optimistic-concurrency race too many times
@@ -27,6 +28,7 @@ __all__ = [
     "TelosError",
     "TelosHintError",
     "TelosInvariantError",
+    "TelosOptionError",
     "TelosStageError",
 ]
 
@@ -58,6 +60,14 @@ class TelosHintError(TelosError, TypeError):
 
     It is also a ``TypeError`` because, like a wrong keyword argument, it is raised before any
     network I/O and means the call itself was written wrong. The message lists the valid keys.
+    """
+
+
+class TelosOptionError(TelosError, ValueError):
+    """A ``patch()`` option is invalid: raised by ``patch()`` before anything is patched.
+
+    The message names the option, what was given and what is valid. A typo found here never
+    reaches a call, where telos could only fail open.
     """
 
 

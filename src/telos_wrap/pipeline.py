@@ -43,12 +43,15 @@ __all__ = [
 _stage_hook: Callable[[str], None] | None = None
 
 
-#: When the request being prepared in this context must be done (``time.perf_counter()``), if ever.
+#: When the request being prepared in this context must be done, if ever: a reading of
+#: ``time.thread_time()``, the CPU time of the preparing thread. CPU time, not wall time: a loaded
+#: machine or a thread waiting for the GIL does not spend telos' budget (its own work does), and a
+#: slow store has its own timeout and circuit breaker (docs/sessions.md).
 _deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("telos_wrap_deadline", default=None)
 
 
 class time_budget:
-    """Give the request prepared inside the block at most ``seconds`` (``None``: no limit).
+    """Give the request prepared inside the block at most ``seconds`` of CPU time (``None``: no limit).
 
     Every stage checks it on entry (``check_budget``): past it, ``TelosStageError("budget")`` is
     raised and the patch layer sends the SDK's own request. A stage already running is not cut short,
@@ -63,7 +66,7 @@ class time_budget:
 
     def __enter__(self) -> None:
         if self.seconds is not None:
-            self.token = _deadline.set(time.perf_counter() + self.seconds)
+            self.token = _deadline.set(time.thread_time() + self.seconds)
 
     def __exit__(self, *exc: object) -> None:
         if self.token is not None:
@@ -74,7 +77,7 @@ class time_budget:
 def check_budget(where: str = "budget") -> None:
     """Raise ``TelosStageError("budget")`` if the request's time budget (``time_budget``) is spent."""
     deadline = _deadline.get()
-    if deadline is not None and time.perf_counter() > deadline:
+    if deadline is not None and time.thread_time() > deadline:
         raise TelosStageError(
             "budget",
             TelosBudgetError(

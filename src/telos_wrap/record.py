@@ -2,8 +2,9 @@
 
 Each line is one request in the trace format of ``telos_wrap.traces`` plus its normalized usage::
 
-    {"session": "<id>", "turn": <index in the session>, "api": "anthropic"|"openai"|"responses",
-     "kwargs": {<the body as the caller sent it>}, "usage": {<UsageReport fields>} | null}
+    {"run": "<recording id>", "session": "<id>", "turn": <index in the session>,
+     "api": "anthropic"|"openai"|"responses", "kwargs": {<the body as the caller sent it>},
+     "usage": {<UsageReport fields>} | null}
 
 (``openai`` is Chat Completions, ``responses`` the OpenAI Responses API)
 
@@ -37,6 +38,7 @@ import json
 import lzma
 import re
 import threading
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
@@ -126,9 +128,17 @@ def _open_append(path: Path) -> IO[str]:
 class Recorder:
     """The observer behind :func:`record` (one open file, thread-safe)."""
 
-    def __init__(self, path: str | Path, *, hash_content: bool = False) -> None:
+    def __init__(self, path: str | Path, *, hash_content: bool = False, append: bool = False) -> None:
         self.path = Path(path)
+        if not append and self.path.exists() and self.path.stat().st_size > 0:
+            raise FileExistsError(
+                f"telos_wrap.record: {self.path} already holds a recording; pass append=True to add this "
+                "run to it (its lines get their own run id, so a replay never merges the two runs), or "
+                "record to another file"
+            )
         self.hash_content = hash_content
+        #: Written on every line: ``telos-wrap replay`` keeps the sessions of two runs apart.
+        self.run = uuid.uuid4().hex[:12]
         self.written = 0
         self._lock = threading.Lock()
         self._pending: dict[tuple[str, int], dict[str, Any]] = {}
@@ -139,6 +149,7 @@ class Recorder:
     def on_request(self, api: str, session_id: str, index: int, body: Mapping[str, Any]) -> None:
         """Remember a request until its usage arrives."""
         line = {
+            "run": self.run,
             "session": session_id,
             "turn": index,
             "api": api,
@@ -206,7 +217,7 @@ class Recorder:
         self.__exit__(exc_type, exc, tb)
 
 
-def record(path: str | Path, *, hash_content: bool = False) -> Recorder:
+def record(path: str | Path, *, hash_content: bool = False, append: bool = False) -> Recorder:
     """Record every request telos handles while active: ``with telos_wrap.record("run.jsonl"):``.
 
     Usable as ``with`` or ``async with`` (also around async code with a plain ``with``). Appends
@@ -214,9 +225,14 @@ def record(path: str | Path, *, hash_content: bool = False) -> Recorder:
     ``.xz``/``.gz`` paths are compressed. Only request bodies are written — never headers or API
     keys. ``hash_content=True`` replaces every text by ``sha256:<hex>`` of it.
 
+    A file that already holds a recording is refused (``FileExistsError``) unless ``append=True``:
+    every line carries the recording's ``run`` id, so two runs appended to one file replay as
+    separate sessions even where their session ids are equal (implicit sessions of the same
+    conversation are).
+
     Works on its own: without ``telos_wrap.patch()`` the requests are observed and sent exactly
     as the SDK builds them (observe-only wrappers, removed when the recording ends). With
     ``patch()`` the recorded body is the caller's, before telos' rewrite (requests sent with
     ``telos_hint={"disable": True}`` or under ``patch(enabled=False)`` are recorded too, as sent).
     """
-    return Recorder(path, hash_content=hash_content)
+    return Recorder(path, hash_content=hash_content, append=append)

@@ -45,9 +45,10 @@ def load_trace(path: str | Path) -> Iterator[TraceRequest]:
                 continue
             try:
                 row = json.loads(line)
-                yield TraceRequest(
-                    str(row["session"]), int(row.get("turn", 0)), str(row["api"]), dict(row["kwargs"])
-                )
+                # A recording's lines carry its run id (telos_wrap.record): two runs appended to one
+                # file are separate sessions even where their session ids are equal.
+                session = str(row["session"]) if "run" not in row else f"{row['run']}/{row['session']}"
+                yield TraceRequest(session, int(row.get("turn", 0)), str(row["api"]), dict(row["kwargs"]))
             except (KeyError, TypeError, ValueError) as exc:
                 raise ValueError(
                     f"{path}:{number}: not a trace line ({exc}); expected "

@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +15,7 @@ import pytest
 import telos_wrap
 from telos_wrap.cli import main
 from telos_wrap.replay import AS_SENT, TELOS, Progress, run_demo
+from telos_wrap.replay.report import print_comparison
 
 
 def run_main(*argv: str) -> str:
@@ -72,7 +75,7 @@ def test_telos_is_at_least_native_caching_on_the_recorded_session(demo_json: dic
 
 
 def test_text_output_has_per_turn_table_and_totals() -> None:
-    text = run_main("demo", "--no-jitter")
+    text = run_main("demo", "--no-jitter", "--per-turn")
     assert "As recorded:" in text and "Replayed by a careless harness" not in text
     assert "Totals over 43 requests" in text
     lines = [line for line in text.splitlines() if line.strip().startswith("42 ")]
@@ -85,6 +88,11 @@ def test_run_demo_api() -> None:
     runs = comparison.variants["recorded"]
     assert set(runs) == {AS_SENT.name, "auto-caching", TELOS.name}
     assert runs[TELOS.name].hit_ratio > 0.9
+    # Per-turn rows are opt-in (--per-turn): by default the totals come without 43 rows before them.
+    out = io.StringIO()
+    print_comparison(comparison, out, per_turn=False)
+    assert "Totals over 43 requests" in out.getvalue()
+    assert not [line for line in out.getvalue().splitlines() if line.strip().startswith("42 ")]
 
 
 def test_plot(tmp_path: Any) -> None:
@@ -104,3 +112,15 @@ def test_progress_is_one_updating_line() -> None:
     written = stream.getvalue()
     assert "\n" not in written and written.count("\r") >= 2
     assert "3/3 requests" in written
+
+
+def test_the_readme_shows_what_the_demo_prints(demo_json: dict[str, Any]) -> None:
+    """The totals quoted in README.md are the demo's, so they cannot go stale silently."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    row = re.compile(r"^(recorded|jittered) +(as sent|[\w-]+) +([\d,]+) +([\d,]+) +([\d,]+) ", re.M)
+    quoted = {(m[1], m[2]): [m[3], m[4], m[5]] for m in row.finditer(readme)}
+    for variant, runs in demo_json["variants"].items():
+        for name, run in runs.items():
+            numbers = [f"{run[key]:,}" for key in ("input_tokens", "cache_read", "cache_write")]
+            assert quoted[(variant, name)] == numbers, (variant, name)
+    assert len(quoted) == 6

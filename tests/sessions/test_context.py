@@ -74,7 +74,7 @@ def test_generated_ids_and_options() -> None:
     assert a.id != b.id and a.id.startswith("s-")
     sess = telos_wrap.session(engine="anthropic", ttl="1h", strict=True)
     assert (sess.hints.engine, sess.hints.ttl, sess.strict) == ("anthropic", "1h", True)
-    with pytest.raises(TelosHintError, match="valid keys"):
+    with pytest.raises(TelosHintError, match="valid values"):
         telos_wrap.session(ttl="3d")
     with pytest.raises(TelosHintError, match="valid keys"):
         telos_wrap.session(hints={"bogus": 1})

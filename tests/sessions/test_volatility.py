@@ -39,6 +39,9 @@ def test_untagged_clock_line_never_loses_the_cache(
     explained = sess.explain(9)
     assert "learned-volatile: system[0].drop (system block 0, line 1)" in explained
     assert "drop-moved" in explained
+    # The request that learned it: a clock learned on sight is not said to have changed.
+    first = sess.explain(0)
+    assert "a time of day, learned on sight" in first and "changed" not in first
 
 
 def test_learning_can_be_switched_off(claude: anthropic.Anthropic, clock: ManualClock) -> None:

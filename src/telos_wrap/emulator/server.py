@@ -11,6 +11,10 @@ Flavour of ``/v1/chat/completions``: a first path segment naming a chat flavour 
 (``{base_url}/vllm/v1/chat/completions`` is vLLM); otherwise the ``flavour`` argument of
 :func:`serve`; otherwise the emulator's ``default_openai_flavour``.  ``/v1/messages`` is always
 the Anthropic flavour.
+
+While it serves, each flavour's base URL (``{base_url}/openai/v1``, ``/deepseek/v1``, ``/vllm/v1``,
+``/sglang/v1``) is announced to telos in this process (``telos_wrap.endpoints``): a patched OpenAI
+client pointed there gets the engine of the service the flavour emulates, not ``generic``.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from telos_wrap import endpoints
 
 from .emulator import CHAT_FLAVOURS, Emulator, _check_flavour
 
@@ -77,10 +83,17 @@ def serve(emulator: Emulator, *, flavour: str | None = None, port: int = 0) -> I
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, name="telos-wrap-emulator", daemon=True)
     thread.start()
+    host, port = server.server_address[:2]
+    base_url = f"http://{host!s}:{port}"
+    # telos in this process routes each flavour's URL to the engine of the service it emulates.
+    flavour_urls = [f"{base_url}/{name}/v1" for name in CHAT_FLAVOURS]
+    for url, name in zip(flavour_urls, CHAT_FLAVOURS, strict=True):
+        endpoints.announce(url, name)
     try:
-        host, port = server.server_address[:2]
-        yield f"http://{host!s}:{port}"
+        yield base_url
     finally:
+        for url in flavour_urls:
+            endpoints.withdraw(url)
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)

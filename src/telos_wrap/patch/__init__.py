@@ -24,18 +24,18 @@ sees every request as the SDK sends it. ``is_patched()`` is about ``patch()`` on
 
 from __future__ import annotations
 
+import enum
 import importlib
 import logging
 import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any
 
 import wrapt
 
-from telos_wrap.config import PatchConfig, current_config, set_config
+from telos_wrap.config import PatchConfig, current_config, set_config, updated
 from telos_wrap.patch.litellm import completion_wrapper
 from telos_wrap.patch.mode import rewriting, set_rewriting
 from telos_wrap.patch.wrappers import (
@@ -47,6 +47,7 @@ from telos_wrap.patch.wrappers import (
 )
 
 __all__ = [
+    "KEEP",
     "TARGETS",
     "Target",
     "coverage",
@@ -195,62 +196,73 @@ def _flag_reader(flag: list[bool]) -> Callable[[], bool]:
     return lambda: flag[0]
 
 
+class _Keep(enum.Enum):
+    """The default of every ``patch()`` option: keep the value in effect (module docstring)."""
+
+    KEEP = "keep the current value"
+
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+#: ``patch()``'s default for every option: the value in effect stays.
+KEEP = _Keep.KEEP
+
+
 def patch(
     *,
-    strict: bool = False,
-    engines: Mapping[str, str] | None = None,
-    enabled: bool = True,
-    refpool_threshold: int | None = 2048,
-    keep_past_drop: bool = False,
-    only_what_pays: bool = True,
-    time_budget: float | None = 1.0,
+    strict: bool | _Keep = KEEP,
+    engines: Mapping[str, str] | _Keep | None = KEEP,
+    enabled: bool | _Keep = KEEP,
+    refpool_threshold: int | _Keep | None = KEEP,
+    keep_past_drop: bool | _Keep = KEEP,
+    only_what_pays: bool | _Keep = KEEP,
+    time_budget: float | _Keep | None = KEEP,
 ) -> dict[str, bool]:
-    """Patch the installed ``anthropic`` and ``openai`` SDKs. Calling it again only updates the options.
+    """Patch the installed ``anthropic`` and ``openai`` SDKs.
 
-    An SDK (or one of its resource modules) not imported yet is patched when it is imported
-    (nothing is imported here).
+    Every option is checked before anything is patched: an invalid one raises ``TelosOptionError``
+    saying what is wrong and what is valid. An option left out keeps its current value — the default
+    below on the first call, after ``unpatch()``; what an earlier ``patch()`` set, otherwise — so a
+    second call changes only the options it names (``patch(engines=...)`` then ``patch(strict=True)``
+    keeps the engines; a new ``engines=`` replaces the whole mapping). An SDK (or one of its resource
+    modules) not imported yet is patched when it is imported (nothing is imported here).
 
     Args:
-        strict: raise ``TelosStageError`` when telos fails instead of sending the original request.
+        strict: raise ``TelosStageError`` when telos fails instead of sending the original request
+            (default False).
         engines: ``{base_url_or_host: engine}`` for OpenAI-compatible servers telos cannot recognise
-            (``{"http://gpu-box:8000/v1": "vllm"}``); self-hosted engines are never guessed.
-        enabled: False makes every call pass through untouched while staying patched.
-        refpool_threshold: system text longer than this goes to the ref-pool (``None``: never).
-        keep_past_drop: keep past turns' per-turn envelopes as history instead of pruning them.
+            (``{"http://gpu-box:8000/v1": "vllm"}``); self-hosted engines are never guessed. Engine
+            names: the built-ins and those added with ``register_engine`` (default: none).
+        enabled: False makes every call pass through untouched while staying patched (default True).
+        refpool_threshold: system text longer than this goes to the ref-pool (``None``: never;
+            default 2048).
+        keep_past_drop: keep past turns' per-turn envelopes as history instead of pruning them
+            (default False).
         only_what_pays: send a request exactly as the SDK built it when nothing in it can be cached
             (below the model's minimum cacheable prefix, docs/engines.md). ``False`` rewrites every
-            request, however small (e.g. to study marker placement on a tiny prompt).
-        time_budget: seconds telos may spend preparing one request (store round trips included);
+            request, however small (e.g. to study marker placement on a tiny prompt). Default True.
+        time_budget: CPU seconds telos may spend preparing one request (the preparing thread's;
+            a slow store has its own timeout);
             past it the request goes out as the SDK built it, counted as stage ``'budget'`` in
-            ``failure_counts()`` and logged (docs/reliability.md). ``None``: no budget.
-
-    Raises:
-        ValueError: ``time_budget`` is not a positive number of seconds or ``None``.
+            ``failure_counts()`` and logged (docs/reliability.md). ``None``: no budget; default 1.0.
 
     Returns:
         ``coverage()``: which targets are wrapped.
     """
-    if time_budget is not None and (
-        isinstance(time_budget, bool)
-        or not isinstance(time_budget, (int, float))
-        or not 0 < time_budget < float("inf")
-    ):
-        raise ValueError(
-            f"patch(time_budget=...) takes a positive number of seconds, or None for no budget; "
-            f"got {time_budget!r}"
-        )
+    given = {
+        "strict": strict,
+        "engines": engines,
+        "enabled": enabled,
+        "refpool_threshold": refpool_threshold,
+        "keep_past_drop": keep_past_drop,
+        "only_what_pays": only_what_pays,
+        "time_budget": time_budget,
+    }
     with _lock:
-        set_config(
-            PatchConfig(
-                strict=strict,
-                enabled=enabled,
-                engines=MappingProxyType(dict(engines or {})),
-                refpool_threshold=refpool_threshold,
-                keep_past_drop=keep_past_drop,
-                only_what_pays=only_what_pays,
-                time_budget=None if time_budget is None else float(time_budget),
-            )
-        )
+        base = current_config() if rewriting() else PatchConfig()
+        config = updated(base, {name: value for name, value in given.items() if value is not KEEP})
+        set_config(config)
         set_rewriting(True)
         _install(TARGETS)
         return coverage()

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from telos_wrap.config import PatchConfig
+from telos_wrap.endpoints import served_endpoints
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Api
 
@@ -35,12 +36,14 @@ _HOST_ENGINES = {"api.openai.com": "openai", "api.deepseek.com": "deepseek", "op
 
 
 def resolve_openai_engine(base_url: str, hints: TelosHints, config: PatchConfig) -> str:
-    """Engine for an OpenAI-client request: hint → patch(engines=) → known host → generic."""
+    """Engine for an OpenAI-client request: hint → patch(engines=) → emulator served here → known
+    host → generic."""
     if hints.engine is not None:
         return hints.engine
     normalized = base_url.rstrip("/")
     host = urlsplit(normalized).hostname or ""
-    for key, engine in config.engines.items():
+    # patch(engines=) first, then the built-in emulator's flavour URLs served in this process.
+    for key, engine in (*config.engines.items(), *served_endpoints().items()):
         if key.rstrip("/") in (normalized, host) or normalized.startswith(key.rstrip("/") + "/"):
             return engine
     if host in _HOST_ENGINES:

@@ -15,6 +15,7 @@ could swallow or alter its errors.
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from itertools import repeat
@@ -23,7 +24,7 @@ from typing import Any
 from telos_wrap.bridge import BridgeOptions
 from telos_wrap.config import current_config
 from telos_wrap.engines.registry import get_engine
-from telos_wrap.errors import TelosStageError
+from telos_wrap.errors import TelosHintError, TelosStageError
 from telos_wrap.failopen import report_failure
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Api
@@ -53,14 +54,26 @@ __all__ = [
     "parse_wrapper",
 ]
 
+logger = logging.getLogger("telos_wrap")
+
 Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
 
 
 def entry_wrapper(
     wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
-    """Public entry point: move ``telos_hint`` into a private header; forward everything else."""
-    hint_headers(kwargs)
+    """Public entry point: move ``telos_hint`` into a private header; forward everything else.
+
+    An invalid hint raises ``TelosHintError`` (the call is written wrong); any other failure here is
+    telos' own and fails open: the call goes on without the hint.
+    """
+    try:
+        hint_headers(kwargs)
+    except TelosHintError:
+        raise
+    except Exception as exc:
+        kwargs.pop("telos_hint", None)
+        report_failure(TelosStageError("hint", exc))
     return wrapped(*args, **kwargs)
 
 
@@ -242,10 +255,18 @@ class _Turn:
     is_turn: bool  # False for a token count or a compaction: rewritten, never a turn of the session
     prepare_options: PrepareOptions | None  # None: telos is disabled for this call (pass-through)
 
-    def context(self, index: int) -> CallContext:
-        return CallContext(
-            engine=get_engine(self.engine_name), session=self.session, index=index, strict=self.strict
-        )
+    def context(self, index: int) -> CallContext | None:
+        """The context of a request sent as the SDK built it; ``None`` if its engine cannot be had.
+
+        On the fall-back path: it must not fail a second time (the engine lookup is what failed if
+        the engine cannot be built). Without a context the response is not read for usage.
+        """
+        try:
+            engine = get_engine(self.engine_name)
+        except Exception:
+            logger.debug("telos_wrap: no engine %r to read this response's usage", self.engine_name)
+            return None
+        return CallContext(engine=engine, session=self.session, index=index, strict=self.strict)
 
     def rewritten(self, index: int, prepared: Prepared) -> tuple[Any, CallContext]:
         if prepared.untouched is not None:
@@ -316,6 +337,44 @@ def _route(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None
     return options, None, turn
 
 
+def _guarded(
+    prepare_call: Callable[[str, Any, Any], tuple[Any, CallContext | None]],
+) -> Callable[[str, Any, Any], tuple[Any, CallContext | None]]:
+    """``prepare_call`` that fails open on *any* exception of telos' (a bug outside the stages too):
+    the SDK's request goes out as built. A ``TelosStageError`` passes: only ``strict`` raises one."""
+
+    def guarded(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None]:
+        try:
+            options = _materialize(options)  # a generator is read once: what is sent is this list
+            return prepare_call(sdk, client, options)
+        except TelosStageError:
+            raise
+        except Exception as exc:
+            report_failure(TelosStageError("prepare", exc))
+            return options, None
+
+    return guarded
+
+
+def _aguarded(
+    prepare_call: Callable[[str, Any, Any], Awaitable[tuple[Any, CallContext | None]]],
+) -> Callable[[str, Any, Any], Awaitable[tuple[Any, CallContext | None]]]:
+    """:func:`_guarded` for the async request layer."""
+
+    async def guarded(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None]:
+        try:
+            options = _materialize(options)
+            return await prepare_call(sdk, client, options)
+        except TelosStageError:
+            raise
+        except Exception as exc:
+            report_failure(TelosStageError("prepare", exc))
+            return options, None
+
+    return guarded
+
+
+@_guarded
 def _prepare(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None]:
     """Rewrite ``options`` for sending; returns the options to send and the call's context."""
     with time_budget(current_config().time_budget):
@@ -340,6 +399,7 @@ def _prepare_within_budget(sdk: str, client: Any, options: Any) -> tuple[Any, Ca
         return options, turn.context(index)
 
 
+@_aguarded
 async def _aprepare(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None]:
     """``_prepare`` for async clients: the session's store I/O is awaited, never blocking the loop."""
     with time_budget(current_config().time_budget):

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import telos_wrap
-from telos_wrap.config import current_config, set_config
+from telos_wrap.config import PatchConfig, current_config, set_config
 from telos_wrap.emulator import Emulator, ManualClock, emulator_http_client
 from telos_wrap.ir.model import UsageReport
 from telos_wrap.replay.responses import jitter_responses
@@ -185,7 +185,12 @@ def _turn_result(request: TraceRequest, report: UsageReport | None) -> TurnResul
 
 
 class Progress:
-    """One stderr line, updated in place; on by default only when stderr is a terminal."""
+    """One stderr line, updated in place; on by default only when stderr is a terminal.
+
+    Hand-written rather than a progress-bar library: a count and a percentage redrawn at most ten
+    times a second is all a replay needs, and the CLI's only runtime dependencies are the SDKs,
+    wrapt and pydantic (``telos-wrap demo`` must run on a fresh install).
+    """
 
     def __init__(self, total: int, *, stream: IO[str] | None = None, enabled: bool | None = None) -> None:
         self.total = total
@@ -313,8 +318,12 @@ def patched(*, quiet: bool = True, only_what_pays: bool = True) -> Iterator[None
     ``only_what_pays`` is ``patch()``'s option (False: rewrite requests below the minimum too).
     """
     was_patched, previous = telos_wrap.is_patched(), current_config()
-    telos_wrap.patch(
+    telos_wrap.patch(  # every option named: a replay never inherits the caller's strict or ref-pool
+        strict=False,
         engines={**previous.engines, **{ENGINES[e] or "": e for e in _SELF_HOSTED}},
+        enabled=True,
+        refpool_threshold=PatchConfig().refpool_threshold,
+        keep_past_drop=False,
         only_what_pays=only_what_pays,
     )
     logger = logging.getLogger("telos_wrap")

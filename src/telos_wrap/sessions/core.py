@@ -50,6 +50,7 @@ from telos_wrap.ir.hints import TelosHints, parse_hints
 from telos_wrap.ir.model import Api, TelosBlock, Transformation, UsageReport
 from telos_wrap.ir.refpool import emitted_references
 from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks
+from telos_wrap.sessions.arguments import check_session_arguments
 from telos_wrap.sessions.breaker import StoreBreaker, StoreEvent, breaker_of
 from telos_wrap.sessions.folds import FoldError, validate_range, validate_slug
 from telos_wrap.sessions.identity import conversation_key, tells_users_apart
@@ -1274,8 +1275,20 @@ def session(
         prices: price multipliers per engine over ``DEFAULT_PRICES`` (for ``stats.cost``).
         clock: seconds clock for TTL reasoning (default ``time.time``).
 
-    Raises ``TelosHintError`` (listing the valid keys) for invalid hints, engine or ttl.
+    Raises ``TelosHintError`` saying what is valid for an invalid argument (a session id that is
+    not a string, an unknown engine or ttl, ...) or hints (listing the valid keys).
     """
+    check_session_arguments(
+        session_id,
+        engine=engine,
+        ttl=ttl,
+        strict=strict,
+        learn_volatility=learn_volatility,
+        diagnostics=diagnostics,
+        on_cache_break=on_cache_break,
+        clock=clock,
+        prices=prices,
+    )
     parsed = parse_hints(hints)
     if engine is not None or ttl is not None:
         data = parsed.model_dump(exclude_unset=True)

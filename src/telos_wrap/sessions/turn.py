@@ -144,7 +144,9 @@ class StateHooks(SessionHooks):
             block, chars = where
             fresh = span in self.learned_now
             how = {
-                "value": "a value in it changed while the rest of its line stayed the same",
+                # A clock is learned on sight, before any change (volatility.clock_spans).
+                "value": "it holds a live value (a time of day, learned on sight; any other value, at its "
+                "first change) while the rest of its line stays the same",
                 "lines": "these lines changed twice while the rest of the system prompt did not",
                 "region": "these lines were replaced twice while the rest of the system prompt was not",
                 "list": "lines carrying values came and went here while the lines around them stayed",
