@@ -106,11 +106,14 @@ def test_past_its_time_budget_the_sdks_request_goes_out(
 
     slow = pipeline.prepare
 
-    def sleepy(*args: Any, **kwargs: Any) -> Any:
-        time.sleep(0.02)
+    def busy(*args: Any, **kwargs: Any) -> Any:
+        # The budget counts the preparing thread's CPU time (a sleep would not spend it).
+        end = time.thread_time() + 0.02
+        while time.thread_time() < end:
+            pass
         return slow(*args, **kwargs)
 
-    monkeypatch.setattr("telos_wrap.sessions.turn.prepare", sleepy)
+    monkeypatch.setattr("telos_wrap.sessions.turn.prepare", busy)
     client = wire.anthropic()
     telos_wrap.patch(time_budget=0.01)
     reset_failures()
