@@ -33,7 +33,7 @@ class PatchConfig:
     refpool_threshold: int | None = 2048
     keep_past_drop: bool = False
     only_what_pays: bool = True
-    time_budget: float | None = 1.0
+    time_budget: float | None = 5.0
 
 
 _config = PatchConfig()

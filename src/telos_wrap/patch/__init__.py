@@ -192,7 +192,7 @@ def patch(
     refpool_threshold: int | None = 2048,
     keep_past_drop: bool = False,
     only_what_pays: bool = True,
-    time_budget: float | None = 1.0,
+    time_budget: float | None = 5.0,
 ) -> dict[str, bool]:
     """Patch the installed ``anthropic`` and ``openai`` SDKs. Calling it again only updates the options.
 
