@@ -35,7 +35,7 @@ class PatchConfig:
         keep_past_drop: keep past turns' envelopes (as history) instead of pruning them.
         only_what_pays: leave a request exactly as the SDK built it when nothing in it can be cached
             (below the model's minimum cacheable prefix, docs/engines.md).
-        time_budget: seconds telos may spend preparing one request; past it the SDK's own request
+        time_budget: CPU seconds telos may spend preparing one request; past it the SDK's own request
             goes out (``None``: no budget). docs/reliability.md.
     """
 
@@ -45,7 +45,7 @@ class PatchConfig:
     refpool_threshold: int | None = 2048
     keep_past_drop: bool = False
     only_what_pays: bool = True
-    time_budget: float | None = 1.0
+    time_budget: float | None = 2.0
 
 
 #: ``patch()``'s options, in the order of its signature.

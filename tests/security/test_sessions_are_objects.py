@@ -194,3 +194,22 @@ def test_odd_session_ids_name_their_own_session_and_never_break_the_call(wire: W
     assert "hello from A" in text_of(sent)
     assert a.stats.requests == 0, "the named session is another one than the active session"
     assert named_session(odd, store=a.store).stats.requests == 1
+
+
+def test_a_request_whose_token_was_pushed_out_never_joins_the_session_open_when_sent(wire: Wire) -> None:
+    """The pending table is bounded: a request built in tenant A's session whose entry newer calls
+    pushed out, sent inside tenant B's block, goes out in no session - never in B's."""
+    from telos_wrap.patch import calls
+
+    a, b = _tenant("A"), _tenant("B")
+    client = wire.anthropic()
+    with a:
+        manager = client.messages.stream(**_anthropic_kwargs("A"))
+    with calls._pending_lock:
+        calls._pending.clear()  # what 4,096 newer calls do
+    with b, manager as stream:
+        stream.get_final_message()
+    client.close()
+    [sent] = wire.requests()
+    assert "CANARY-B." not in text_of(sent)
+    assert a.stats.requests == 0 and b.stats.requests == 0

@@ -83,12 +83,8 @@ def test_generated_ids_and_options() -> None:
 def test_calls_outside_a_session_share_a_stable_implicit_session(claude: anthropic.Anthropic) -> None:
     for turn in range(3):
         claude.messages.create(model=MODEL, max_tokens=8, messages=messages_for(turn))
-    from telos_wrap.sessions import core as session_core
-
-    [implicit] = session_core._implicit.values()  # every turn in one implicit session
-    assert implicit is implicit_session(
-        "anthropic", {"model": MODEL, "messages": messages_for(2)}, tenant=implicit_tenant(claude)
-    )
+    body = {"model": MODEL, "messages": messages_for(2)}
+    implicit = implicit_session("anthropic", body, tenant=implicit_tenant(claude))
     assert implicit.implicit and implicit.id.startswith("implicit-")
     assert implicit.stats.requests == 3
     assert implicit.stats.cache_breaks == 0

@@ -245,7 +245,7 @@ def patch(
         time_budget: CPU seconds telos may spend preparing one request (the preparing thread's;
             a slow store has its own timeout);
             past it the request goes out as the SDK built it, counted as stage ``'budget'`` in
-            ``failure_counts()`` and logged (docs/reliability.md). ``None``: no budget; default 1.0.
+            ``failure_counts()`` and logged (docs/reliability.md). ``None``: no budget; default 2.0.
 
     Returns:
         ``coverage()``: which targets are wrapped.

@@ -170,7 +170,9 @@ def read_hint_header(value: str | None) -> tuple[TelosHints, Session | str | Non
     with _pending_lock:
         payload = _pending.get(value)
     if payload is None:
-        return _NO_HINTS, None
+        # Built through an entry point, but its entry was pushed out by newer calls: the session it
+        # was built in is unknown, and the one active now may be another tenant's. Outside, then.
+        return _NO_HINTS, BUILT_OUTSIDE
     hints = TelosHints(**payload["hint"]) if "hint" in payload else _NO_HINTS
     carried = payload.get("session")
     return hints, (carried if isinstance(carried, Session) else BUILT_OUTSIDE)
