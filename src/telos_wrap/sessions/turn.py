@@ -25,10 +25,10 @@ from telos_wrap.sessions.records import CacheBreak, VolatileSpan
 from telos_wrap.sessions.state import HASH_LEN, AppPrint, PromptPrint, SessionState, hash_list
 from telos_wrap.sessions.volatility import (
     MAX_LEARNED,
-    clock_spans,
     expected_view,
     fingerprint,
     learn,
+    present_spans,
     span_matches,
     system_view,
 )
@@ -132,24 +132,22 @@ class StateHooks(SessionHooks):
             if where is None:
                 continue
             block, chars = where
-            fresh = span in self.learned_now
-            how = {
-                "value": "a value in it changed while the rest of its line stayed the same",
-                "lines": "these lines changed twice while the rest of the system prompt did not",
-                "region": "these lines were replaced twice while the rest of the system prompt was not",
-                "list": "lines carrying values came and went here while the lines around them stayed",
+            why = {
+                "present": "a self-labelled statement of the present (moved on sight)",
+                "value": f"a value in it changed at request {span.learned_at} while the rest of the "
+                "line stayed the same",
+                "lines": f"these lines changed twice (the second time at request {span.learned_at})",
+                "region": f"these lines were replaced twice (the second time at request {span.learned_at})",
+                "list": f"lines carrying values came and went here at request {span.learned_at}",
             }[span.kind]
+            count = "line" if span.lines == 1 else f"{span.lines} lines"
             records.append(
                 Transformation(
                     kind="learned-volatile",
-                    where=f"{block} (system block {span.block}, line {span.line})",
-                    detail=(
-                        f"{how}, so the session learned it is volatile"
-                        if fresh
-                        else f"span learned volatile at request {span.learned_at}"
-                    )
-                    + f"; it is DROP (pattern {span.pattern!r}) and travels at the end of the latest "
-                    "turn; switch off with learn_volatility=False",
+                    where=f"{block} (system block {span.block}, from line {span.line}, {count})",
+                    detail=f"moved whole from system block {span.block} line {span.line} to the end of "
+                    f"the latest turn, under the heading it sat under if it had one; why: {why} "
+                    f"(pattern {span.pattern!r}); switch off with learn_volatility=False",
                     chars=chars,
                 )
             )
@@ -260,7 +258,7 @@ def run_turn(
     previous = state.app.system if state.app is not None else None
     if learn_volatility and len(volatile) < MAX_LEARNED:
         known = {span.pattern for span in volatile}
-        fresh = [span for span in clock_spans(hooks.system_view, index) if span.pattern not in known]
+        fresh = [span for span in present_spans(hooks.system_view, index) if span.pattern not in known]
         if previous is not None:
             found = learn(previous, hooks.system_view, index, suspects)
             suspects = found.suspects
