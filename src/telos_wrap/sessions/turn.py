@@ -10,6 +10,7 @@ worker that runs it on the same state and body emits the same bytes.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, overload
@@ -20,6 +21,7 @@ from telos_wrap.lift.user_split import SplitPatterns
 from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks, prepare
 from telos_wrap.sessions.breaks import BYTES_PER_TOKEN, detect_break
 from telos_wrap.sessions.folds import apply_pins_and_slug_folds, apply_range_folds
+from telos_wrap.sessions.orders import MAX_ORDERS, stabilize_orders
 from telos_wrap.sessions.prints import message_hash, message_kind, prompt_print
 from telos_wrap.sessions.records import CacheBreak, VolatileSpan
 from telos_wrap.sessions.state import HASH_LEN, AppPrint, PromptPrint, SessionState, hash_list
@@ -64,6 +66,8 @@ class StateHooks(SessionHooks):
         #: One character per application message: the content form it was sent in (``s``/``l``/...).
         self.forms = ""
         self.slugs: tuple[str, ...] = ()
+        #: Schema name orders this request saw first (``orders.stabilize_orders``).
+        self.new_orders: dict[str, str] = {}
         self._fork: int | None = None
 
     def fork_point(self) -> int | None:
@@ -120,6 +124,7 @@ class StateHooks(SessionHooks):
         self._fork = None if folds else _fork(self.state.app, self.app_hashes)
         ir, range_records = apply_range_folds(ir, folds, hash_list(self.app_hashes) if folds else [])
         ir, pool_records = apply_pins_and_slug_folds(ir, self.pins, self.state.slug_folds)
+        ir, self.new_orders = stabilize_orders(ir, _known_orders(self.state.orders))
         self.slugs = tuple(ir.ref_pool)
         records = [*range_records, *pool_records, *learned_records]
         return replace(ir, records=ir.records + tuple(records)) if records else ir
@@ -152,6 +157,15 @@ class StateHooks(SessionHooks):
                 )
             )
         return records
+
+
+def _known_orders(entries: tuple[str, ...]) -> Mapping[str, str]:
+    return _orders_memo(entries)
+
+
+@functools.lru_cache(maxsize=64)
+def _orders_memo(entries: tuple[str, ...]) -> Mapping[str, str]:
+    return dict(entry.split(":", 1) for entry in entries)
 
 
 def _fork(previous: AppPrint | None, hashes: str) -> int | None:
@@ -330,6 +344,7 @@ def run_turn(
         app=app,
         volatile=volatile,
         suspects=suspects,
+        orders=_with_orders(state.orders, hooks.new_orders),
     )
     if cache_break is not None:
         new_state = new_state.with_break(cache_break)
@@ -337,6 +352,12 @@ def run_turn(
         new_state = replace(new_state, telos_rewrites=new_state.telos_rewrites + 1)
     first = learned[0] if learned else None
     return TurnResult(index, prepared, new_state, cache_break, first, learned, wire)
+
+
+def _with_orders(entries: tuple[str, ...], new: Mapping[str, str]) -> tuple[str, ...]:
+    if not new or len(entries) >= MAX_ORDERS:
+        return entries
+    return (*entries, *(f"{key}:{order}" for key, order in new.items()))[:MAX_ORDERS]
 
 
 def _telos_rewrote(previous: PromptPrint, mismatch: WireMismatch, index: int) -> CacheBreak:
