@@ -37,6 +37,7 @@ _MD_HEADING = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]")
 _FENCE = re.compile(r"^[ \t]*(```|~~~)")
 _OPEN_TAG = re.compile(r"^[ \t]*<([A-Za-z][\w.:-]*)(?:[ \t][^<>]*)?>[ \t]*$")
 _CLOSE_TAG = re.compile(r"^[ \t]*</([A-Za-z][\w.:-]*)[ \t]*>[ \t]*$")
+_LABELLED = re.compile(r"^[ \t]*[^:\s|#<{\[][^:]{0,40}:[ \t]+\S")
 _TABLE_SEPARATOR = re.compile(r"^[ \t]*\|?[ \t]*:?-{2,}")
 
 
@@ -138,20 +139,25 @@ def _parent(lines: Sequence[str], first: int) -> int | None:
     line = lines[first]
     own = _indent(line)
     item = _ITEM.match(line) is not None
+    # A line that names itself ("Wartezeit: 4 Minuten") needs no heading of its own level.
+    labelled = not item and _LABELLED.match(line) is not None
+    deeper = False
     for j in range(first - 1, max(-1, first - _MAX_WALK), -1):
         above = lines[j]
         if not above.strip():
             continue
         indent = _indent(above)
         if indent > own:
-            continue  # a deeper line: a child of a sibling
+            deeper = True  # a deeper line: a child of a sibling (or of a heading of our level)
+            continue
         if indent < own:
             return j if _colon_heading(above) or _MD_HEADING.match(above) else None
         if _MD_HEADING.match(above):
             return j
         if (_ITEM.match(above) is not None) == item and not _colon_heading(above):
             continue  # a sibling
-        return j if _colon_heading(above) else None
+        # A heading of our own level whose section is indented under it is not ours.
+        return j if _colon_heading(above) and not deeper and not labelled else None
     return None
 
 
