@@ -224,3 +224,24 @@ def test_drop_scope_all_prunes_past_turns_and_records_each_prune(
             ]
     assert "Build: 4411" not in json.dumps(emulator.requests[-1].body["messages"][0])
     assert "drop-pruned" in session.explain(1)
+
+
+def test_a_system_scoped_pattern_does_not_merge_conversations(
+    served: tuple[Emulator, anthropic.Anthropic, openai.OpenAI],
+) -> None:
+    """Implicit conversations are named by their first message as the caller wrote it: a pattern that
+    applies to the system prompt only does not strip it there."""
+    from telos_wrap.sessions import core as session_core
+
+    _, claude, _ = served
+    session_core._implicit.clear()
+    for order in ("#4411", "#4412"):
+        claude.messages.create(
+            model="claude-opus-4-8",
+            max_tokens=8,
+            system=RULES,
+            messages=[{"role": "user", "content": f"My order {order} arrived broken."}],
+            telos_hint={"drop_patterns": [r"#\d+"]},  # type: ignore[call-arg]
+        )
+    assert len(session_core._implicit) == 2
+    session_core._implicit.clear()

@@ -200,7 +200,10 @@ def _resolve_session(
     active = current_session()
     if active is not None:
         return active
-    return implicit_session(api, body, drop_patterns=hints.drop_patterns)
+    # The conversation is named by its first message as the caller wrote it: drop_patterns strip it
+    # only where they apply to messages (drop_scope="all").
+    scoped = hints.drop_patterns if hints.drop_scope == "all" else ()
+    return implicit_session(api, body, drop_patterns=scoped)
 
 
 @dataclass(frozen=True, slots=True)
