@@ -48,9 +48,10 @@ from __future__ import annotations
 import difflib
 import functools
 import hashlib
+import itertools
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from telos_wrap.ir.canon import canonical_bytes
@@ -143,6 +144,34 @@ class _Line:
     values: tuple[str, ...]  # one short hash per value
 
 
+class _Lines(list[str]):
+    """The lines of one block, with what every span of it needs computed once: the joined text,
+    each line's offset, the structures (``text_units.regions``). Keeps learning linear in the block
+    however many of its lines changed."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text.split("\n"))
+        self.text = text
+        self.offsets = list(itertools.accumulate((len(line) + 1 for line in self), initial=0))
+        self._regions: list[tuple[int, int]] | None = None
+
+    def regions(self) -> list[tuple[int, int]]:
+        if self._regions is None:
+            self._regions = regions(self)
+        return self._regions
+
+
+def _joined(lines: Sequence[str]) -> str:
+    return lines.text if isinstance(lines, _Lines) else "\n".join(lines)
+
+
+def _offset(lines: Sequence[str], number: int) -> int:
+    """Where line ``number`` starts in the joined text."""
+    if isinstance(lines, _Lines):
+        return lines.offsets[number]
+    return sum(len(line) + 1 for line in lines[:number])
+
+
 def _line_print(line: str) -> str:
     values = [m.group() for m in VALUE.finditer(line)]
     own = _hash(line.encode("utf-8"), 8)
@@ -199,6 +228,8 @@ def learn(
         if text is None or text.startswith("\x00") or old.startswith("~") or _block_print(text) == old:
             continue
         for span in _block_changes(block, old, text, index):
+            if len(learned) >= room:
+                break  # nothing more can be learned: stop looking (keeps learning linear in the block)
             if span.kind not in _LEARNED_AT_FIRST_CHANGE:
                 again = _changed_again(span, text, kept)
                 if again is None:
@@ -234,7 +265,7 @@ def _changed_again(
         first, last = span.line, span.line + span.lines - 1
         if first > high + 1 or last < low - 1:
             continue
-        lines = text.split("\n")
+        lines = _Lines(text)
         first, last = min(first, low), max(last, high)
         if last - first + 1 > MAX_SPAN_LINES:
             continue
@@ -244,18 +275,22 @@ def _changed_again(
     return None
 
 
-def _block_changes(block: int, old: str, text: str, index: int) -> list[VolatileSpan]:
+def _block_changes(block: int, old: str, text: str, index: int) -> Iterator[VolatileSpan]:
+    """The spans of one block's changes, in line order (lazily: the caller stops when it is full)."""
     before = [_parse_line(entry) for entry in old.split(",")]
-    lines = text.split("\n")
+    lines = _Lines(text)
     now = [_parse_line(_line_print(line)) for line in lines]
     if len(before) == len(now):
         changed = [(i, i) for i, (a, b) in enumerate(zip(before, now, strict=True)) if a.line != b.line]
-        return _aligned_changes(block, before, now, lines, changed, index)
+        yield from _aligned_changes(block, before, now, lines, changed, index)
+        return
     listed = _list_changes(block, before, now, lines, index)
     if listed is not None:
-        return listed
+        yield from listed
+        return
     region = _region(block, before, now, lines, index)
-    return [region] if region is not None else []
+    if region is not None:
+        yield region
 
 
 def _aligned_changes(
@@ -265,21 +300,19 @@ def _aligned_changes(
     lines: Sequence[str],
     changed: Sequence[tuple[int, int]],
     index: int,
-) -> list[VolatileSpan]:
-    """Spans for changed lines paired one to one (``(old line, new line)``, in order)."""
-    spans: list[VolatileSpan] = []
+) -> Iterator[VolatileSpan]:
+    """Spans for changed lines paired one to one (``(old line, new line)``, in order), lazily."""
     run: list[int] = []
     for i, j in changed:
         if before[i].skeleton and before[i].skeleton == now[j].skeleton:
-            spans.extend(_value_spans(block, lines, j, before[i], now[j], index))
+            yield from _value_spans(block, lines, j, before[i], now[j], index)
             continue
         if run and run[-1] != j - 1:
-            spans.extend(_run_span(block, lines, run, index))
+            yield from _run_span(block, lines, run, index)
             run = []
         run.append(j)
     if run:
-        spans.extend(_run_span(block, lines, run, index))
-    return spans
+        yield from _run_span(block, lines, run, index)
 
 
 def _list_changes(
@@ -324,7 +357,7 @@ def _list_changes(
 def _list_span(block: int, lines: Sequence[str], first: int, last: int, index: int) -> VolatileSpan | None:
     """A ``list`` span over lines ``first..last``, widened to their unit, or by a line or two where
     they anchor badly."""
-    found = regions(lines)
+    found = lines.regions() if isinstance(lines, _Lines) else regions(lines)
     tries = dict.fromkeys(
         extent
         for wider in range(3)
@@ -357,13 +390,15 @@ def _unit_span(
     specific enough, else anchored on its neighbour lines; a unit of several lines is anchored on
     both ends. ``None`` when the unit is too large or cannot be anchored (then nothing moves).
     """
+    if found is None and isinstance(lines, _Lines):
+        found = lines.regions()
     unit = unit_of(lines, first, last, found)
     if unit is None:
         return None
     low, high = unit
     if low == high:
-        text = "\n".join(lines)
-        start = sum(len(line) + 1 for line in lines[:low])
+        text = _joined(lines)
+        start = _offset(lines, low)
         skeleton, literal = _skeleton_regex(lines[low])
         whole = f"^{skeleton}$"
         candidates = []
@@ -455,11 +490,11 @@ def present_spans(view: Sequence[str | None], index: int) -> tuple[VolatileSpan,
 
 @functools.lru_cache(maxsize=256)
 def _present_spans_of(block: int, text: str) -> tuple[VolatileSpan, ...]:
-    lines = text.split("\n")
-    numbers = [number for number, line in enumerate(lines) if _present_line(line)]
+    numbers = [number for number, line in enumerate(text.split("\n")) if _present_line(line)]
     if not numbers:
         return ()
-    found = regions(lines)
+    lines = _Lines(text)
+    found = lines.regions()
     spans: list[VolatileSpan] = []
     for number in numbers:
         if any(start <= number <= end for start, end in found):
@@ -527,9 +562,9 @@ def _line_anchored(lines: Sequence[str], first: int, last: int, body: str, *, fi
     A fixed line count may use either neighbour; a variable one needs both ends pinned (a neighbour,
     or the start / end of the block).
     """
-    text = "\n".join(lines)
-    start = sum(len(line) + 1 for line in lines[:first])
-    end = sum(len(line) + 1 for line in lines[: last + 1]) - 1
+    text = _joined(lines)
+    start = _offset(lines, first)
+    end = _offset(lines, last + 1) - 1
     # The neighbours' value-free text first; their whole text (values included) as a last resort.
     behind = (
         []
