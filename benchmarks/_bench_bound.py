@@ -13,8 +13,9 @@ nothing but content counts:
 Volatile spans are excluded: ``Current time:`` / ``Current date:`` lines and everything inside an
 ``<environment_info>`` envelope (the live clock of the recorded LangGraph sessions), and the exact
 strings a harness style of ``telos_wrap.harnesses`` declares volatile for that request (passed to
-``SessionBound.add``): each is cut out of the text it is in; a line left with only whitespace is
-dropped, what is left of any other line counts (``You are helpful. Date: <cut>. Be brief.``).
+``SessionBound.add``): every line holding one is dropped whole — the unit that may move out of a
+prompt is a whole line, never a value cut out of it (docs/sessions.md), so the bound no longer
+rewards cutting ``You are helpful. Date: <cut>. Be brief.`` apart.
 Identity also ignores what a vendor renders alike: a ``tool_result``'s string content is the
 same as one text part (its tokens are the request's own).
 
@@ -63,16 +64,14 @@ _CUT = "\x00"
 
 
 def text_units(text: str, volatile: Sequence[str] = ()) -> Iterator[Unit]:
-    """One unit per non-volatile line, with the ``volatile`` strings cut out."""
+    """One unit per non-volatile line: a line holding one of the ``volatile`` strings is dropped whole."""
     for span in volatile:
         if span and span in text:
             text = text.replace(span, _CUT)
     inside = False
     for line in text.splitlines(keepends=True):
         if _CUT in line:
-            line = line.replace(_CUT, "")
-            if not line.strip():
-                continue
+            continue
         stripped = line.strip()
         if stripped.startswith("<environment_info>"):
             inside = True

@@ -2,8 +2,10 @@
 
 Each :class:`HarnessStyle` takes a recorded request (``create()`` kwargs of one API) and its turn
 number and returns the request as that harness would send it, together with the exact strings it
-put there that change from turn to turn (:attr:`HarnessRequest.volatile`). The oracle bound of the
-cache-efficiency benchmark removes those strings (and nothing else) before it counts what could
+put there that change from turn to turn (:attr:`HarnessRequest.volatile`): always whole lines (or
+whole blocks of lines), never a value inside a line — what may move out of a prompt without being
+cut apart (docs/sessions.md, *What telos moves*). The oracle bound of the cache-efficiency
+benchmark removes the lines holding those strings (and nothing else) before it counts what could
 have been read: content a harness changes every turn can never be cached; everything else can.
 
 Styles are deterministic for a given ``seed`` (every random choice comes from
@@ -18,7 +20,7 @@ Every style, what the harness does every turn, and what it declares volatile:
 * ``clock-first`` / ``clock-last``: an untagged clock line as the first / last line of the system
   prompt. Volatile: that line.
 * ``clock-midline``: a date-time value inside the first line of the system prompt
-  (``You are helpful. Date: 2026-11-23 10:02:17. Be brief.``). Volatile: the value only.
+  (``You are helpful. Date: 2026-11-23 10:02:17. Be brief.``). Volatile: that whole line.
 * ``volatile-block``: Anthropic: a system block of its own first (``Today is …; clock …; n jobs
   running``); OpenAI: a leading system message of its own. Volatile: that text.
 * ``system-reminder``: a ``<system-reminder>`` part appended to the newest user (or tool) message,
@@ -27,8 +29,8 @@ Every style, what the harness does every turn, and what it declares volatile:
 * ``env-dump``: an ``Environment:`` dump first in the system prompt, stable lines mixed with 2-7
   live ones (a varying number of job lines). Volatile: the live lines.
 * ``git-status``: a git status first in the system prompt whose counts change only on some turns
-  (about one in four). Volatile: the two counts (an oracle would have put them last from the
-  start; telos can only learn them at their first change).
+  (about one in four). Volatile: the line of the two counts (an oracle would have put it last from
+  the start; telos can only learn it at its first change).
 * ``shuffle``: tool order and every JSON object's key order reshuffled. Volatile: nothing.
 * ``tool-result-shapes``: each text-only tool result sent as a string or as one text part, chosen
   once per message. Volatile: nothing.
@@ -245,15 +247,14 @@ def _clock_last(t: _Turn) -> None:
 
 def _clock_midline(t: _Turn) -> None:
     value = f"{_now(t.turn, t.rng):%Y-%m-%d %H:%M:%S}"
-    t.volatile.append(value)
 
     def edit(text: str) -> str:
         first, newline, rest = text.partition("\n")
         cut = first.find(". ")
         cut = cut + 1 if cut >= 0 else len(first) // 2
-        if not first.strip():
-            return f"Date: {value}.{newline}{rest}"
-        return f"{first[:cut]} Date: {value}.{first[cut:]}{newline}{rest}"
+        line = f"Date: {value}." if not first.strip() else f"{first[:cut]} Date: {value}.{first[cut:]}"
+        t.volatile.append(line)  # the whole line: what may move without being cut apart
+        return f"{line}{newline}{rest}"
 
     t.shape.edit_system_text(t.request, edit)
 
@@ -306,7 +307,7 @@ def _git_status(t: _Turn) -> None:
     counts = random.Random(f"{t.seed}:git-epoch:{epoch}")
     modified = f"{counts.randrange(0, 12)} modified"
     untracked = f"{counts.randrange(0, 5)} untracked"
-    t.volatile.extend([modified, untracked])
+    t.volatile.append(f"  {modified}, {untracked}")
     block = f"git status:\n  branch: main\n  {modified}, {untracked}"
     t.shape.edit_system_text(t.request, _prepend_line(block))
 

@@ -215,7 +215,15 @@ def prepare(
         if memo is not None and lifted is not None:
             offset, raw = lifted
             latest = raw_latest_turn(raw, TURN_ROLES)
-            memo_key = (api, offset, options.engine, patterns, options.hints.drop_patterns, bridge)
+            memo_key = (
+                api,
+                offset,
+                options.engine,
+                patterns,
+                options.hints.drop_patterns,
+                options.hints.drop_scope,
+                bridge,
+            )
             settled = memo.reusable(memo_key, raw, latest)
         else:
             memo = None

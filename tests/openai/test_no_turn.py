@@ -22,7 +22,7 @@ INSTRUCTIONS = "You are a customer support agent for an airline.\n" + text_for_t
 @pytest.mark.parametrize(
     "clock",
     [
-        "Today is Monday 23 November 2026; clock 10:02:{s:02d}; {s} jobs running",
+        "Today is Monday 23 November 2026, 10:02:{s:02d}",  # a self-labelled present: on sight
         "Current time: 10:02:{s:02d}",
     ],
     ids=["untagged-learned", "tagged"],

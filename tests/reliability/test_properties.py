@@ -35,7 +35,9 @@ from hypothesis import strategies as st
 
 import telos_wrap
 from telos_wrap.engines.openai import supports_breakpoints
+from telos_wrap.ir.schema_roots import SCHEMA_MAP_KEYS
 from telos_wrap.pipeline import Prepared, PrepareOptions, prepare
+from telos_wrap.sessions import MemoryStore, Session
 
 from . import content as c
 from .harness import Wire, client_for
@@ -625,12 +627,25 @@ def test_emitted_bytes_are_the_same_in_every_process(
     assert digest_all(items) == outputs[0], "bytes differ between this process and a fresh one"
 
 
-def reverse_keys(value: Any) -> Any:
-    """``value`` with every object's keys in reverse order (a harness that rebuilds its objects)."""
+def reverse_keys(value: Any, *, names: bool = False) -> Any:
+    """``value`` with every object's keys in reverse order (a harness that rebuilds its objects).
+
+    The names of a JSON Schema's ``properties`` (and the other name → schema maps) keep their order
+    unless ``names``: the model reads and writes fields in that order, so telos keeps the caller's
+    (a session restores the order it saw first: ``test_a_session_keeps_the_first_schema_order``).
+    """
     if isinstance(value, dict):
-        return {k: reverse_keys(value[k]) for k in reversed(list(value))}
+        keep = not names and value.get("type") == "object" and "properties" in value
+        return {
+            k: (
+                {name: reverse_keys(sub, names=names) for name, sub in value[k].items()}
+                if keep and k in SCHEMA_MAP_KEYS and isinstance(value[k], dict)
+                else reverse_keys(value[k], names=names)
+            )
+            for k in reversed(list(value))
+        }
     if isinstance(value, list):
-        return [reverse_keys(v) for v in value]
+        return [reverse_keys(v, names=names) for v in value]
     return value
 
 
@@ -656,6 +671,24 @@ def test_key_order_never_changes_the_bytes(
         reversed_body = reverse_keys(body)
         sent = list(run(reversed_body).body)
         assert sent[: len(reversed_body)] == [key for key in reversed_body if key in sent]
+
+
+@PROPERTY
+@given(anthropic_requests(), openai_requests())
+def test_a_session_keeps_the_first_schema_order(
+    anthropic_body: dict[str, Any], openai_body: dict[str, Any]
+) -> None:
+    """Within a session, every key order — schema property names included — gives the bytes of the
+    first request: the names come in the order the session saw first."""
+    for api, engine, body in (
+        ("anthropic", "anthropic", anthropic_body),
+        ("openai_chat", "openai", openai_body),
+    ):
+        session = Session("orders", store=MemoryStore(), clock=lambda: 1_000.0)
+        options = PrepareOptions(engine=engine, session_id="orders")
+        _, first = session.prepare_request(api, body, options)  # type: ignore[arg-type]
+        _, again = session.prepare_request(api, reverse_keys(body, names=True), options)  # type: ignore[arg-type]
+        assert _wire_bytes(again.body) == _wire_bytes(first.body)
 
 
 @pytest.mark.parametrize("api", ["anthropic", "openai"])

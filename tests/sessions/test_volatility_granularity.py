@@ -54,20 +54,26 @@ def test_a_system_block_of_its_own() -> None:
         return anthropic_body([{"type": "text", "text": live}, {"type": "text", "text": RULES}], turn)
 
     driver = run(body)
-    assert learned(driver) == [(0, "value", 0, 0)]  # a clock is learned on sight
-    assert driver.breaks == []  # the jobs count in the same sentence changes at turn 4: no break
-    stable_from(driver, 0)
+    # Not a bare statement of the present (it also counts jobs): learned at its first change.
+    assert learned(driver) == [(1, "value", 0, 0)]
+    assert driver.breaks == [(1, "system_changed")]  # the jobs count changes at turn 4: no break
+    stable_from(driver, 1)
     reaches_the_model(driver, f"clock {clock(TURNS - 1)[11:]}")
     # The whole block became DROP: nothing of it is left in the system segment.
     assert "jobs running" not in repr(driver.results[-1].prepared.body["system"])
 
 
 def live(kind: str, turn: int) -> str:
-    """A clock (learned on sight) or another live value (learned at its first change)."""
-    return f"Server clock: {clock(turn)}" if kind == "clock" else f"Build queue id q{4711 + 13 * turn}"
+    """A self-labelled present (learned on sight), or a clock or another live value (learned at its
+    first change: a time of day that is not labelled as "now" may be data)."""
+    return {
+        "present": f"Current date and time: {clock(turn)}",
+        "clock": f"Server clock: {clock(turn)}",
+        "queue": f"Build queue id q{4711 + 13 * turn}",
+    }[kind]
 
 
-@pytest.mark.parametrize("kind", ["clock", "queue"])
+@pytest.mark.parametrize("kind", ["present", "clock", "queue"])
 @pytest.mark.parametrize("where", ["first", "last", "only", "mid"])
 def test_a_line_anywhere(where: str, kind: str) -> None:
     def body(turn: int) -> dict[str, Any]:
@@ -84,14 +90,14 @@ def test_a_line_anywhere(where: str, kind: str) -> None:
         return anthropic_body(system, turn)
 
     driver = run(body)
-    at = 0 if kind == "clock" else 1
-    assert [(a, k) for a, k, _, _ in learned(driver)] == [(at, "value")]
-    assert driver.breaks == ([] if kind == "clock" else [(1, "system_changed")])
+    at = 0 if kind == "present" else 1
+    assert [(a, k) for a, k, _, _ in learned(driver)] == [(at, "present" if kind == "present" else "value")]
+    assert driver.breaks == ([] if kind == "present" else [(1, "system_changed")])
     stable_from(driver, at)
     reaches_the_model(driver, live(kind, TURNS - 1))
 
 
-def test_a_span_inside_a_stable_line_and_several_spans() -> None:
+def test_a_value_inside_a_line_moves_the_whole_line_never_a_piece() -> None:
     def body(turn: int) -> dict[str, Any]:
         text = (
             f"You are helping Ana. Date: {clock(turn)}. Be brief and cite the policy.\n{RULES}"
@@ -101,16 +107,20 @@ def test_a_span_inside_a_stable_line_and_several_spans() -> None:
 
     driver = run(body)
     spans = driver.state.volatile
-    # The clock on sight; the run id at its first change (the request that breaks once).
-    assert [(s.learned_at, s.kind, s.line) for s in spans] == [(0, "value", 0), (1, "value", 61)]
+    # Both lines at their first change (the one request that breaks), each as a whole line.
+    assert [(s.learned_at, s.kind, s.line, s.lines) for s in spans] == [
+        (1, "value", 0, 1),
+        (1, "value", 61, 1),
+    ]
     assert driver.breaks == [(1, "system_changed")]
     stable_from(driver, 1)
     system = driver.results[-1].prepared.body["system"]
     text = "".join(block["text"] for block in system)
-    # Only the sentences with the live values left the line; the rest of it stays cached.
-    assert "You are helping Ana. Be brief and cite the policy." in text
-    assert "Date:" not in text and "run id" not in text
-    reaches_the_model(driver, f"Date: {clock(TURNS - 1)}.")
+    assert text == RULES  # what stays reads as written: whole lines, nothing cut out of them
+    line = f"You are helping Ana. Date: {clock(TURNS - 1)}. Be brief and cite the policy.\n"
+    reaches_the_model(driver, line.replace("\n", ""))
+    tail = driver.results[-1].prepared.body["messages"][-1]["content"][-1]["text"]
+    assert tail == line + f"Workspace (run id {4000 + TURNS - 1}) is ready. Answer in English.\n"
 
 
 def test_a_value_that_rests_then_changes_is_learned_at_its_first_change() -> None:
@@ -137,13 +147,13 @@ def test_a_leading_volatile_system_message_openai() -> None:
         )
 
     driver = run(body, api="openai_chat")
-    assert learned(driver) == [(0, "value", 0, 0)]
+    assert learned(driver) == [(0, "present", 0, 0)]  # a self-labelled present: on sight
     assert driver.breaks == []
     stable_from(driver, 0)
     reaches_the_model(driver, f"Current date and time: {clock(TURNS - 1)}")
 
 
-def test_a_system_message_that_is_only_a_short_clock_is_learned_on_sight() -> None:
+def test_a_system_message_that_is_only_a_short_clock_is_learned_at_its_first_change() -> None:
     # Little literal text around the value ("(sent …)"): pinned to the whole message instead.
     def body(turn: int) -> dict[str, Any]:
         return openai_body(
@@ -152,10 +162,10 @@ def test_a_system_message_that_is_only_a_short_clock_is_learned_on_sight() -> No
         )
 
     driver = run(body, api="openai_chat")
-    assert learned(driver) == [(0, "value", 1, 0)]
+    assert learned(driver) == [(1, "value", 1, 0)]
     assert driver.state.volatile[0].pattern.startswith(r"\A")
-    assert driver.breaks == []
-    stable_from(driver, 0)
+    assert driver.breaks == [(1, "system_changed")]
+    stable_from(driver, 1)
     reaches_the_model(driver, f"(sent {clock(TURNS - 1)})")
 
 

@@ -93,6 +93,16 @@ def test_every_volatile_string_is_in_the_request(style: str, api: str) -> None:
 
 
 @pytest.mark.parametrize(("style", "api"), CASES)
+def test_every_volatile_string_is_whole_lines(style: str, api: str) -> None:
+    """What a style declares volatile is whole lines (or blocks of them), never a value inside a line:
+    the unit that may move out of a prompt without being cut apart (docs/sessions.md)."""
+    sent = apply_style(style, api, REQUESTS[api], turn=5)
+    texts = [f"\n{text}\n" for text in _strings(sent.kwargs)]
+    for span in sent.volatile:
+        assert any(f"\n{span}\n" in text for text in texts), span
+
+
+@pytest.mark.parametrize(("style", "api"), CASES)
 def test_the_request_changes_only_where_declared(style: str, api: str) -> None:
     """Same recorded request on two turns: with the volatile strings cut out, the bound reads all of it.
 

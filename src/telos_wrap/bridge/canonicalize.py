@@ -1,6 +1,7 @@
 """Bridge pass: canonical bytes (R5).
 
-Sorted keys everywhere, schema ``required`` sorted, tools in a stable order, and one shape for
+Sorted keys everywhere (but never the names of a schema's ``properties``: the model writes
+structured output in that order), schema ``required`` sorted, tools in a stable order, and one shape for
 content the APIs define two ways (docs/engines.md, *Wire shapes*): a Chat Completions message whose
 content (its DROP envelope aside) is one plain text part is sent as a string, and so is an
 Anthropic ``tool_result`` whose content is one plain text block. Both APIs define the string as the
@@ -15,6 +16,7 @@ from dataclasses import replace
 
 from telos_wrap.ir.canon import (
     MARKER_KEYS,
+    canonicalize_params,
     canonicalize_payload,
     canonicalize_tool_def,
     is_plain_text_part,
@@ -119,6 +121,6 @@ def canonicalize(ir: TelosIR) -> TelosIR:
         tools=tools,
         system=tuple(_canonical_block(block) for block in ir.system),
         messages=messages,
-        params=canonicalize_payload(dict(ir.params)),
+        params=canonicalize_params(ir.params),
         records=tuple(records),
     )

@@ -5,8 +5,9 @@
 * DROP content found in the system prompt (a clock line, an environment block) moves to the tail
   of the latest turn (in an OpenAI tool loop, the last ``tool`` message), so the system prompt's
   bytes stop changing every turn.
-* Each message is stably band-sorted; the sort uses the bands the message had when it was the
-  latest turn, so its bytes are the same on every later turn (I2).
+* In each message the DROP blocks go last; PIN and FOLD blocks keep the caller's order (what the
+  model reads in order: material first, question last). The move uses the bands the message had
+  when it was the latest turn, so its bytes are the same on every later turn (I2).
 
 Every prune, move and reorder is recorded as a ``Transformation``.
 """
@@ -16,7 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from telos_wrap.ir.model import Band, ContentForm, TelosBlock, TelosIR, TelosMessage, Transformation
-from telos_wrap.ir.order import enforce_band_order, latest_turn_index
+from telos_wrap.ir.order import drop_last, latest_turn_index
 
 __all__ = ["relocate_drop"]
 
@@ -48,14 +49,15 @@ def relocate_drop(ir: TelosIR, *, keep_past_drop: bool = False, envelope_in_turn
     messages: list[TelosMessage] = list(ir.messages[: ir.settled])
     for index in range(ir.settled, len(ir.messages)):
         message = ir.messages[index]
-        blocks = enforce_band_order(message.blocks)
+        blocks = drop_last(message.blocks)
         changed = blocks is not message.blocks and blocks != message.blocks
         if changed:
             records.append(
                 Transformation(
                     kind="reordered",
                     where=f"messages[{index}]",
-                    detail="blocks stably sorted pin → fold → drop within the message",
+                    detail="the message's per-turn envelope (DROP) moved after its other blocks, which "
+                    "keep the caller's order",
                 )
             )
         if latest is not None and index < latest:

@@ -59,8 +59,11 @@ def _emit_item(
 ) -> tuple[dict[str, Any], bool]:
     """``(wire item, still a plain string)`` for one IR message."""
     wire = {key: value for key, value in message.extra.items() if key != INPUT_FORM}
-    if wire.get("type", "message") != "message":
-        return dict(sorted(wire.items())), False  # a non-message item, as it came (canonical)
+    if wire.get("type", "message") != "message" or message.role == "item":
+        # A non-message item, as it came (canonical): an item the lift does not model (``role``
+        # "item": an unknown type, or no type and no role, such as ``{"id": "ref_fixture"}``) is
+        # never given a role.
+        return dict(sorted(wire.items())), False
     wire["role"] = message.role
     string = False
     if message.content_form not in ("absent", "null"):

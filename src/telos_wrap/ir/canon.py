@@ -8,9 +8,13 @@ that decides the canonical form:
 * payloads: dict keys sorted recursively; array order never touched (``tool_use`` inputs and
   ``tool_result`` contents are user data: a field that happens to be named ``required`` in them
   must not be reordered);
-* JSON-Schema subtrees (a tool's ``input_schema`` / ``function.parameters``): additionally sort the
+* JSON-Schema subtrees (a tool's ``input_schema`` / ``function.parameters``, a structured-output
+  ``response_format`` / ``text.format`` / ``output_format`` schema): additionally sort the
   set-semantics array ``required``; never ``enum``, ``examples``, ``anyOf``, ``oneOf``, ``allOf``
-  (their order is meaningful);
+  (their order is meaningful), and never the names of ``properties`` (or ``patternProperties``,
+  ``$defs``...): the model writes structured output in ``properties`` order, so they keep the
+  caller's order (a session restores the order it saw first when a harness reshuffles them:
+  ``sessions/orders.py``);
 * the tools array: a stable sort key, builtin → mcp → user → unmarked, then MCP server, then name.
 
 Key sorting is a walk over the containers that reuses every leaf object (strings are never copied):
@@ -28,12 +32,15 @@ from collections.abc import Callable, Mapping
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
+from telos_wrap.ir.schema_roots import SCHEMA_MAP_KEYS, param_schemas, replaced_at
+
 __all__ = [
     "MARKER_KEYS",
     "SCHEMA_SET_ARRAY_KEYS",
     "TOOL_SOURCE_RANK",
     "canonical_bytes",
     "canonical_json",
+    "canonicalize_params",
     "canonicalize_payload",
     "canonicalize_schema",
     "canonicalize_tool_def",
@@ -66,9 +73,7 @@ _SCHEMA_VALUED = frozenset(
     }
 )
 _SCHEMA_LIST_VALUED = frozenset({"anyOf", "oneOf", "allOf", "prefixItems"})
-_SCHEMA_MAP_VALUED = frozenset(
-    {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
-)
+_SCHEMA_MAP_VALUED = SCHEMA_MAP_KEYS
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 
@@ -151,7 +156,8 @@ def canonicalize_payload(value: Any) -> Any:
 
 
 def canonicalize_schema(schema: Any) -> Any:
-    """Canonicalize a JSON-Schema (sub)tree: keys sorted, ``required`` sorted, nothing else reordered."""
+    """Canonicalize a JSON-Schema (sub)tree: keys sorted, ``required`` sorted, nothing else reordered
+    (the names of ``properties`` and the other name → schema maps keep their order)."""
     if isinstance(schema, list):
         # Only reached for tuple-form ``items``; each element is a schema.
         return [canonicalize_schema(item) for item in schema]
@@ -171,10 +177,19 @@ def canonicalize_schema(schema: Any) -> Any:
         elif key in _SCHEMA_LIST_VALUED and isinstance(value, list):
             result[key] = [canonicalize_schema(item) for item in value]
         elif key in _SCHEMA_MAP_VALUED and isinstance(value, Mapping):
-            result[key] = {name: canonicalize_schema(value[name]) for name in sorted(value)}
+            result[key] = {name: canonicalize_schema(value[name]) for name in value}
         else:
             # enum, const, examples, default, description...: data, keys sorted only.
             result[key] = canonicalize_payload(value)
+    return result
+
+
+def canonicalize_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """``canonicalize_payload(params)``, with every structured-output schema canonicalized as a schema
+    (``schema_roots.PARAM_SCHEMA_PATHS``): its ``properties`` keep their order."""
+    result: dict[str, Any] = canonicalize_payload(dict(params))
+    for path, schema in param_schemas(params):
+        result = replaced_at(result, path, canonicalize_schema(schema))
     return result
 
 

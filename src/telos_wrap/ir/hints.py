@@ -37,6 +37,11 @@ class TelosHints(BaseModel):
     drop_patterns: tuple[str, ...] = Field(
         default=(), description="Extra regular expressions whose matches are per-turn volatile (DROP)."
     )
+    drop_scope: Literal["system", "all"] = Field(
+        default="system",
+        description="Where drop_patterns apply: the system prompt only (default), or also every "
+        "message ('all': past turns are then pruned of their matches too, each prune recorded).",
+    )
     isolation: str | None = Field(
         default=None,
         description="Tenant or user key: hashed into vLLM/SGLang cache_salt so tenants never share KV.",

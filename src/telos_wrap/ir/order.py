@@ -1,8 +1,11 @@
 """Band-order checks: the one hard TELOS constraint, ``pin* → fold* → drop*`` (I1).
 
-Within every segment (tools, system, each message) blocks are physically ordered by band. Across
-the whole prompt, DROP blocks may only stand at the very end: once the first DROP block appears,
-nothing cacheable follows it, so volatile bytes can never shift the cached prefix (I3).
+Tools and system blocks are physically ordered by band. Inside a message, only DROP is placed: it
+goes last (``drop_last``), and PIN and FOLD blocks keep the order the caller wrote them in — a user
+turn ``[document, search result, question]`` is read in that order (material first, question
+last); sorting it would buy the cache nothing, since the whole message is cached or not as one.
+Across the whole prompt, DROP blocks may only stand at the very end: once the first DROP block
+appears, nothing cacheable follows it, so volatile bytes can never shift the cached prefix (I3).
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ from telos_wrap.ir.model import Band, TelosBlock, TelosIR, TelosMessage
 __all__ = [
     "TURN_ROLES",
     "assert_band_order",
+    "assert_drop_last",
     "assert_ir_invariants",
+    "drop_last",
     "enforce_band_order",
     "iter_segments",
     "latest_turn_index",
@@ -62,6 +67,35 @@ def enforce_band_order(blocks: Iterable[TelosBlock]) -> tuple[TelosBlock, ...]:
     return ordered
 
 
+def drop_last(blocks: Iterable[TelosBlock]) -> tuple[TelosBlock, ...]:
+    """``blocks`` with the DROP ones moved last (stably); PIN and FOLD keep the caller's order."""
+    ordered = tuple(blocks)
+    seen_drop = False
+    for block in ordered:
+        if block.band is Band.DROP:
+            seen_drop = True
+        elif seen_drop:
+            return tuple(b for b in ordered if b.band is not Band.DROP) + tuple(
+                b for b in ordered if b.band is Band.DROP
+            )
+    return ordered
+
+
+def assert_drop_last(blocks: Sequence[TelosBlock], where: str) -> None:
+    """Raise ``TelosInvariantError`` at the first non-DROP block after a DROP block of a message."""
+    seen: int | None = None
+    for index, block in enumerate(blocks):
+        if block.band is Band.DROP:
+            seen = index if seen is None else seen
+        elif seen is not None:
+            raise TelosInvariantError(
+                f"band order violated in {where} at index {index}: block {block.id!r} is "
+                f"{block.band.name} after the DROP block at index {seen} (DROP goes last in a message)",
+                segment=where,
+                index=index,
+            )
+
+
 def assert_band_order(blocks: Sequence[TelosBlock], where: str) -> None:
     """Raise ``TelosInvariantError`` at the first block whose band ranks below its predecessor's.
 
@@ -106,7 +140,10 @@ def assert_ir_invariants(ir: TelosIR) -> None:
     seen_drop: str | None = None
     # Settled history was checked on the turn it settled (all FOLD, no DROP): skip it.
     for segment_index, (where, blocks) in enumerate(iter_segments(ir, ir.settled)):
-        assert_band_order(blocks, where)
+        if segment_index < 2:
+            assert_band_order(blocks, where)
+        else:
+            assert_drop_last(blocks, where)
         in_tail = segment_index - 2 + ir.settled >= tail_start
         for index, block in enumerate(blocks):
             if block.band is Band.DROP:

@@ -121,7 +121,8 @@ def _split_text_block(
         ]
     blocks: list[TelosBlock] = []
     for band in (Band.PIN, Band.FOLD, Band.DROP):
-        piece = split.joined(band)
+        # Moved system text is rendered whole, with its context (``TextSplit.moved``).
+        piece = split.moved if band is Band.DROP and tag == "system" else split.joined(band)
         if piece:
             effective = plain_band if band is Band.PIN else band
             blocks.append(
@@ -324,7 +325,10 @@ def lift_anthropic_messages(
     already-bridged forms of the first messages (a session's history memo); only the rest is lifted.
     """
     if hints is not None and hints.drop_patterns:
-        patterns = patterns.extended(drop=hints.drop_patterns)
+        if hints.drop_scope == "all":
+            patterns = patterns.extended(drop=hints.drop_patterns)
+        else:
+            patterns = patterns.extended(system_drop=hints.drop_patterns)
     tools_raw = body.get("tools")
     tools: list[TelosBlock] = []
     if isinstance(tools_raw, list):
@@ -346,7 +350,7 @@ def lift_anthropic_messages(
     messages_raw = body.get("messages")
     raw = messages_raw if isinstance(messages_raw, list) else []
     messages = tuple(settled) + tuple(
-        _lift_message(index, raw[index], patterns) for index in range(len(settled), len(raw))
+        _lift_message(index, raw[index], patterns.for_messages()) for index in range(len(settled), len(raw))
     )
     lifted_keys = ("system", "messages", "tools") if isinstance(tools_raw, list) else ("system", "messages")
     params = {key: value for key, value in body.items() if key not in lifted_keys}

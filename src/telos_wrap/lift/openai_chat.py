@@ -137,7 +137,8 @@ def _split_part(
         ]
     pieces: list[TelosBlock] = []
     for band in (Band.PIN, Band.FOLD, Band.DROP):
-        piece = split.joined(band)
+        # Moved system text is rendered whole, with its context (``TextSplit.moved``).
+        piece = split.moved if band is Band.DROP and tag == "system" else split.joined(band)
         if piece:
             name = band.name.lower()
             pieces.append(
@@ -375,7 +376,10 @@ def lift_openai_chat(
     stub or pool entry, anything else is the caller's text (docs/security.md).
     """
     if hints is not None and hints.drop_patterns:
-        patterns = patterns.extended(drop=hints.drop_patterns)
+        if hints.drop_scope == "all":
+            patterns = patterns.extended(drop=hints.drop_patterns)
+        else:
+            patterns = patterns.extended(system_drop=hints.drop_patterns)
     tools_raw = body.get("tools")
     tools = tuple(
         TelosBlock(
@@ -394,7 +398,7 @@ def lift_openai_chat(
         if not isinstance(wire[index], Mapping):
             raise TypeError(f"messages[{index}] is a {type(wire[index]).__name__}, not a message object")
     messages = tuple(settled) + tuple(
-        _lift_message(index, wire[index], patterns) for index in range(first, len(wire))
+        _lift_message(index, wire[index], patterns.for_messages()) for index in range(first, len(wire))
     )
     lifted_keys = ("messages", "tools") if isinstance(tools_raw, list) else ("messages",)
     params = {key: value for key, value in body.items() if key not in lifted_keys}

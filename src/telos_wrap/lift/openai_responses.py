@@ -182,7 +182,8 @@ def _split(
         ]
     pieces: list[TelosBlock] = []
     for band in (Band.PIN, Band.FOLD, Band.DROP):
-        piece = split.joined(band)
+        # Moved system text is rendered whole, with its context (``TextSplit.moved``).
+        piece = split.moved if band is Band.DROP and tag == "system" else split.joined(band)
         if piece:
             name = band.name.lower()
             pieces.append(
@@ -282,7 +283,10 @@ def lift_openai_responses(
     ``input`` list holding something other than item objects (the patch layer sends such a body as is).
     """
     if hints is not None and hints.drop_patterns:
-        patterns = patterns.extended(drop=hints.drop_patterns)
+        if hints.drop_scope == "all":
+            patterns = patterns.extended(drop=hints.drop_patterns)
+        else:
+            patterns = patterns.extended(system_drop=hints.drop_patterns)
     params: dict[str, Any] = {
         key: value for key, value in body.items() if key not in ("instructions", "input", "tools")
     }
@@ -307,12 +311,14 @@ def lift_openai_responses(
     messages: list[TelosMessage] = []
     raw_input = body.get("input")
     if isinstance(raw_input, str):
-        message = _lift_message(0, {"role": "user", "content": raw_input}, patterns)
+        message = _lift_message(0, {"role": "user", "content": raw_input}, patterns.for_messages())
         messages.append(
             TelosMessage(message.role, message.blocks, message.content_form, {INPUT_FORM: "string"})
         )
     elif isinstance(raw_input, list) and raw_input:
-        messages.extend(_lift_item(index, item, patterns, records) for index, item in enumerate(raw_input))
+        messages.extend(
+            _lift_item(index, item, patterns.for_messages(), records) for index, item in enumerate(raw_input)
+        )
     elif "input" in body:
         params["input"] = raw_input
     return TelosIR(

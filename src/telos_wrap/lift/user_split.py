@@ -6,8 +6,18 @@ they change the bytes of the prompt every turn. The splitter finds them with a s
 application can extend, and returns spans that tile the input exactly: no character is lost,
 added or changed, only assigned a band.
 
-Whitespace rule: a matched envelope takes the whitespace that follows it (so removing it leaves no
-blank gap), and a whitespace-only piece of PIN text between envelopes goes with the next envelope.
+Whitespace rule: a matched envelope takes the whitespace that follows it up to and including its
+last line break (so removing it leaves no blank gap, and the indentation of the line after it stays
+with that line), or all of it when there is no line break; a whitespace-only piece of PIN text
+between envelopes goes with the next envelope.
+
+Scopes: ``drop`` patterns apply to every text (system and messages); ``system_drop`` patterns and the
+``layers`` a session learned apply to system text only (``for_messages`` leaves them out), so a
+pattern meant for the system prompt never edits what the user wrote.
+
+Moved text (``TextSplit.moved``): the DROP pieces of one text joined in order, each on lines of its
+own, a piece cut by a learned layer preceded by the heading line(s) it sat under
+(``text_units.context_of``): ``git status:`` travels with its counts.
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from telos_wrap.ir.model import Band
+from telos_wrap.lift.text_units import context_of
 
 __all__ = ["DEFAULT_PATTERNS", "Span", "SplitPatterns", "TextSplit", "split_text"]
 
@@ -108,21 +119,44 @@ class SplitPatterns:
     drop: tuple[Pattern, ...]
     fold: tuple[Pattern, ...]
     #: DROP patterns applied after the others, layer by layer: the patterns of a layer apply together
-    #: to the PIN text the patterns before them left (the text a session learned them on).
+    #: to the PIN text the patterns before them left (the text a session learned them on). System
+    #: text only.
     layers: tuple[tuple[Pattern, ...], ...] = ()
+    #: DROP patterns for system text only (``telos_hint`` ``drop_patterns`` with the default
+    #: ``drop_scope="system"``).
+    system_drop: tuple[Pattern, ...] = ()
 
     def extended(
-        self, drop: Iterable[str | re.Pattern[str]] = (), fold: Iterable[str | re.Pattern[str]] = ()
+        self,
+        drop: Iterable[str | re.Pattern[str]] = (),
+        fold: Iterable[str | re.Pattern[str]] = (),
+        system_drop: Iterable[str | re.Pattern[str]] = (),
     ) -> SplitPatterns:
         """A copy with more DROP / FOLD patterns (strings are compiled with ``re.MULTILINE``)."""
         return SplitPatterns(
-            drop=self.drop + _compile_all(drop), fold=self.fold + _compile_all(fold), layers=self.layers
+            drop=self.drop + _compile_all(drop),
+            fold=self.fold + _compile_all(fold),
+            layers=self.layers,
+            system_drop=self.system_drop + _compile_all(system_drop),
         )
 
     def layered(self, layers: Iterable[Iterable[str | re.Pattern[str]]]) -> SplitPatterns:
         """A copy with more DROP layers (see ``layers``), applied after the existing ones."""
         added = tuple(layer for layer in (_compile_all(items) for items in layers) if layer)
-        return SplitPatterns(drop=self.drop, fold=self.fold, layers=self.layers + added)
+        return SplitPatterns(
+            drop=self.drop, fold=self.fold, layers=self.layers + added, system_drop=self.system_drop
+        )
+
+    def for_messages(self) -> SplitPatterns:
+        """The patterns for message text: without the system-only ones and the learned layers."""
+        return _for_messages(self)
+
+
+@functools.lru_cache(maxsize=64)
+def _for_messages(patterns: SplitPatterns) -> SplitPatterns:
+    if not patterns.layers and not patterns.system_drop:
+        return patterns
+    return SplitPatterns(drop=patterns.drop, fold=patterns.fold)
 
 
 def _compile_all(items: Iterable[str | re.Pattern[str]]) -> tuple[Pattern, ...]:
@@ -149,6 +183,9 @@ class Span:
 
     band: Band
     text: str
+    #: For a piece cut by a learned layer: the heading line(s) it sat under ("" if none); ``None``
+    #: for any other piece.
+    context: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +211,28 @@ class TextSplit:
         return self.joined(Band.DROP)
 
     @property
+    def moved(self) -> str:
+        """The DROP pieces as they are rendered where they move (see module docstring).
+
+        A piece a learned layer cut (whole lines) starts on a line of its own, preceded by its context
+        lines when it has any, and what follows it starts on a new line; other pieces (tagged
+        envelopes) are joined as they are. The form depends only on the text, so it is the same on
+        every turn.
+        """
+        out: list[str] = []
+        learned = False
+        for span in self.spans:
+            if span.band is not Band.DROP:
+                continue
+            if out and (learned or span.context is not None) and not out[-1].endswith("\n"):
+                out.append("\n")
+            if span.context:
+                out.append(span.context + "\n")
+            out.append(span.text)
+            learned = span.context is not None
+        return "".join(out)
+
+    @property
     def is_plain(self) -> bool:
         """True when nothing was found: the whole text is one PIN span."""
         return all(span.band is Band.PIN for span in self.spans)
@@ -181,7 +240,9 @@ class TextSplit:
 
 def _matches(text: str, patterns: SplitPatterns, with_fold: bool) -> list[tuple[int, int, Band]]:
     found: list[tuple[int, int, Band]] = []
-    groups = [(patterns.drop, Band.DROP)] + ([(patterns.fold, Band.FOLD)] if with_fold else [])
+    groups = [(patterns.drop + patterns.system_drop, Band.DROP)] + (
+        [(patterns.fold, Band.FOLD)] if with_fold else []
+    )
     for group, band in groups:
         for pattern in group:
             found.extend((m.start(), m.end(), band) for m in pattern.finditer(text) if m.end() > m.start())
@@ -236,6 +297,7 @@ def _cut_layer(spans: tuple[Span, ...], layer: tuple[Pattern, ...]) -> tuple[Spa
     cut = _split_flat(view, SplitPatterns(drop=layer, fold=()), with_fold=False)
     if all(piece.band is Band.PIN for piece in cut):
         return spans
+    cut = _with_context(view, cut)
     pieces = iter(cut)
     piece, used = next(pieces), 0
     out: list[Span] = []
@@ -248,9 +310,28 @@ def _cut_layer(spans: tuple[Span, ...], layer: tuple[Pattern, ...]) -> tuple[Spa
             if used == len(piece.text):
                 piece, used = next(pieces), 0
             take = min(len(span.text) - pos, len(piece.text) - used)
-            out.append(Span(piece.band, span.text[pos : pos + take]))
+            context = piece.context if used == 0 or piece.context is None else ""
+            out.append(Span(piece.band, span.text[pos : pos + take], context))
             pos += take
             used += take
+    return tuple(out)
+
+
+def _with_context(view: str, cut: tuple[Span, ...]) -> tuple[Span, ...]:
+    """``cut`` with the heading line(s) of each DROP piece that starts a line (``context_of``)."""
+    lines: list[str] | None = None
+    out: list[Span] = []
+    offset = 0
+    for piece in cut:
+        if piece.band is Band.DROP:
+            context = ""
+            if offset == 0 or view[offset - 1] == "\n":
+                lines = view.split("\n") if lines is None else lines
+                first = view.count("\n", 0, offset)
+                context = context_of(lines, first) if first < len(lines) else ""
+            piece = Span(piece.band, piece.text, context)
+        out.append(piece)
+        offset += len(piece.text)
     return tuple(out)
 
 
@@ -266,9 +347,12 @@ def _split_flat(text: str, patterns: SplitPatterns, with_fold: bool) -> tuple[Sp
             start = cursor
         if start > cursor:
             raw.append(Span(Band.PIN, text[cursor:start]))
-        # Take the whitespace that follows the envelope.
-        while stop < len(text) and text[stop] in " \t\r\n":
-            stop += 1
+        # Take the whitespace that follows the envelope, up to its last line break if it has one.
+        end = stop
+        while end < len(text) and text[end] in " \t\r\n":
+            end += 1
+        newline = text.rfind("\n", stop, end)
+        stop = newline + 1 if newline >= 0 else end
         raw.append(Span(band, text[start:stop]))
         cursor = stop
     if cursor < len(text):

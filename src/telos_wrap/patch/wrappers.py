@@ -239,7 +239,10 @@ def _resolve_session(
         return named_session(hints.session if hints.session is not None else str(named), store=store)
     if own is not None:
         return own
-    return implicit_session(api, body, drop_patterns=hints.drop_patterns, tenant=_tenant(client, hints))
+    # The conversation is named by its first message as the caller wrote it: drop_patterns strip it
+    # only where they apply to messages (drop_scope="all").
+    scoped = hints.drop_patterns if hints.drop_scope == "all" else ()
+    return implicit_session(api, body, drop_patterns=scoped, tenant=_tenant(client, hints))
 
 
 @dataclass(frozen=True, slots=True)

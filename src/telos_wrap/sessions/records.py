@@ -10,7 +10,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["BreakReason", "CacheBreak", "RangeFold", "SlugFold", "VolatileSpan"]
+__all__ = ["BreakReason", "CacheBreak", "RangeFold", "SlugFold", "SpanKind", "VolatileSpan"]
+
+#: How a volatile span was found (``VolatileSpan.kind``).
+SpanKind = Literal["value", "lines", "region", "list", "present"]
 
 BreakReason = Literal[
     "model_changed",
@@ -98,10 +101,12 @@ class VolatileSpan:
         lines: how many lines the span covers.
         learned_at: the request index whose comparison with its predecessor taught it (for a
             suspect: the request that first saw it change).
-        kind: ``"value"`` (a sentence around a changed digit-bearing value, learned at its first
+        kind: ``"present"`` (a whole line that states the present, ``Today is …``, learned on
+            sight), ``"value"`` (a line whose digit-bearing value changed, learned at its first
             change), ``"list"`` (lines carrying values that came and went, learned at their first
             change), ``"lines"`` (a run of lines) or ``"region"`` (lines replaced by another number
-            of lines) — the last two are learned when the same place changes a second time.
+            of lines) — the last two are learned when the same place changes a second time. Every
+            span is whole lines, widened to the unit they belong to (``lift/text_units.py``).
         body: ``pattern`` without its anchors (what the span's DROP text itself matches; for
             ``explain``); empty for spans stored by older versions.
     """
@@ -111,7 +116,7 @@ class VolatileSpan:
     line: int
     lines: int
     learned_at: int
-    kind: Literal["value", "lines", "region", "list"] = "lines"
+    kind: SpanKind = "lines"
     body: str = ""
 
     def to_json(self) -> dict[str, Any]:
@@ -134,7 +139,7 @@ class VolatileSpan:
             line=int(data["line"]),
             lines=int(data["lines"]),
             learned_at=int(data["learned_at"]),
-            kind=kind if kind in ("value", "lines", "region", "list") else "lines",
+            kind=kind if kind in ("value", "lines", "region", "list", "present") else "lines",
             body=str(data.get("body", "")),
         )
 

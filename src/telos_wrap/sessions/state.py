@@ -324,6 +324,8 @@ class SessionState:
     volatile: tuple[VolatileSpan, ...] = ()
     suspects: tuple[VolatileSpan, ...] = ()
     recent_breaks: tuple[CacheBreak, ...] = ()
+    #: Schema name orders first seen (``sessions/orders.py``): ``"key:order"`` strings.
+    orders: tuple[str, ...] = ()
 
     def with_break(self, brk: CacheBreak) -> SessionState:
         """This state with ``brk`` counted and kept among the recent ones."""
@@ -356,6 +358,7 @@ class SessionState:
             "suspects": [span.to_json() for span in self.suspects],
             "recent_breaks": [brk.to_json() for brk in self.recent_breaks],
             "telos_rewrites": self.telos_rewrites,
+            "orders": list(self.orders),
         }
 
     def dumps(self) -> str:
@@ -406,6 +409,7 @@ class SessionState:
             suspects=tuple(VolatileSpan.from_json(v) for v in data.get("suspects", ())),
             recent_breaks=tuple(CacheBreak.from_json(b) for b in data["recent_breaks"]),
             telos_rewrites=int(data.get("telos_rewrites", 0)),
+            orders=tuple(str(entry) for entry in data.get("orders", ())),
         )
 
     @classmethod

@@ -10,6 +10,7 @@ worker that runs it on the same state and body emits the same bytes.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
@@ -22,15 +23,16 @@ from telos_wrap.lift.user_split import SplitPatterns
 from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks, check_budget, prepare
 from telos_wrap.sessions.breaks import BYTES_PER_TOKEN, detect_break
 from telos_wrap.sessions.folds import apply_pins_and_slug_folds, apply_range_folds
+from telos_wrap.sessions.orders import MAX_ORDERS, stabilize_orders
 from telos_wrap.sessions.prints import message_hash, message_kind, prompt_print
 from telos_wrap.sessions.records import CacheBreak, VolatileSpan
 from telos_wrap.sessions.state import HASH_LEN, AppPrint, PromptPrint, SessionState, hash_list
 from telos_wrap.sessions.volatility import (
     MAX_LEARNED,
-    clock_spans,
     expected_view,
     fingerprint,
     learn,
+    present_spans,
     span_matches,
     system_view,
 )
@@ -71,6 +73,8 @@ class StateHooks(SessionHooks):
         #: One character per application message: the content form it was sent in (``s``/``l``/...).
         self.forms = ""
         self.slugs: tuple[str, ...] = ()
+        #: Schema name orders this request saw first (``orders.stabilize_orders``).
+        self.new_orders: dict[str, str] = {}
         self._fork: int | None = None
 
     def fork_point(self) -> int | None:
@@ -130,6 +134,7 @@ class StateHooks(SessionHooks):
         self._fork = None if folds else _fork(self.state.app, self.app_hashes)
         ir, range_records = apply_range_folds(ir, folds, hash_list(self.app_hashes) if folds else [])
         ir, pool_records = apply_pins_and_slug_folds(ir, self.pins, self.state.slug_folds)
+        ir, self.new_orders = stabilize_orders(ir, _known_orders(self.state.orders))
         self.slugs = tuple(ir.ref_pool)
         records = [*range_records, *pool_records, *learned_records]
         return replace(ir, records=ir.records + tuple(records)) if records else ir
@@ -142,26 +147,22 @@ class StateHooks(SessionHooks):
             if where is None:
                 continue
             block, chars = where
-            fresh = span in self.learned_now
-            how = {
-                # A clock is learned on sight, before any change (volatility.clock_spans).
-                "value": "it holds a live value (a time of day, learned on sight; any other value, at its "
-                "first change) while the rest of its line stays the same",
-                "lines": "these lines changed twice while the rest of the system prompt did not",
-                "region": "these lines were replaced twice while the rest of the system prompt was not",
-                "list": "lines carrying values came and went here while the lines around them stayed",
+            why = {
+                "present": "a self-labelled statement of the present (moved on sight)",
+                "value": f"a value in it changed at request {span.learned_at} while the rest of the "
+                "line stayed the same",
+                "lines": f"these lines changed twice (the second time at request {span.learned_at})",
+                "region": f"these lines were replaced twice (the second time at request {span.learned_at})",
+                "list": f"lines carrying values came and went here at request {span.learned_at}",
             }[span.kind]
+            count = "line" if span.lines == 1 else f"{span.lines} lines"
             records.append(
                 Transformation(
                     kind="learned-volatile",
-                    where=f"{block} (system block {span.block}, line {span.line})",
-                    detail=(
-                        f"{how}, so the session learned it is volatile"
-                        if fresh
-                        else f"span learned volatile at request {span.learned_at}"
-                    )
-                    + f"; it is DROP (pattern {span.pattern!r}) and travels at the end of the latest "
-                    "turn; switch off with learn_volatility=False",
+                    where=f"{block} (system block {span.block}, from line {span.line}, {count})",
+                    detail=f"moved whole from system block {span.block} line {span.line} to the end of "
+                    f"the latest turn, under the heading it sat under if it had one; why: {why} "
+                    f"(pattern {span.pattern!r}); switch off with learn_volatility=False",
                     chars=chars,
                 )
             )
@@ -190,6 +191,15 @@ def _skeleton(block_print: str) -> list[str]:
         parts[1] if len(parts) > 1 else parts[0]
         for parts in (line.split("/") for line in block_print.split(","))
     ]
+
+
+def _known_orders(entries: tuple[str, ...]) -> Mapping[str, str]:
+    return _orders_memo(entries)
+
+
+@functools.lru_cache(maxsize=64)
+def _orders_memo(entries: tuple[str, ...]) -> Mapping[str, str]:
+    return dict(entry.split(":", 1) for entry in entries)
 
 
 def _fork(previous: AppPrint | None, hashes: str) -> int | None:
@@ -304,7 +314,7 @@ def run_turn(
     if learn_volatility and len(volatile) < MAX_LEARNED:
         check_budget("session.learn")
         known = {span.pattern for span in volatile}
-        fresh = [span for span in clock_spans(hooks.system_view, index) if span.pattern not in known]
+        fresh = [span for span in present_spans(hooks.system_view, index) if span.pattern not in known]
         if (
             previous is not None
             and own_history_only
@@ -395,6 +405,7 @@ def run_turn(
         app=app,
         volatile=volatile,
         suspects=suspects,
+        orders=_with_orders(state.orders, hooks.new_orders),
     )
     if cache_break is not None:
         new_state = new_state.with_break(cache_break)
@@ -402,6 +413,12 @@ def run_turn(
         new_state = replace(new_state, telos_rewrites=new_state.telos_rewrites + 1)
     first = learned[0] if learned else None
     return TurnResult(index, prepared, new_state, cache_break, first, learned, wire)
+
+
+def _with_orders(entries: tuple[str, ...], new: Mapping[str, str]) -> tuple[str, ...]:
+    if not new or len(entries) >= MAX_ORDERS:
+        return entries
+    return (*entries, *(f"{key}:{order}" for key, order in new.items()))[:MAX_ORDERS]
 
 
 def _telos_rewrote(previous: PromptPrint, mismatch: WireMismatch, index: int) -> CacheBreak:

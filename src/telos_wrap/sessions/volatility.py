@@ -7,15 +7,20 @@ changes the cached prefix on every turn. The session compares each request's **l
 segment** (the PIN text of ``ir.system`` as the lift produced it — Anthropic ``system`` blocks, the
 leading system/developer messages of Chat Completions, Responses ``instructions`` alike, tagged
 envelopes and already-learned spans removed, ref-pool stubs read as the text they stand for) with
-a fingerprint of the previous request's, and learns a DROP pattern for what changed:
+a fingerprint of the previous request's, and learns a DROP pattern for what changed. Only what has
+been seen to change moves, and it moves **whole**: never a piece of a line, always whole lines,
+widened to the structure they belong to (a JSON block, a code fence, an XML-like element, a table's
+rows, a heading whose whole section moves: ``lift/text_units.py``), or nothing moves.
 
+* **a self-labelled statement of the present** — a whole line that is nothing but a "now" label
+  and a short date or time (``Current date and time: 2026-11-23 10:02``, ``Today is Monday, 23
+  November 2026``, ``Now: 10:02``, and their French, Spanish, German... forms: ``PRESENT``) is
+  learned **on sight**, unless its time is a round hour (a frozen "now" such as tau-bench's). No
+  other value is: a time of day in a calendar, opening hours, a log, a record stays where it is.
 * **a live value** — a line whose text outside its digit-bearing tokens (its *skeleton*) is unchanged
-  while one of those tokens changed (``10:02`` → ``10:09``, ``2026-11-23``, ``3 jobs``, a hex id): the
-  sentence around the changed value(s) is learned **at the first change**. A sentence is the text
-  between sentence ends (``. ``, ``! ``, ``? ``) of the line — so ``Date: 2026-11-23 10:02.`` inside
-  ``…You are helping Ana. Date: 2026-11-23 10:02. Be brief…`` — or, for a sentence longer than
-  ``MAX_SENTENCE`` characters, just the changed token. The pattern is the sentence's skeleton with
-  ``\\S+`` for every value, anchored on the value-free stable text around it;
+  while one of those tokens changed (``10:02`` → ``10:09``, ``2026-11-23``, ``3 jobs``, a hex id):
+  the whole line (its unit) is learned **at the first change**; a single line is matched by its
+  skeleton with ``\\S+`` for every value, or anchored on the stable lines around it;
 * **a list** — lines that carry values came or went between stable lines (an environment dump's
   ``JOB_3=running (pid 4121)`` items): where the line diff's changed chunk has a value on every
   line and either a line kept its skeleton or at least two new lines of one skeleton came, that run
@@ -46,24 +51,25 @@ import hashlib
 import itertools
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from telos_wrap.ir.canon import canonical_bytes
 from telos_wrap.ir.model import Band, BlockKind, TelosIR
 from telos_wrap.ir.refpool import entry_payload_text, parse_rendered
+from telos_wrap.lift.text_units import regions, unit_of
 from telos_wrap.lift.user_split import SplitPatterns, split_text
-from telos_wrap.sessions.records import VolatileSpan
+from telos_wrap.sessions.records import SpanKind, VolatileSpan
 from telos_wrap.sessions.values import ValueScanner
 
 __all__ = [
     "MAX_LEARNED",
     "MAX_SPAN_LINES",
     "Learning",
-    "clock_spans",
     "expected_view",
     "fingerprint",
     "learn",
+    "present_spans",
     "span_matches",
     "system_view",
 ]
@@ -78,10 +84,6 @@ MAX_SUSPECTS = 16
 #: lines) made a request quadratic; no more than ``MAX_LEARNED`` can be learned, and ``MAX_SUSPECTS``
 #: kept, anyway.
 _MAX_SPANS = MAX_LEARNED + MAX_SUSPECTS
-#: How far around a span its anchors are looked for (characters; anchors are at most 64).
-_ANCHOR_WINDOW = 4096
-#: A sentence longer than this (characters) is not learned whole: only its changed value is.
-MAX_SENTENCE = 240
 #: Stable anchor text tried around a span (characters), shortest first.
 _ANCHOR_SIZES = (16, 32, 64)
 #: A pattern without anchors needs at least this much literal (non-value) text to be specific.
@@ -91,18 +93,15 @@ _MIN_ANCHOR = 4
 #: A digit-bearing token: whitespace-delimited, leading ``(["'<`` and trailing punctuation left out,
 #: ``KEY=`` left out (``UPTIME=42s``: the value is ``42s``). Found in linear time (``values``).
 VALUE = ValueScanner()
-#: A time of day (``10:02``, ``10:02:07``, ``10:02:07.123456``): a clock, learned on sight unless it
-#: is a round hour (``_live_looking``).
+#: A time of day (``10:02``, ``10:02:07``, ``10:02:07.123456``).
 CLOCK = re.compile(r"(?<![\d:])\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?![\d:])")
 #: A time of day on the hour, to the second and below (``15:00``, ``15:00:00``, ``00:00:00.000``).
 _ROUND_HOUR = re.compile(r"\d{1,2}:00(?::00(?:[.,]0+)?)?")
-#: Where a sentence ends inside a line: after ``.``, ``!`` or ``?`` and before whitespace.
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _VALUE_RE = r"\S+"
 #: Any number of whole lines (the shortest that reaches the anchor after it).
 _REGION_BODY = r"^[^\n]*(?:\n[^\n]*)*?$"
 #: Span kinds learned at their first change (the others are suspects until they change again).
-_LEARNED_AT_FIRST_CHANGE = frozenset({"value", "list"})
+_LEARNED_AT_FIRST_CHANGE = frozenset({"value", "list", "present"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +148,34 @@ class _Line:
     line: str  # hash of the line
     skeleton: str  # hash of the line with its values masked ("" when it has no value)
     values: tuple[str, ...]  # one short hash per value
+
+
+class _Lines(list[str]):
+    """The lines of one block, with what every span of it needs computed once: the joined text,
+    each line's offset, the structures (``text_units.regions``). Keeps learning linear in the block
+    however many of its lines changed."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text.split("\n"))
+        self.text = text
+        self.offsets = list(itertools.accumulate((len(line) + 1 for line in self), initial=0))
+        self._regions: list[tuple[int, int]] | None = None
+
+    def regions(self) -> list[tuple[int, int]]:
+        if self._regions is None:
+            self._regions = regions(self)
+        return self._regions
+
+
+def _joined(lines: Sequence[str]) -> str:
+    return lines.text if isinstance(lines, _Lines) else "\n".join(lines)
+
+
+def _offset(lines: Sequence[str], number: int) -> int:
+    """Where line ``number`` starts in the joined text."""
+    if isinstance(lines, _Lines):
+        return lines.offsets[number]
+    return sum(len(line) + 1 for line in lines[:number])
 
 
 def _line_print(line: str) -> str:
@@ -207,6 +234,8 @@ def learn(
         if text is None or text.startswith("\x00") or old.startswith("~") or _block_print(text) == old:
             continue
         for span in _block_changes(block, old, text, index):
+            if len(learned) >= room:
+                break  # nothing more can be learned: stop looking (keeps learning linear in the block)
             if span.kind not in _LEARNED_AT_FIRST_CHANGE:
                 again = _changed_again(span, text, kept)
                 if again is None:
@@ -242,31 +271,32 @@ def _changed_again(
         first, last = span.line, span.line + span.lines - 1
         if first > high + 1 or last < low - 1:
             continue
-        lines = text.split("\n")
+        lines = _Lines(text)
         first, last = min(first, low), max(last, high)
         if last - first + 1 > MAX_SPAN_LINES:
             continue
-        body = _REGION_BODY
-        pattern = _line_anchored(lines, first, last, body, fixed=False)
-        if pattern is not None:
-            return suspect, VolatileSpan(
-                pattern, span.block, first, last - first + 1, span.learned_at, kind="region", body=body
-            )
+        union = _unit_span(span.block, lines, first, last, span.learned_at, "region")
+        if union is not None:
+            return suspect, union
     return None
 
 
-def _block_changes(block: int, old: str, text: str, index: int) -> list[VolatileSpan]:
+def _block_changes(block: int, old: str, text: str, index: int) -> Iterator[VolatileSpan]:
+    """The spans of one block's changes, in line order (lazily: the caller stops when it is full)."""
     before = [_parse_line(entry) for entry in old.split(",")]
-    lines = text.split("\n")
+    lines = _Lines(text)
     now = [_parse_line(_line_print(line)) for line in lines]
     if len(before) == len(now):
         changed = [(i, i) for i, (a, b) in enumerate(zip(before, now, strict=True)) if a.line != b.line]
-        return _aligned_changes(block, before, now, lines, changed, index)
+        yield from _aligned_changes(block, before, now, lines, changed, index)
+        return
     listed = _list_changes(block, before, now, lines, index)
     if listed is not None:
-        return listed
+        yield from listed
+        return
     region = _region(block, before, now, lines, index)
-    return [region] if region is not None else []
+    if region is not None:
+        yield region
 
 
 def _aligned_changes(
@@ -276,21 +306,19 @@ def _aligned_changes(
     lines: Sequence[str],
     changed: Sequence[tuple[int, int]],
     index: int,
-) -> list[VolatileSpan]:
-    """Spans for changed lines paired one to one (``(old line, new line)``, in order)."""
-    spans: list[VolatileSpan] = []
+) -> Iterator[VolatileSpan]:
+    """Spans for changed lines paired one to one (``(old line, new line)``, in order), lazily."""
     run: list[int] = []
     for i, j in changed[:_MAX_SPANS]:
         if before[i].skeleton and before[i].skeleton == now[j].skeleton:
-            spans.extend(_value_spans(block, lines, j, before[i], now[j], index))
+            yield from _value_spans(block, lines, j, before[i], now[j], index)
             continue
         if run and run[-1] != j - 1:
-            spans.extend(_run_span(block, lines, run, index))
+            yield from _run_span(block, lines, run, index)
             run = []
         run.append(j)
     if run:
-        spans.extend(_run_span(block, lines, run, index))
-    return spans
+        yield from _run_span(block, lines, run, index)
 
 
 def _list_changes(
@@ -333,7 +361,9 @@ def _list_changes(
 
 
 def _list_span(block: int, lines: Sequence[str], first: int, last: int, index: int) -> VolatileSpan | None:
-    """A ``list`` span over lines ``first..last``, widened by a line or two where they anchor badly."""
+    """A ``list`` span over lines ``first..last``, widened to their unit, or by a line or two where
+    they anchor badly."""
+    found = lines.regions() if isinstance(lines, _Lines) else regions(lines)
     tries = dict.fromkeys(
         extent
         for wider in range(3)
@@ -342,99 +372,143 @@ def _list_span(block: int, lines: Sequence[str], first: int, last: int, index: i
     for low, high in tries:
         if low < 0 or high >= len(lines) or high - low + 1 > MAX_SPAN_LINES:
             continue
-        pattern = _line_anchored(lines, low, high, _REGION_BODY, fixed=False)
-        if pattern is not None:
-            extent = high - low + 1
-            return VolatileSpan(pattern, block, low, extent, index, kind="list", body=_REGION_BODY)
+        span = _unit_span(block, lines, low, high, index, "list", found)
+        if span is not None:
+            return span
     return None
 
 
-# -- live values inside a line ----------------------------------------------------------------------
+# -- whole units ------------------------------------------------------------------------------------
 
 
-def _sentences(line: str) -> list[tuple[int, int]]:
-    """``(start, end)`` of each sentence of ``line`` (trailing whitespace excluded)."""
-    found, start = [], 0
-    for match in _SENTENCE_END.finditer(line):
-        found.append((start, match.start()))
-        start = match.end()
-    found.append((start, len(line)))
-    return [(s, e) for s, e in found if e > s]
+def _unit_span(
+    block: int,
+    lines: Sequence[str],
+    first: int,
+    last: int,
+    index: int,
+    kind: SpanKind,
+    found: Sequence[tuple[int, int]] | None = None,
+) -> VolatileSpan | None:
+    """A span over lines ``first..last`` widened to their whole unit (``text_units.unit_of``).
+
+    One line that is its own unit is matched by its skeleton (``\\S+`` for each value) when that is
+    specific enough, else anchored on its neighbour lines; a unit of several lines is anchored on
+    both ends. ``None`` when the unit is too large or cannot be anchored (then nothing moves).
+    """
+    if found is None and isinstance(lines, _Lines):
+        found = lines.regions()
+    unit = unit_of(lines, first, last, found)
+    if unit is None:
+        return None
+    low, high = unit
+    if low == high:
+        text = _joined(lines)
+        start = _offset(lines, low)
+        skeleton, literal = _skeleton_regex(lines[low])
+        whole = f"^{skeleton}$"
+        candidates = []
+        if kind in ("value", "present") and literal >= _MIN_LITERAL:
+            candidates.append(whole)
+        if kind in ("value", "present") and literal >= _MIN_ANCHOR:
+            # The first or last line of the block (a system message that is only a clock): pinned to
+            # the block's start / end, little literal text will do.
+            if low == 0:
+                candidates.append(rf"\A{whole}")
+            if low == len(lines) - 1:
+                candidates.append(rf"{whole}(?=\s*\Z)")
+        end = start + len(lines[low])
+        pattern = next((c for c in candidates if _matches_exactly(c, text, start, end)), None)
+        if pattern is not None:
+            return VolatileSpan(pattern, block, low, 1, index, kind=kind, body=whole)
+        body = r"^[^\n]*$"
+        pattern = _line_anchored(lines, low, high, body, fixed=True)
+    else:
+        body = _REGION_BODY
+        pattern = _line_anchored(lines, low, high, body, fixed=False)
+    if pattern is None:
+        return None
+    return VolatileSpan(pattern, block, low, high - low + 1, index, kind=kind, body=body)
 
 
 def _value_spans(
     block: int, lines: Sequence[str], number: int, old: _Line, new: _Line, index: int
 ) -> list[VolatileSpan]:
-    values = [m.span() for m in VALUE.finditer(lines[number])]
-    changed = [values[k] for k, (a, b) in enumerate(zip(old.values, new.values, strict=False)) if a != b]
-    return _sentence_spans(block, lines, number, changed, index)
+    """A line whose values changed while its skeleton stayed: the whole line (its unit) moves."""
+    span = _unit_span(block, lines, number, number, index, "value")
+    return [span] if span is not None else []
 
 
-def _sentence_spans(
-    block: int, lines: Sequence[str], number: int, changed: Sequence[tuple[int, int]], index: int
-) -> list[VolatileSpan]:
-    """A ``value`` span for the sentence(s) of line ``number`` holding the ``changed`` value spans."""
-    line = lines[number]
-    ranges: list[tuple[int, int]] = []
-    for start, end in changed[:_MAX_SPANS]:
-        sentence = next(((s, e) for s, e in _sentences(line) if s <= start and end <= e), (start, end))
-        if sentence[1] - sentence[0] > MAX_SENTENCE:
-            sentence = (start, end)
-        if ranges and sentence[0] <= ranges[-1][1] + 1:
-            ranges[-1] = (ranges[-1][0], max(ranges[-1][1], sentence[1]))
-        else:
-            ranges.append(sentence)
-    offset = sum(len(text) + 1 for text in lines[:number])
-    text = "\n".join(lines)
-    spans = []
-    for start, end in ranges:
-        found = _anchored(text, offset + start, offset + end)
-        if found is not None:
-            spans.append(VolatileSpan(found[0], block, number, 1, index, kind="value", body=found[1]))
-    return spans
+#: A whole line that is nothing but a self-labelled statement of the present: a label that says
+#: "now" (English, French, Spanish, German, Italian, Portuguese, Chinese, Japanese), then a short
+#: date or time. It reads the same wherever it stands, so it may move on sight.
+PRESENT = re.compile(
+    r"^[ \t]*(?:[-*][ \t]+)?(?:the[ \t]+)?(?:"
+    r"current[ \t]+(?:local[ \t]+)?(?:date(?:[ \t]*(?:and|&|/)[ \t]*time)?|time(?:stamp)?|datetime)"
+    r"|today(?:'s[ \t]+date)?|now|right[ \t]+now|it[ \t]+is[ \t]+now|local[ \t]+time[ \t]+now"
+    r"|heure[ \t]+actuelle|date[ \t]+du[ \t]+jour|nous[ \t]+sommes[ \t]+le|aujourd'hui"
+    r"|fecha(?:[ \t]+y[ \t]+hora)?[ \t]+actual(?:es)?|hora[ \t]+actual|hoy[ \t]+es"
+    r"|aktuelle[ \t]+(?:uhr)?zeit|aktuelles[ \t]+datum|heute[ \t]+ist|jetzt"
+    r"|data[ \t]+e[ \t]+ora[ \t]+attuali|oggi[ \t]+è|data[ \t]+atual|hoje[ \t]+é"
+    r"|当前时间|现在时间|今天是|現在時刻|現在の日時"
+    r")(?:[ \t]+(?:is|es|ist|est|è|é))?[ \t]*[:\uff1a=\-\u2013\u2014]?[ \t]*(?P<value>[^\n]*)$",
+    re.IGNORECASE,
+)
+#: What follows the label: at most this many characters and words (a weekday, a month, a time
+#: zone...), holding a date or a time of day.
+_PRESENT_VALUE = 64
+_PRESENT_WORDS = 5
+_WORD = re.compile(r"[^\W\d_]{2,}")
+_DATE_OR_TIME = re.compile(
+    r"\d{1,2}:\d{2}|\d{4}-\d{1,2}-\d{1,2}|\d{1,2}[./]\d{1,2}[./]\d{2,4}|\d{1,2}\s+\w{3,}\s+\d{4}|\d{4}年"
+)
 
 
-def clock_spans(view: Sequence[str | None], index: int) -> tuple[VolatileSpan, ...]:
-    """``value`` spans for every sentence of the system segment that holds a time of day.
+def _present_line(line: str) -> bool:
+    """Whether ``line`` is a self-labelled statement of the present (``PRESENT``) whose time, if it
+    has one, is not a round hour (``_ROUND_HOUR``)."""
+    found = PRESENT.match(line)
+    if found is None:
+        return False
+    value = found.group("value").strip()
+    if not value or len(value) > _PRESENT_VALUE or _DATE_OR_TIME.search(value) is None:
+        return False
+    if any(mark in value for mark in ";|") or len(_WORD.findall(value)) > _PRESENT_WORDS:
+        return False  # more than a date or a time: a sentence that also says something else
+    clock = CLOCK.search(value)
+    return clock is None or _ROUND_HOUR.fullmatch(clock.group()) is None
 
-    A clock changes on every request, so it is learned on sight (from the first request on) instead
-    of costing the cache break of its first change.
+
+def present_spans(view: Sequence[str | None], index: int) -> tuple[VolatileSpan, ...]:
+    """``present`` spans for every whole line of the system segment that states the present.
+
+    ``Current date and time: 2026-11-23 10:02``, ``Today is Monday, 23 November 2026``, ``Now:
+    10:02``: learned on sight (from the first request on) instead of costing the cache break of
+    their first change. Any other value, a time of day included, stays where the caller wrote it
+    until it is seen to change. A line inside a structure (a JSON block, a table...) is not taken.
     """
     spans: list[VolatileSpan] = []
     for block, text in enumerate(view):
         if text is not None and not text.startswith("\x00"):
-            spans.extend(replace(span, learned_at=index) for span in _clock_spans_of(block, text))
+            spans.extend(replace(span, learned_at=index) for span in _present_spans_of(block, text))
     return tuple(spans)
 
 
 @functools.lru_cache(maxsize=256)
-def _clock_spans_of(block: int, text: str) -> tuple[VolatileSpan, ...]:
-    if CLOCK.search(text) is None:
+def _present_spans_of(block: int, text: str) -> tuple[VolatileSpan, ...]:
+    numbers = [number for number, line in enumerate(text.split("\n")) if _present_line(line)]
+    if not numbers:
         return ()
-    lines = text.split("\n")
+    lines = _Lines(text)
+    found = lines.regions()
     spans: list[VolatileSpan] = []
-    tried = 0
-    for number, line in enumerate(lines):
-        if tried >= _MAX_SPANS:
-            break
-        clocks = [m.span() for m in VALUE.finditer(line) if _live_looking(line, m.start(), m.end())]
-        if clocks:
-            tried += 1
-            spans.extend(_sentence_spans(block, lines, number, clocks, 0))
+    for number in numbers:
+        if any(start <= number <= end for start, end in found):
+            continue
+        span = _unit_span(block, lines, number, number, 0, "present", found)
+        if span is not None and span.lines == 1:
+            spans.append(span)
     return tuple(spans)
-
-
-def _live_looking(line: str, start: int, end: int) -> bool:
-    """Whether the value ``line[start:end]`` holds a time of day that is not a round hour.
-
-    A fixed time written into a prompt (a benchmark's simulated "now" such as tau-bench's
-    ``The current time is 2024-05-15 15:00:00 EST.``, a publication time, an opening hour) is almost
-    always a round hour; a live clock reads ``HH:00`` one minute in sixty. A round one is therefore
-    left in place and learned at its first change like any other value: a frozen clock then costs
-    nothing, where moving it out of the cached prefix costs its tokens on every request.
-    """
-    found = CLOCK.search(line, start, end)
-    return found is not None and _ROUND_HOUR.fullmatch(found.group()) is None
 
 
 def _skeleton_regex(fragment: str) -> tuple[str, int]:
@@ -461,35 +535,6 @@ def _literal_head(text: str) -> str:
     return text[: first.start()] if first is not None else text
 
 
-def _anchored(text: str, start: int, end: int) -> tuple[str, str] | None:
-    """A pattern matching exactly ``text[start:end]`` (a span with values), anchored on stable text."""
-    body, literal = _skeleton_regex(text[start:end])
-    head = "^" if start == 0 or text[start - 1] == "\n" else ""
-    tail = "$" if end == len(text) or text[end] == "\n" else ""
-    body = head + body + tail
-    candidates: list[str] = []
-    before = _literal_tail(text[max(0, start - _ANCHOR_WINDOW) : start])
-    after = _literal_head(text[end : end + _ANCHOR_WINDOW])
-    for size in _ANCHOR_SIZES:
-        piece = before[-size:]
-        if len(piece.strip()) >= _MIN_ANCHOR:
-            candidates.append(f"(?<={re.escape(piece)}){body}")
-        piece = after[:size]
-        if len(piece.strip()) >= _MIN_ANCHOR:
-            candidates.append(f"{body}(?={re.escape(piece)})")
-    if literal >= _MIN_LITERAL:
-        candidates.append(body)
-    if literal >= _MIN_ANCHOR:
-        # The first or last text of the block (a system message that is only a clock, a clock line
-        # after an environment dump): pinned to the block's start / end, little literal text will do.
-        head_pin = r"\A" if start == 0 else ""
-        tail_pin = r"(?=\s*\Z)" if not text[end:].strip() else ""
-        if head_pin or tail_pin:
-            candidates.append(f"{head_pin}{body}{tail_pin}")
-    pattern = next((c for c in candidates if _matches_exactly(c, text, start, end)), None)
-    return None if pattern is None else (pattern, body)
-
-
 # -- runs of lines ----------------------------------------------------------------------------------
 
 
@@ -497,9 +542,8 @@ def _run_span(block: int, lines: Sequence[str], run: Sequence[int], index: int) 
     first, last = run[0], run[-1]
     if last - first + 1 > MAX_SPAN_LINES or len(run) >= len(lines):
         return []
-    body = r"^[^\n]*" + r"\n[^\n]*" * (last - first) + "$"
-    pattern = _line_anchored(lines, first, last, body, fixed=True)
-    return [VolatileSpan(pattern, block, first, len(run), index, kind="lines", body=body)] if pattern else []
+    span = _unit_span(block, lines, first, last, index, "lines")
+    return [span] if span is not None else []
 
 
 def _region(
@@ -515,11 +559,7 @@ def _region(
     first, last = prefix, len(now) - suffix - 1
     if last < first or last - first + 1 > MAX_SPAN_LINES or (prefix == 0 and suffix == 0):
         return None
-    body = _REGION_BODY
-    pattern = _line_anchored(lines, first, last, body, fixed=False)
-    if pattern is None:
-        return None
-    return VolatileSpan(pattern, block, first, last - first + 1, index, kind="region", body=body)
+    return _unit_span(block, lines, first, last, index, "region")
 
 
 def _line_anchored(lines: Sequence[str], first: int, last: int, body: str, *, fixed: bool) -> str | None:
@@ -528,9 +568,9 @@ def _line_anchored(lines: Sequence[str], first: int, last: int, body: str, *, fi
     A fixed line count may use either neighbour; a variable one needs both ends pinned (a neighbour,
     or the start / end of the block).
     """
-    text = "\n".join(lines)
-    start = sum(len(line) + 1 for line in lines[:first])
-    end = sum(len(line) + 1 for line in lines[: last + 1]) - 1
+    text = _joined(lines)
+    start = _offset(lines, first)
+    end = _offset(lines, last + 1) - 1
     # The neighbours' value-free text first; their whole text (values included) as a last resort.
     behind = (
         []
