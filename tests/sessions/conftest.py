@@ -105,6 +105,10 @@ def redis_url() -> Iterator[str]:
         from telos_wrap.sessions import core
 
         core._flush_at_exit()
+        # What could not be written now never will be (this conftest's fixture is imported by other
+        # directories too, each with a server of its own): nothing is left for the at-exit flush.
+        with core._registry_lock:
+            core._holding.clear()
         client.close()
         process.terminate()
         process.wait(timeout=10)
