@@ -556,7 +556,8 @@ def replay_requests(
             session_id,
             store=store,
             learn_volatility=learn_volatility,
-            hints={"drop_patterns": pruned} if pruned else None,
+            # They sit in past user turns, so they apply to messages too (drop_scope="all").
+            hints={"drop_patterns": pruned, "drop_scope": "all"} if pruned else None,
         )
         return made_session
 
