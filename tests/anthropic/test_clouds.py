@@ -25,24 +25,13 @@ from tests.integrations.agent_kit import (
     TOOL_FUNCTIONS,
     check,
     clock_prompt,
+    parameters_of,
     run_both,
     summary,
 )
 
 TOOLS = [
-    {
-        "name": name,
-        "description": fn.__doc__,
-        "input_schema": {
-            "type": "object",
-            "properties": {
-                arg: {"type": "integer" if kind is int else "string"}
-                for arg, kind in fn.__annotations__.items()
-                if arg != "return"
-            },
-            "required": [arg for arg in fn.__annotations__ if arg != "return"],
-        },
-    }
+    {"name": name, "description": fn.__doc__, "input_schema": parameters_of(fn)}
     for name, fn in TOOL_FUNCTIONS.items()
 ]
 

@@ -82,6 +82,28 @@ TOOL_FUNCTIONS: dict[str, Callable[..., Any]] = {
 }
 
 
+def parameters_of(fn: Callable[..., Any]) -> dict[str, Any]:
+    """The JSON Schema of a tool function's arguments, written by hand as users of the raw APIs do."""
+    args = [arg for arg in fn.__annotations__ if arg != "return"]
+    return {
+        "type": "object",
+        "properties": {
+            arg: {"type": "integer" if fn.__annotations__[arg] is int else "string"} for arg in args
+        },
+        "required": args,
+    }
+
+
+#: ``TOOL_FUNCTIONS`` as Chat Completions tool definitions.
+CHAT_TOOLS = [
+    {
+        "type": "function",
+        "function": {"name": name, "description": fn.__doc__, "parameters": parameters_of(fn)},
+    }
+    for name, fn in TOOL_FUNCTIONS.items()
+]
+
+
 def clock_prompt() -> str:
     """The careless habit: the current time in the system prompt, rebuilt on every request."""
     return f"{SYSTEM_PROMPT}\nCurrent time: {dt.datetime.now(dt.timezone.utc).isoformat()}"

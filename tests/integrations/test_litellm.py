@@ -27,6 +27,7 @@ import telos_wrap
 
 from .agent_kit import (
     ANTHROPIC_MODEL,
+    CHAT_TOOLS,
     OPENAI_MODEL,
     QUESTION,
     SYSTEM_PROMPT,
@@ -38,25 +39,7 @@ from .agent_kit import (
 )
 
 #: Tool schemas built from a dict, the way LiteLLM users write them.
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": fn.__doc__,
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    arg: {"type": "integer" if kind is int else "string"}
-                    for arg, kind in fn.__annotations__.items()
-                    if arg != "return"
-                },
-                "required": [arg for arg in fn.__annotations__ if arg != "return"],
-            },
-        },
-    }
-    for name, fn in TOOL_FUNCTIONS.items()
-]
+TOOLS = CHAT_TOOLS
 
 
 def _kwargs(

@@ -17,27 +17,8 @@ import pytest
 
 import telos_wrap
 
+from .agent_kit import CHAT_TOOLS as TOOLS
 from .agent_kit import QUESTION, SYSTEM_PROMPT, TOOL_FUNCTIONS, check, clock_prompt, run_both, summary
-
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": fn.__doc__,
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    arg: {"type": "integer" if kind is int else "string"}
-                    for arg, kind in fn.__annotations__.items()
-                    if arg != "return"
-                },
-                "required": [arg for arg in fn.__annotations__ if arg != "return"],
-            },
-        },
-    }
-    for name, fn in TOOL_FUNCTIONS.items()
-]
 
 #: route → (the emulator's path prefix, the base URL's path, the model name as that route spells it)
 ROUTES = {

@@ -46,6 +46,7 @@ __all__ = [
     "canonicalize_tool_def",
     "compact_json_encoder",
     "is_plain_text_part",
+    "tool_name",
     "tool_sort_key",
 ]
 
@@ -215,7 +216,8 @@ def canonicalize_tool_def(tool: Any) -> Any:
 _RESPONSES_BUILTIN = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
-def _tool_name(tool: Mapping[str, Any]) -> str:
+def tool_name(tool: Mapping[str, Any]) -> str:
+    """A tool definition's name (Chat Completions ``function.name`` or a top-level ``name``), or ``""``."""
     function = tool.get("function")
     if isinstance(function, Mapping) and isinstance(function.get("name"), str):
         return str(function["name"])
@@ -234,7 +236,7 @@ def tool_source(tool: Any) -> tuple[str, str]:
     """
     if not isinstance(tool, Mapping):
         return "unmarked", ""
-    name = _tool_name(tool)
+    name = tool_name(tool)
     server = tool.get("mcp_server")
     if isinstance(server, str):
         return "mcp", server
@@ -265,7 +267,7 @@ def tool_sort_key(tool: Any) -> tuple[int, str, str]:
     A tool without a name (OpenAI Responses built-ins: ``{"type": "web_search"}``) sorts by its type.
     """
     source, server = tool_source(tool)
-    name = _tool_name(tool) if isinstance(tool, Mapping) else ""
+    name = tool_name(tool) if isinstance(tool, Mapping) else ""
     if not name and isinstance(tool, Mapping) and isinstance(tool.get("type"), str):
         name = str(tool["type"])
     return TOOL_SOURCE_RANK[source], server, name

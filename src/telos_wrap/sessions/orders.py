@@ -23,6 +23,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
+from telos_wrap.ir.canon import tool_name
 from telos_wrap.ir.model import TelosIR, Transformation
 from telos_wrap.ir.schema_roots import SCHEMA_MAP_KEYS, param_schemas, replaced_at, tool_schema_path
 
@@ -95,7 +96,7 @@ def stabilize_orders(ir: TelosIR, known: Mapping[str, str]) -> tuple[TelosIR, di
         path = tool_schema_path(tool.payload)
         if path is None:
             continue
-        name = _tool_name(tool.payload)
+        name = tool_name(tool.payload)
         schema: Any = tool.payload
         for key in path:
             schema = schema[key]
@@ -124,11 +125,3 @@ def stabilize_orders(ir: TelosIR, known: Mapping[str, str]) -> tuple[TelosIR, di
         ),
         walk.new,
     )
-
-
-def _tool_name(tool: Mapping[str, Any]) -> str:
-    function = tool.get("function")
-    if isinstance(function, Mapping) and isinstance(function.get("name"), str):
-        return str(function["name"])
-    name = tool.get("name")
-    return name if isinstance(name, str) else ""
