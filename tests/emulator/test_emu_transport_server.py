@@ -39,7 +39,7 @@ def test_flavour_for_url() -> None:
     with pytest.raises(ValueError, match="unknown flavour"):
         emu.default_openai_flavour = "anthropic"
     with pytest.raises(ValueError, match="unknown flavour"):
-        Emulator(routes={"x": "gemini"})
+        Emulator(routes={"x": "mistral"})
 
 
 def test_transport_flavour_override_and_request_log() -> None:

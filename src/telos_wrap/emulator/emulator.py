@@ -15,6 +15,14 @@ from .chat_flavour import ChatFlavour
 from .clock import Clock, SystemClock
 from .clouds import cloud_messages_path
 from .errors import EmulatorHTTPError, anthropic_error, openai_error
+from .flavour_compat import (
+    FireworksFlavour,
+    GeminiFlavour,
+    GroqFlavour,
+    MoonshotFlavour,
+    TogetherFlavour,
+    XAIFlavour,
+)
 from .flavour_deepseek import DeepSeekFlavour
 from .flavour_openai import OpenAIFlavour
 from .flavour_router import LiteLLMProxyFlavour, OpenRouterFlavour
@@ -26,15 +34,45 @@ from .replies import Replier
 from .responses_api import RESPONSES_FLAVOURS, ResponsesAPI, not_served
 from .wire import EmulatorResponse, Handled, json_response
 
-Flavour = Literal["anthropic", "openai", "deepseek", "vllm", "sglang", "openrouter", "litellm"]
-FLAVOURS: tuple[Flavour, ...] = ("anthropic", "openai", "deepseek", "vllm", "sglang", "openrouter", "litellm")
-CHAT_FLAVOURS: tuple[Flavour, ...] = ("openai", "deepseek", "vllm", "sglang", "openrouter", "litellm")
+Flavour = Literal[
+    "anthropic",
+    "openai",
+    "deepseek",
+    "vllm",
+    "sglang",
+    "openrouter",
+    "litellm",
+    "gemini",
+    "xai",
+    "groq",
+    "moonshot",
+    "together",
+    "fireworks",
+]
+#: Automatic-caching vendors telos serves with its ``generic`` engine (``flavour_compat``).
+COMPAT_CHAT_FLAVOURS: tuple[Flavour, ...] = ("gemini", "xai", "groq", "moonshot", "together", "fireworks")
+CHAT_FLAVOURS: tuple[Flavour, ...] = (
+    "openai",
+    "deepseek",
+    "vllm",
+    "sglang",
+    "openrouter",
+    "litellm",
+    *COMPAT_CHAT_FLAVOURS,
+)
+FLAVOURS: tuple[Flavour, ...] = ("anthropic", *CHAT_FLAVOURS)
 
 KNOWN_HOSTS: Mapping[str, Flavour] = {
     "api.anthropic.com": "anthropic",
     "api.openai.com": "openai",
     "api.deepseek.com": "deepseek",
     "openrouter.ai": "openrouter",
+    "generativelanguage.googleapis.com": "gemini",
+    "api.x.ai": "xai",
+    "api.groq.com": "groq",
+    "api.moonshot.ai": "moonshot",
+    "api.together.xyz": "together",
+    "api.fireworks.ai": "fireworks",
 }
 """Built-in host -> flavour mapping used by the in-process transport."""
 
@@ -108,6 +146,12 @@ class Emulator:
             "sglang": SGLangFlavour(sglang),
             "openrouter": OpenRouterFlavour(),
             "litellm": LiteLLMProxyFlavour(),
+            "gemini": GeminiFlavour(),
+            "xai": XAIFlavour(),
+            "groq": GroqFlavour(),
+            "moonshot": MoonshotFlavour(),
+            "together": TogetherFlavour(),
+            "fireworks": FireworksFlavour(),
         }
         #: ``/v1/responses`` in front of the openai, vllm and sglang caches (``responses_api``).
         self.responses = ResponsesAPI(self._next_id)

@@ -27,7 +27,7 @@ from typing import Any
 
 from telos_wrap import endpoints
 
-from .emulator import CHAT_FLAVOURS, Emulator, _check_flavour
+from .emulator import CHAT_FLAVOURS, COMPAT_CHAT_FLAVOURS, Emulator, _check_flavour
 
 _HOST = "127.0.0.1"
 
@@ -85,9 +85,12 @@ def serve(emulator: Emulator, *, flavour: str | None = None, port: int = 0) -> I
     thread.start()
     host, port = server.server_address[:2]
     base_url = f"http://{host!s}:{port}"
-    # telos in this process routes each flavour's URL to the engine of the service it emulates.
-    flavour_urls = [f"{base_url}/{name}/v1" for name in CHAT_FLAVOURS]
-    for url, name in zip(flavour_urls, CHAT_FLAVOURS, strict=True):
+    # telos in this process routes each flavour's URL to the engine of the service it emulates. The
+    # automatic-caching vendors (``flavour_compat``) get telos's ``generic`` engine, as an unannounced
+    # URL does: nothing to announce.
+    announced = [name for name in CHAT_FLAVOURS if name not in COMPAT_CHAT_FLAVOURS]
+    flavour_urls = [f"{base_url}/{name}/v1" for name in announced]
+    for url, name in zip(flavour_urls, announced, strict=True):
         endpoints.announce(url, name)
     try:
         yield base_url
