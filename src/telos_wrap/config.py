@@ -3,6 +3,10 @@
 Every option is checked here (``updated``) before ``patch()`` installs anything: a typo raises
 ``TelosOptionError`` at the ``patch()`` line, never later at a call, where telos could only fail
 open.
+
+It also holds whether the installed wrappers rewrite (``rewriting()``, set by ``patch()`` /
+``unpatch()``), here rather than in ``telos_wrap.patch`` so that lower layers (``sessions``) can read
+it without importing the patch layer; ``telos_wrap.patch.mode`` re-exports it.
 """
 
 from __future__ import annotations
@@ -18,7 +22,15 @@ from urllib.parse import urlsplit
 from telos_wrap.engines.registry import engine_names
 from telos_wrap.errors import TelosOptionError
 
-__all__ = ["OPTION_NAMES", "PatchConfig", "current_config", "set_config", "updated"]
+__all__ = [
+    "OPTION_NAMES",
+    "PatchConfig",
+    "current_config",
+    "rewriting",
+    "set_config",
+    "set_rewriting",
+    "updated",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,3 +175,17 @@ def set_config(config: PatchConfig) -> None:
     """Replace the active configuration (``patch()`` calls this)."""
     global _config
     _config = config
+
+
+_rewriting = False
+
+
+def rewriting() -> bool:
+    """True while ``patch()`` is in effect (the wrappers may rewrite); False when only observing."""
+    return _rewriting
+
+
+def set_rewriting(value: bool) -> None:
+    """Set by ``patch()`` / ``unpatch()``."""
+    global _rewriting
+    _rewriting = value

@@ -18,10 +18,12 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from telos_wrap.engines.base import Breakpoint, EmitPlan, EngineProfile, PrefixTables, emit_messages
+from telos_wrap.engines.openai_markers import MARKER, ORIGIN, Location, _ttl, _with_marker
 from telos_wrap.engines.openai_usage import OpenAIChatStreamUsage, parse_openai_usage
+from telos_wrap.engines.responses_wire import emit_responses
 from telos_wrap.ir.canon import (
     canonical_bytes,
     canonical_json,
@@ -50,12 +52,6 @@ __all__ = [
     "stream_usage_extras",
     "wire_pointer",
 ]
-
-# Shared with the lift (telos_wrap.lift.openai_chat); engines may not import the lift layer.
-MARKER = "prompt_cache_breakpoint"
-ORIGIN = "oai_message"
-
-Location = tuple[Literal["system", "messages"], int | None, int]
 
 # Part types that accept ``prompt_cache_breakpoint`` (openai 3.54: chat text, image_url, input_audio and
 # file part params; Responses input_text, input_image, input_file — never output items). System,
@@ -167,24 +163,6 @@ def caller_breakpoints(ir: TelosIR) -> tuple[Breakpoint, ...]:
             if MARKER in block.extra:
                 found.append(Breakpoint("caller", "messages", m_index, index, _ttl(block.extra[MARKER])))
     return tuple(found)
-
-
-def _ttl(marker: Any) -> str | None:
-    ttl = marker.get("ttl") if isinstance(marker, Mapping) else None
-    return ttl if isinstance(ttl, str) else None
-
-
-def _our_marker(bp: Breakpoint) -> dict[str, Any]:
-    return {"mode": "explicit", "ttl": bp.ttl} if bp.ttl else {"mode": "explicit"}
-
-
-def _with_marker(payload: Any, block: TelosBlock, ours: Breakpoint | None) -> Any:
-    marker = block.extra.get(MARKER) if MARKER in block.extra else None
-    if marker is None and ours is not None:
-        marker = _our_marker(ours)
-    if marker is None or not isinstance(payload, Mapping):
-        return payload
-    return dict(sorted({**payload, MARKER: marker}.items()))
 
 
 def _content(form: str, parts: list[Any], as_parts: bool = False, *, pieces: bool = True) -> str | list[Any]:
@@ -394,8 +372,6 @@ class OpenAICompatEngine:
     def emit(self, ir: TelosIR, plan: EmitPlan, *, reuse: PrefixTables | None = None) -> dict[str, Any]:
         """The chat body (``emit_chat``), or the Responses body for an IR lifted from Responses."""
         if ir.api == "openai_responses":
-            from telos_wrap.engines.responses_wire import emit_responses
-
             return emit_responses(ir, plan, reuse)
         return emit_chat(ir, plan, reuse, parts_roles=self.parts_roles(ir))
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from telos_wrap.engines._openai_compat import Location, _with_marker
 from telos_wrap.engines.base import Breakpoint, EmitPlan, PrefixTables
+from telos_wrap.engines.openai_markers import Location, _with_marker
 from telos_wrap.ir.model import TelosIR, TelosMessage
 
 __all__ = ["INPUT_FORM", "RESPONSES_TEXT_PARTS", "emit_responses", "instructions_text"]

@@ -3,21 +3,13 @@
 ``record()`` without ``patch()`` installs the request and response wrappers in observe-only mode:
 requests go out exactly as the SDK built them and the observers (the recorder) still see each body
 and its usage. ``patch()`` switches the same wrappers to rewriting; ``unpatch()`` switches back.
+
+The flag itself lives in ``telos_wrap.config`` (below both ``patch`` and ``sessions``, so the sessions
+layer reads it without importing ``patch``); this module re-exports it under its old name.
 """
 
 from __future__ import annotations
 
+from telos_wrap.config import rewriting, set_rewriting
+
 __all__ = ["rewriting", "set_rewriting"]
-
-_rewriting = False
-
-
-def rewriting() -> bool:
-    """True while ``patch()`` is in effect (the wrappers may rewrite); False when only observing."""
-    return _rewriting
-
-
-def set_rewriting(value: bool) -> None:
-    """Set by ``patch()`` / ``unpatch()``."""
-    global _rewriting
-    _rewriting = value

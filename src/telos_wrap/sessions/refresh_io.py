@@ -11,6 +11,7 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
+from telos_wrap.config import rewriting
 from telos_wrap.sessions.core import Session
 from telos_wrap.sessions.refresh import RefreshDecision
 
@@ -23,9 +24,7 @@ def _kwargs(create: Any, body: Mapping[str, Any]) -> dict[str, Any]:
     extra = {key: value for key, value in body.items() if key not in accepted}
     if extra:
         kwargs["extra_body"] = extra
-    from telos_wrap.patch import is_patched
-
-    if is_patched():
+    if rewriting():  # ``telos_wrap.patch.is_patched()``, read below the patch layer
         kwargs["telos_hint"] = {"disable": True}
     return kwargs
 
