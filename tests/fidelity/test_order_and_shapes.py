@@ -231,10 +231,10 @@ def test_a_system_scoped_pattern_does_not_merge_conversations(
 ) -> None:
     """Implicit conversations are named by their first message as the caller wrote it: a pattern that
     applies to the system prompt only does not strip it there."""
-    from telos_wrap.sessions import core as session_core
+    from telos_wrap.sessions import registry as session_registry
 
     _, claude, _ = served
-    session_core._implicit.clear()
+    session_registry._implicit.clear()
     for order in ("#4411", "#4412"):
         claude.messages.create(
             model="claude-opus-4-8",
@@ -243,5 +243,5 @@ def test_a_system_scoped_pattern_does_not_merge_conversations(
             messages=[{"role": "user", "content": f"My order {order} arrived broken."}],
             telos_hint={"drop_patterns": [r"#\d+"]},  # type: ignore[call-arg]
         )
-    assert len(session_core._implicit) == 2
-    session_core._implicit.clear()
+    assert len(session_registry._implicit) == 2
+    session_registry._implicit.clear()

@@ -19,7 +19,8 @@ from telos_wrap import pipeline
 from telos_wrap.failopen import reset_failures
 from telos_wrap.patch.observers import OBSERVERS
 from telos_wrap.sessions import MemoryStore, set_default_store
-from telos_wrap.sessions import core as session_core
+from telos_wrap.sessions import live as session_live
+from telos_wrap.sessions import registry as session_registry
 
 # The throwaway redis-server of the session tests (skips when redis-server is not installed).
 from tests.sessions.conftest import redis_cluster_url, redis_url, store_url  # noqa: F401
@@ -66,8 +67,8 @@ def clean_telos(artifacts_dir: Path) -> Iterator[MemoryStore]:
     (each with its own store) would carry that memory into the next test.
     """
     telos_wrap.unpatch()
-    session_core._implicit.clear()
-    session_core._named.clear()
+    session_registry._implicit.clear()
+    session_registry._named.clear()
     pipeline._stage_hook = None
     OBSERVERS.clear()
     reset_failures()
@@ -93,8 +94,8 @@ def clean_telos(artifacts_dir: Path) -> Iterator[MemoryStore]:
         reset_failures()
         # Sessions of this test still holding usage for a store it broke on purpose (a closed port):
         # nothing can write it, and the interpreter's at-exit flush would only warn about it.
-        with session_core._registry_lock:
-            session_core._holding.clear()
+        with session_live._registry_lock:
+            session_live._holding.clear()
 
 
 @pytest.fixture

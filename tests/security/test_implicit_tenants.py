@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from telos_wrap.sessions import core as session_core
+from telos_wrap.sessions import registry as session_registry
 
 from .wire import Wire, emulator_over_http
 
@@ -26,10 +26,10 @@ QUEUE = {"A": 7, "B": 9}
 
 @pytest.fixture
 def wire(patched: None) -> Iterator[Wire]:
-    session_core._implicit.clear()
+    session_registry._implicit.clear()
     with emulator_over_http() as wire:
         yield wire
-    session_core._implicit.clear()
+    session_registry._implicit.clear()
 
 
 def _system(user: str) -> str:
@@ -69,7 +69,7 @@ def _check(wire: Wire) -> None:
         assert PROFILE[other] not in raw.decode()
         # The constant line stays in the system prompt, where the user's application wrote it.
         assert f"{PROFILE[user]}\nTicket queue size: {QUEUE[user]}." in system
-    for session in session_core._implicit.values():
+    for session in session_registry._implicit.values():
         for span in session.volatile_spans:
             assert "CANARY" not in span.pattern and "Ticket" not in span.pattern, span.pattern
 
@@ -77,7 +77,7 @@ def _check(wire: Wire) -> None:
 def test_two_users_opening_alike_on_one_client_never_learn_from_each_other(wire: Wire) -> None:
     _converse(wire)
     _check(wire)
-    [shared] = session_core._implicit.values()  # nothing tells them apart: one implicit session
+    [shared] = session_registry._implicit.values()  # nothing tells them apart: one implicit session
     explained = shared.explain()
     assert "nothing learned from the previous request" in explained
     for n in range(len(wire.bodies)):
@@ -91,8 +91,8 @@ def test_tenant_signals_separate_implicit_sessions(wire: Wire, signal: str) -> N
         _converse(wire, hint={"A": {"isolation": "tenant-a"}, "B": {"isolation": "tenant-b"}})
     else:
         _converse(wire, keys={"A": "key-of-a", "B": "key-of-b"})
-    assert len(session_core._implicit) == 2
+    assert len(session_registry._implicit) == 2
     _check(wire)
-    for session in session_core._implicit.values():
+    for session in session_registry._implicit.values():
         assert session.stats.cache_breaks == 0
         assert "key-of-" not in session.id and "key-of-" not in json.dumps(session.state.to_json())

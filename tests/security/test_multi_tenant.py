@@ -33,7 +33,7 @@ import telos_wrap
 from telos_wrap.ir.model import Band
 from telos_wrap.lift.user_split import DEFAULT_PATTERNS, split_text
 from telos_wrap.sessions import MemoryStore, Session
-from telos_wrap.sessions import core as session_core
+from telos_wrap.sessions import registry as session_registry
 
 from .wire import Wire, emulator_over_http
 
@@ -181,7 +181,7 @@ def check_sessions(tenants: list[Tenant]) -> None:
         for other in tenants:
             if other is not tenant:
                 assert other.canary not in seen
-    for implicit in list(session_core._implicit.values()):
+    for implicit in list(session_registry._implicit.values()):
         seen = implicit.explain() + repr(implicit.volatile_spans)
         assert sum(t.canary in seen for t in tenants) <= 1
 
@@ -203,7 +203,7 @@ class MultiTenant(RuleBasedStateMachine):
 
     @initialize(modes=st.lists(st.sampled_from(MODES), min_size=2, max_size=3))
     def start(self, modes: list[str]) -> None:
-        session_core._implicit.clear()
+        session_registry._implicit.clear()
         shared = MemoryStore()
         self.tenants = [Tenant(n, mode, shared) for n, mode in enumerate(modes)]
 
@@ -304,7 +304,7 @@ def test_no_canary_crosses_tenants_under_asyncio(
     wire: Wire, patched: None, modes: list[str], order: Any
 ) -> None:
     """Interleaved coroutines, each built in its tenant's context and awaited all together."""
-    session_core._implicit.clear()
+    session_registry._implicit.clear()
     shared = MemoryStore()
     tenants = [Tenant(n, mode, shared) for n, mode in enumerate(modes)]
 

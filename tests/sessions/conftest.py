@@ -102,13 +102,13 @@ def redis_url() -> Iterator[str]:
     finally:
         # Sessions still holding usage for this server write it now, while it is up: the
         # interpreter's at-exit flush would find it gone and warn after a green run.
-        from telos_wrap.sessions import core
+        from telos_wrap.sessions import live
 
-        core._flush_at_exit()
+        live._flush_at_exit()
         # What could not be written now never will be (this conftest's fixture is imported by other
         # directories too, each with a server of its own): nothing is left for the at-exit flush.
-        with core._registry_lock:
-            core._holding.clear()
+        with live._registry_lock:
+            live._holding.clear()
         client.close()
         process.terminate()
         process.wait(timeout=10)

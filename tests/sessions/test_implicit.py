@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import telos_wrap
-from telos_wrap.sessions import core as session_core
+from telos_wrap.sessions import registry as session_registry
 from telos_wrap.sessions.identity import conversation_key
 
 from .conftest import BENCHMARKS
@@ -138,7 +138,7 @@ def test_an_opening_message_that_is_only_an_envelope_is_skipped() -> None:
 
 @pytest.fixture
 def fresh_implicit() -> None:
-    session_core._implicit.clear()
+    session_registry._implicit.clear()
 
 
 def _efficiency(turns: int, send: Any) -> tuple[float, list[int], list[int]]:
@@ -166,7 +166,7 @@ def test_one_line_patch_learns_a_live_clock_in_the_system_message(
         efficiency, reads, bounds = _efficiency(16, send)
         client.close()
     assert telos_wrap.current_session() is None
-    [implicit] = session_core._implicit.values()  # every turn in one implicit session
+    [implicit] = session_registry._implicit.values()  # every turn in one implicit session
     assert implicit.stats.requests == 16
     [span] = implicit.volatile_spans
     assert span.learned_at == 0  # a time of day is learned on sight
@@ -189,8 +189,8 @@ def test_session_header_names_the_conversation(patched: None, fresh_implicit: No
         )
         client.close()
         other.close()
-    assert session_core._implicit == {}  # named, so no implicit session was made
-    assert session_core.named_session("thread-7").stats.requests == 2
-    assert session_core.named_session("thread-8").stats.requests == 1
+    assert session_registry._implicit == {}  # named, so no implicit session was made
+    assert session_registry.named_session("thread-7").stats.requests == 2
+    assert session_registry.named_session("thread-8").stats.requests == 1
     assert len(wire.headers) == 3
     assert not [h for h in wire.headers if any("telos" in name for name in h)]  # never sent to the vendor

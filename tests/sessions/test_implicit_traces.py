@@ -21,7 +21,7 @@ import pytest
 import telos_wrap
 from telos_wrap.harnesses import rewrite_session
 from telos_wrap.replay.runner import create_kwargs
-from telos_wrap.sessions import core as session_core
+from telos_wrap.sessions import registry as session_registry
 from telos_wrap.traces import TraceRequest, group_sessions, load_trace
 
 from .conftest import BENCHMARKS
@@ -53,7 +53,7 @@ def a_session(name: str, api: str) -> list[TraceRequest]:
     ],
 )
 def test_one_line_patch_on_a_trace(patched: None, source: str, api: str, style: str) -> None:
-    session_core._implicit.clear()
+    session_registry._implicit.clear()
     requests, volatile = rewrite_session(a_session(source, api), style)
     bound, causal_bound = SessionBound(), SessionBound(causal=True)
     reads: list[int] = []
@@ -71,8 +71,8 @@ def test_one_line_patch_on_a_trace(patched: None, source: str, api: str, style: 
             bounds.append(bound.add(request.api, request.kwargs, spans))
             causal.append(causal_bound.add(request.api, request.kwargs, spans))
         client.close()
-    assert len(session_core._implicit) == 1  # every turn in one implicit session
-    [implicit] = session_core._implicit.values()
+    assert len(session_registry._implicit) == 1  # every turn in one implicit session
+    [implicit] = session_registry._implicit.values()
     assert implicit.volatile_spans  # the harness's live values were learned
     efficiency, of_causal = sum(reads) / sum(bounds), sum(reads) / sum(causal)
     print(

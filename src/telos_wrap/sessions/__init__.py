@@ -14,18 +14,12 @@ Modules: ``core`` (``Session``, context), ``turn`` (one request, pure), ``state`
 """
 
 from telos_wrap.sessions.breaker import BreakerStats, StoreBreaker, StoreEvent
-from telos_wrap.sessions.core import (
-    RequestRecord,
-    Session,
-    current_session,
-    implicit_session,
-    named_session,
-    session,
-)
+from telos_wrap.sessions.core import RequestRecord, Session
 from telos_wrap.sessions.folds import FoldError
 from telos_wrap.sessions.records import CacheBreak, RangeFold, SlugFold, VolatileSpan
 from telos_wrap.sessions.redis_store import RedisStore
 from telos_wrap.sessions.refresh import REFRESH_THRESHOLD, RefreshDecision
+from telos_wrap.sessions.registry import current_session, implicit_session, named_session, session
 from telos_wrap.sessions.state import SessionState
 from telos_wrap.sessions.stats import DEFAULT_PRICES, PriceMultipliers, SessionStats
 from telos_wrap.sessions.store import MemoryStore, SessionStore, Versioned, default_store, set_default_store

@@ -1,0 +1,154 @@
+"""The I/O shells of the store plans: a plan of ``sessions.plans`` run against a real store.
+
+``run`` answers each operation with the store's sync methods (and ``time.sleep``); ``arun`` with
+their async twins, awaited, each raced against the store's circuit breaker so a call still
+waiting when another one trips the breaker is given up (``ABANDONED``), not waited for. A store
+failure never escapes a driver: it goes back into the plan as ``Failed``, which decides.
+``read_state`` is the one direct read outside a plan (``Session.state``). These are the only
+session modules that call a store or asyncio on a plan's behalf (an import-linter contract keeps
+the plans free of both).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import weakref
+from collections.abc import Coroutine, Generator
+from typing import Any, TypeVar
+
+from telos_wrap.sessions.breaker import StoreBreaker
+from telos_wrap.sessions.plans import ABANDONED, LOAD, Failed, GetBlob, Sleep, StateSync, StoreOp, Swap
+from telos_wrap.sessions.store import SessionStore, StoreOps, store_ops
+
+__all__ = ["AsyncLocks", "arun", "read_state", "run"]
+
+T = TypeVar("T")
+
+
+async def _race_trip(call: Coroutine[Any, Any, Any], breaker: StoreBreaker) -> Any:
+    """Await a store call; if the breaker trips first (another call failed), give up on it."""
+    started = breaker.clock()
+    task = asyncio.ensure_future(call)
+    trip = breaker.trip_future()
+    try:
+        await asyncio.wait((task, trip), return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if task.done():
+        try:
+            return task.result()
+        except Exception as exc:
+            return Failed(exc, started)
+    task.cancel()
+    # A client may end a cancelled call with its own error (redis-py's cluster client raises
+    # ConnectionError from a connect it was cancelled in): read it, so asyncio does not log it
+    # as "never retrieved".
+    task.add_done_callback(_retrieve)
+    breaker.abandoned()
+    return ABANDONED
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+def _sync_call(ops: StoreOps, op: StoreOp, session_id: str, started: float | None = None) -> Any:
+    """One store operation of a plan through the store's sync methods; a failure comes back as ``Failed``
+    (``started``: the breaker's clock when the operation began)."""
+    try:
+        if op is LOAD:
+            return ops.load(session_id)
+        if isinstance(op, Swap):
+            if ops.inline:
+                return ops.store.swap_state(session_id, op.expected, op.state)
+            return ops.swap(session_id, op.expected, op.text)
+        assert isinstance(op, GetBlob)
+        return ops.get_blob(session_id, op.key)
+    except Exception as exc:
+        return Failed(exc, started)
+
+
+def run(plan: Generator[StoreOp, Any, T], store: SessionStore, breaker: StoreBreaker, session_id: str) -> T:
+    """Run a plan with the store's sync methods (the caller holds the session's lock)."""
+    ops = store_ops(store)
+    clock = breaker.clock
+    value: Any = None
+    while True:
+        try:
+            op = plan.send(value)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        if isinstance(op, Sleep):
+            time.sleep(op.seconds)
+            value = None
+            continue
+        value = _sync_call(ops, op, session_id, clock())
+
+
+async def arun(
+    plan: Generator[StoreOp, Any, T],
+    store: SessionStore,
+    breaker: StoreBreaker,
+    session_id: str,
+    lock: asyncio.Lock,
+) -> T:
+    """Run a plan with the store's async methods, under ``lock`` (one plan per session at a time)."""
+    ops = store_ops(store)
+    async with lock:
+        value: Any = None
+        while True:
+            try:
+                op = plan.send(value)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            if isinstance(op, Sleep):
+                await asyncio.sleep(op.seconds)
+                value = None
+                continue
+            if ops.inline:
+                # An in-memory store never waits: its async twins are its sync methods, so the
+                # race against the breaker (a task and a loop iteration, ~25 us) cannot matter.
+                value = _sync_call(ops, op, session_id, breaker.clock())
+                continue
+            call: Coroutine[Any, Any, Any]
+            if op is LOAD:
+                call = ops.aload(session_id)
+            elif isinstance(op, Swap):
+                call = ops.aswap(session_id, op.expected, op.text)
+            else:
+                assert isinstance(op, GetBlob)
+                call = ops.aget_blob(session_id, op.key)
+            value = await _race_trip(call, breaker)
+
+
+def read_state(sync: StateSync, store: SessionStore, breaker: StoreBreaker) -> None:
+    """Adopt the store's current copy of the session into ``sync`` (when the breaker allows and no
+    outage state waits to be written); a failure opens the breaker, the held copy stays."""
+    if sync.dirty is None and breaker.allow():
+        try:
+            loaded = store_ops(store).load(sync.id)
+        except Exception as exc:
+            breaker.failure(exc)
+        else:
+            breaker.success()
+            sync.adopt(loaded)
+
+
+class AsyncLocks:
+    """One ``asyncio.Lock`` per event loop (a session may be used from several loops)."""
+
+    def __init__(self) -> None:
+        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def get(self) -> asyncio.Lock:
+        """The running loop's lock."""
+        loop = asyncio.get_running_loop()
+        lock = self._locks.get(loop)
+        if lock is None:
+            lock = self._locks[loop] = asyncio.Lock()
+        return lock

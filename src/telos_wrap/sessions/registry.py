@@ -1,0 +1,160 @@
+"""Creating and finding sessions: ``session()``, the active one, the implicit and the named ones.
+
+``session()`` makes a ``core.Session`` from checked options; ``current_session()`` is the
+innermost active one in this context; a call outside any session gets its implicit session
+(bounded LRU, keyed by what stays fixed for a conversation), a ``telos_hint={"session": id}`` its
+named session on the caller's store (docs/sessions.md, docs/security.md).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast
+
+from telos_wrap.ir.hints import TelosHints, parse_hints
+from telos_wrap.ir.model import Api
+from telos_wrap.sessions.arguments import check_session_arguments
+from telos_wrap.sessions.core import CacheBreakCallback, Session
+from telos_wrap.sessions.identity import conversation_key
+from telos_wrap.sessions.live import _live, _registry_lock, _stack
+from telos_wrap.sessions.stats import PriceMultipliers
+from telos_wrap.sessions.store import SessionStore, default_store
+
+__all__ = ["current_session", "implicit_session", "named_session", "session"]
+
+_IMPLICIT_LIMIT = 1024
+
+
+def session(
+    session_id: str | None = None,
+    *,
+    engine: str | None = None,
+    store: SessionStore | None = None,
+    ttl: str | None = None,
+    strict: bool | None = None,
+    hints: TelosHints | Mapping[str, Any] | None = None,
+    on_cache_break: CacheBreakCallback | None = None,
+    learn_volatility: bool = True,
+    diagnostics: bool = False,
+    prices: Mapping[str, PriceMultipliers] | None = None,
+    clock: Callable[[], float] | None = None,
+) -> Session:
+    """Create a session; use it as ``with telos_wrap.session(...):`` or ``async with``.
+
+    Args:
+        session_id: a stable id (state is shared by every ``Session`` with this id on one store);
+            generated when omitted.
+        engine: engine adapter for the session's calls (``TelosHints.engine``).
+        store: where the state lives (default: the process-wide ``MemoryStore``; pass a
+            ``RedisStore`` to share a session between workers).
+        ttl: cache lifetime of the stable prefix (``"5m"``/``"1h"``, ``"30m"``/``"12h"``).
+        strict: raise instead of failing open, for this session's calls.
+        hints: default ``TelosHints`` (or a dict, validated) for every call in the session.
+        on_cache_break: called with each ``CacheBreak`` (after the warning is logged).
+        learn_volatility: learn the live values and changing lines of the system prompt as DROP
+            (on by default; docs/sessions.md, "Learned volatility").
+        diagnostics: on Anthropic, send ``diagnostics.previous_message_id`` so the server's
+            ``cache_miss_reason`` lands in each ``UsageReport``.
+        prices: price multipliers per engine over ``DEFAULT_PRICES`` (for ``stats.cost``).
+        clock: seconds clock for TTL reasoning (default ``time.time``).
+
+    Raises ``TelosHintError`` saying what is valid for an invalid argument (a session id that is
+    not a string, an unknown engine or ttl, ...) or hints (listing the valid keys).
+    """
+    check_session_arguments(
+        session_id,
+        engine=engine,
+        ttl=ttl,
+        strict=strict,
+        learn_volatility=learn_volatility,
+        diagnostics=diagnostics,
+        on_cache_break=on_cache_break,
+        clock=clock,
+        prices=prices,
+    )
+    parsed = parse_hints(hints)
+    if engine is not None or ttl is not None:
+        data = parsed.model_dump(exclude_unset=True)
+        data.update({k: v for k, v in (("engine", engine), ("ttl", ttl)) if v is not None})
+        parsed = parse_hints(data)
+    return Session(
+        session_id,
+        store=store,
+        hints=parsed,
+        strict=strict,
+        on_cache_break=on_cache_break,
+        learn_volatility=learn_volatility,
+        diagnostics=diagnostics,
+        prices=prices,
+        clock=clock,
+    )
+
+
+def current_session() -> Session | None:
+    """The innermost session active in this context, if any."""
+    stack = _stack.get()
+    return cast(Session, stack[-1]) if stack else None
+
+
+_implicit: OrderedDict[str, Session] = OrderedDict()
+_named: OrderedDict[tuple[int, str], Session] = OrderedDict()
+
+
+def _lru_get(
+    table: OrderedDict[Any, Session],
+    key: Any,
+    make: Callable[[], Session],
+    valid: Callable[[Session], bool] | None = None,
+) -> Session:
+    """The session under ``key``, made by ``make`` if absent (or not ``valid`` any more)."""
+    with _registry_lock:
+        found = table.get(key)
+        if found is None or (valid is not None and not valid(found)):
+            found = table[key] = make()
+            while len(table) > _IMPLICIT_LIMIT:
+                table.popitem(last=False)
+        else:
+            table.move_to_end(key)
+        return found
+
+
+def implicit_session(
+    api: Api, body: Mapping[str, Any], *, drop_patterns: Sequence[str] = (), tenant: str = ""
+) -> Session:
+    """The implicit session of a request made outside any ``session()``: ``implicit-<key>``.
+
+    The key (``sessions.identity.conversation_key``) is what stays fixed across the turns of one
+    conversation — API, model, tool names, the caller's own user/conversation fields, and the
+    conversation's opening message with its envelopes stripped, and ``tenant`` (a digest of the
+    isolation hint and the client's credentials and base URL) — never the system prompt,
+    instructions or envelopes a harness rebuilds every turn (docs/sessions.md). Bounded LRU.
+    """
+    digest = conversation_key(api, body, drop_patterns, tenant)
+    return _lru_get(_implicit, digest, lambda: Session(f"implicit-{digest}", implicit=True))
+
+
+def named_session(session_id: str, *, store: SessionStore | None = None) -> Session:
+    """The session a ``telos_hint={"session": id}`` or ``X-Telos-Session`` names, within ``store``.
+
+    ``store``: the caller's own store (the patch layer passes the store of the session the call was
+    built in, else the default); ``None`` means the process default store. Returns the live session
+    with that id *on that store*, or a new one on it, whose state is whatever the store holds for
+    the id. A session with the same id on another store is never returned (docs/security.md).
+    """
+    store = default_store() if store is None else store
+    on_default = store is default_store()
+    for key in ((id(store), session_id), *(((0, session_id),) if on_default else ())):
+        live = _live.get(key)
+        if live is not None and live.store is store:
+            return cast(Session, live)
+    if on_default:
+        return _lru_get(_named, (0, session_id), lambda: Session(session_id))
+    # Keyed by the store's identity; an entry is valid only while it is that very store (an id may
+    # be reused once a store is gone, but an entry here keeps its store alive through its session).
+    return _lru_get(
+        _named,
+        (id(store), session_id),
+        lambda: Session(session_id, store=store),
+        valid=lambda found: found.store is store,
+    )
