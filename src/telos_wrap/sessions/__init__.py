@@ -6,8 +6,13 @@ in a store (in-memory by default, Redis for several workers), hashes and positio
 request, its folds, pins and learned volatile spans, and exact usage counters — never a copy of the
 conversation. See ``docs/sessions.md``.
 
-Modules: ``core`` (``Session``, context), ``turn`` (one request, pure), ``state`` / ``records``
-(durable values), ``store`` / ``redis_store`` (compare-and-set stores, sync and async),
+Modules, in the style of a sans-IO core with thin I/O shells: ``core`` (``Session``, the public
+object composing the others), ``registry`` (``session()``, the implicit and named sessions),
+``live`` (the process's tables of sessions), ``plans`` (the store plans: pure, state in, store
+operations out), ``drivers`` (their sync and async runners against a store), ``steps`` (the
+primitives' pure state transitions), ``explain`` (``RequestRecord``, ``explain``'s text),
+``turn`` (one request, pure), ``state`` / ``records`` (durable values), ``store`` /
+``redis_store`` (compare-and-set stores, sync and async),
 ``breaker`` (the stores' circuit breaker), ``prints`` / ``breaks``
 (cache-break detection), ``volatility`` (learned DROP spans), ``folds`` (pins and folds),
 ``stats`` (costs), ``refresh`` / ``refresh_io`` (R8 keep-alive).

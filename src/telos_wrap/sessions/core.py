@@ -12,7 +12,12 @@ rooms: ``plans`` (the sans-IO store plans and what this process holds of the sta
 (their sync and async runners against a store), ``turn`` (one request, pure), ``explain`` (what
 ``explain`` shows), ``live`` (the process's tables of sessions). This module is the object users
 and the patch layer call: the context manager, the request path, usage, pins and folds, refresh,
-volatility and the read-only views, each delegating to those rooms.
+volatility and the read-only views, each delegating to those rooms, ``steps`` (the pure state
+transitions of its primitives) and ``stats``.
+
+Why this module is over 500 lines: it is one object's public surface (about 30 methods the patch
+layer and users call, sync and async twins, each with the docstring docs/sessions.md relies on);
+what is left in each is the composition itself, and splitting the class would split that surface.
 """
 
 from __future__ import annotations
@@ -23,7 +28,6 @@ import logging
 import threading
 import time
 import uuid
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import replace
@@ -33,7 +37,7 @@ from typing import Any, TypeVar
 from telos_wrap.bridge import BridgeOptions
 from telos_wrap.config import current_config
 from telos_wrap.engines.base import EmitPlan
-from telos_wrap.errors import RefPoolError, TelosError, TelosInvariantError, TelosStageError
+from telos_wrap.errors import TelosError, TelosInvariantError, TelosStageError
 from telos_wrap.failopen import report_failure
 from telos_wrap.history import HistoryMemo
 from telos_wrap.ir.hints import TelosHints
@@ -41,17 +45,18 @@ from telos_wrap.ir.model import Api, TelosBlock, UsageReport
 from telos_wrap.ir.refpool import emitted_references
 from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks
 from telos_wrap.sessions import drivers
-from telos_wrap.sessions.breaker import StoreBreaker, StoreEvent, breaker_of
+from telos_wrap.sessions.breaker import StoreBreaker, breaker_of
 from telos_wrap.sessions.explain import Explained, RequestRecord, explain
-from telos_wrap.sessions.folds import FoldError, validate_range, validate_slug
+from telos_wrap.sessions.folds import FoldError, validate_slug
 from telos_wrap.sessions.identity import tells_users_apart
-from telos_wrap.sessions.live import _held, _hold, _live, _release, _scope, _stack
+from telos_wrap.sessions.live import _held, _hold, _live, _scope, _stack
 from telos_wrap.sessions.plans import StateSync, StoreOp, unchanged
-from telos_wrap.sessions.records import CacheBreak, RangeFold, SlugFold, VolatileSpan
+from telos_wrap.sessions.records import CacheBreak, VolatileSpan
 from telos_wrap.sessions.refresh import RefreshDecision, decide_refresh
 from telos_wrap.sessions.state import SessionState
 from telos_wrap.sessions.stats import PriceMultipliers, SessionStats
-from telos_wrap.sessions.store import SessionStore, default_store, store_ops
+from telos_wrap.sessions.steps import fold_step, forget_volatility, passthrough_step, pin_step
+from telos_wrap.sessions.store import SessionStore, default_store
 from telos_wrap.sessions.turn import StateHooks, TurnResult, run_turn
 from telos_wrap.sessions.wire_i2 import WireLedger, note_telos_rewrote
 
@@ -68,42 +73,6 @@ CacheBreakCallback = Callable[[CacheBreak], None]
 
 def _blob_key(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
-
-
-class _Host:
-    """A session as its ``plans.StateSync`` sees it (``plans.SyncHost``). Weak: what a session holds
-    never keeps it alive (``live._live`` forgets a session the application dropped)."""
-
-    __slots__ = ("_session",)
-
-    def __init__(self, session: Session) -> None:
-        self._session = weakref.ref(session)
-
-    def _get(self) -> Session:
-        found = self._session()
-        assert found is not None  # only called from the session's own methods
-        return found
-
-    def current_store(self) -> object:
-        return self._get().store
-
-    def store_breaker(self) -> StoreBreaker:
-        return breaker_of(self._get().store)
-
-    def store_inline(self) -> bool:
-        return store_ops(self._get().store).inline
-
-    def store_event(self, kind: str, state: SessionState, reason: str) -> None:
-        session = self._get()
-        breaker_of(session.store).record(
-            StoreEvent(kind, session.id, state.requests, reason, session.clock())
-        )
-
-    def hold(self) -> None:
-        _hold(self._get())
-
-    def release(self) -> None:
-        _release(self._get())
 
 
 class Session:
@@ -152,7 +121,7 @@ class Session:
         #: few texts each): the only texts a later request's lift takes as references.
         self._own: dict[str, tuple[str, ...]] = {}
         #: What this process holds of the stored state, and the plans that keep it in step.
-        self._sync = StateSync(self.id, _Host(self))
+        self._sync = StateSync(self.id, drivers.Host(self))
         self._alocks = drivers.AsyncLocks()
         _live[(_scope(store), self.id)] = self
 
@@ -252,33 +221,11 @@ class Session:
         """A snapshot of the session's durable state (as stored; JSON-serializable via ``to_json``)."""
         return self._read()
 
-    def _pins(self, state: SessionState) -> dict[str, str]:
-        pins: dict[str, str] = {}
-        for slug, key in state.pins.items():
-            text = self._sync.blobs.get(key)
-            if text is None:
-                text = self.store.get_blob(self.id, key)
-                if text is None:
-                    raise RefPoolError(f"pinned document {slug!r} is missing from the session store")
-                self._sync.blobs[key] = text
-            pins[slug] = text
-        return pins
-
-    def _cached_pins(self, state: SessionState) -> dict[str, str]:
-        """The pinned texts of ``state`` from this process's blob cache (filled by the plan)."""
-        pins: dict[str, str] = {}
-        for slug, key in state.pins.items():
-            text = self._sync.blobs.get(key)
-            if text is None:
-                raise RefPoolError(f"pinned document {slug!r} is missing from the session store")
-            pins[slug] = text
-        return pins
-
     # -- the request path (called by the patch layer) ---------------------------------------------
 
     def _hooks_plan(self, strict: bool | None) -> Generator[StoreOp, Any, SessionHooks]:
         def step(state: SessionState) -> tuple[None, SessionHooks]:
-            return None, StateHooks(state, self._cached_pins(state), state.volatile, own=dict(self._own))
+            return None, StateHooks(state, self._sync.cached_pins(state), state.volatile, own=dict(self._own))
 
         return self._plan(step, strict, readonly=True)
 
@@ -322,7 +269,7 @@ class Session:
                 api,
                 body,
                 options,
-                pins=self._cached_pins(state),
+                pins=self._sync.cached_pins(state),
                 now=now,
                 learn_volatility=self.learn_volatility,
                 diagnostics=self.diagnostics,
@@ -437,30 +384,6 @@ class Session:
             except Exception:
                 logger.exception("telos_wrap: on_cache_break callback of session %s raised", self.id)
 
-    def _passthrough_step(
-        self, engine: str, body: Mapping[str, Any]
-    ) -> Callable[[SessionState], tuple[SessionState, int]]:
-        refresh = body.get("max_tokens") == 0
-        now = self.clock()
-
-        def step(state: SessionState) -> tuple[SessionState, int]:
-            by_engine = dict(state.by_engine)
-            by_engine[engine] = by_engine.get(engine, 0) + 1
-            new = replace(state, requests=state.requests + 1, by_engine=by_engine)
-            if refresh:
-                last = None if state.last is None else replace(state.last, at=now)
-                new = replace(
-                    new,
-                    refreshes=state.refreshes + 1,
-                    refreshes_since_request=state.refreshes_since_request + 1,
-                    last=last,
-                )
-            else:
-                new = replace(new, refreshes_since_request=0)
-            return new, state.requests
-
-        return step
-
     def note_passthrough(self, api: Api, engine: str, body: Mapping[str, Any]) -> int:
         """Record a request telos sent unchanged (disabled, failed open, or a ``max_tokens=0`` refresh).
 
@@ -468,7 +391,7 @@ class Session:
         """
         try:
             with self._lock:
-                index = self._run(self._plan(self._passthrough_step(engine, body), strict=False))
+                index = self._run(self._plan(passthrough_step(engine, body, self.clock()), strict=False))
                 self._remember_passthrough(api, engine, body, index)
             return index
         except Exception:
@@ -482,7 +405,7 @@ class Session:
     async def note_passthrough_async(self, api: Api, engine: str, body: Mapping[str, Any]) -> int:
         """``note_passthrough`` for async clients."""
         try:
-            index = await self._arun(self._plan(self._passthrough_step(engine, body), strict=False))
+            index = await self._arun(self._plan(passthrough_step(engine, body, self.clock()), strict=False))
             with self._lock:
                 self._remember_passthrough(api, engine, body, index)
             return index
@@ -539,15 +462,9 @@ class Session:
         validate_slug(slug)
         key = _blob_key(text)
         with self._lock:
-            self.store.put_blob(self.id, key, text)
-            self._sync.blobs[key] = text
+            drivers.put_pin(self._sync, self.store, key, text)
 
-            def step(state: SessionState) -> tuple[SessionState, None]:
-                if slug in state.pins:
-                    raise RefPoolError(f"ref-pool slug {slug!r} is already pinned; slugs are frozen")
-                return replace(state, pins={**state.pins, slug: key}), None
-
-            self._update(step)
+            self._update(pin_step(slug, key))
 
     def fold(
         self,
@@ -574,28 +491,7 @@ class Session:
             raise FoldError("fold() takes exactly one of slugs=... or message_range=(start, end)")
         slug_list = [slugs] if isinstance(slugs, str) else list(slugs or ())
         with self._lock:
-
-            def step(state: SessionState) -> tuple[SessionState, None]:
-                at = state.requests
-                if message_range is not None:
-                    start, end = message_range
-                    digest = validate_range(state.app, start, end, state.range_folds)
-                    folds = (*state.range_folds, RangeFold(start, end, digest, summary, at))
-                    new = replace(state, range_folds=folds)
-                else:
-                    known = set(state.pins) | set(state.app.slugs if state.app else ())
-                    unknown = [slug for slug in slug_list if slug not in known]
-                    if not slug_list or unknown:
-                        raise RefPoolError(
-                            f"cannot fold {unknown or slug_list}: not in the ref-pool "
-                            f"(known: {sorted(known)})"
-                        )
-                    kept = tuple(f for f in state.slug_folds if f.slug not in slug_list)
-                    new = replace(state, slug_folds=(*kept, *(SlugFold(s, summary, at) for s in slug_list)))
-                self._recheck(new)
-                return new, None
-
-            self._update(step)
+            self._update(fold_step(summary, slug_list, message_range, self._recheck))
 
     def _recheck(self, state: SessionState) -> None:
         """Dry-run the last request of this process on ``state``: invariants must still hold."""
@@ -603,7 +499,15 @@ class Session:
             return
         api, body, options = self._last_request
         try:
-            run_turn(state, api, body, options, pins=self._pins(state), now=self.clock(), commit=False)
+            run_turn(
+                state,
+                api,
+                body,
+                options,
+                pins=drivers.load_pins(self._sync, self.store, state),
+                now=self.clock(),
+                commit=False,
+            )
         except TelosStageError as exc:
             raise FoldError(f"the fold would break the prompt's invariants: {exc}") from exc
 
@@ -636,7 +540,7 @@ class Session:
                     only_what_pays=config.only_what_pays,
                 )
             state = self.state
-            pins = self._pins(state)
+            pins = drivers.load_pins(self._sync, self.store, state)
             result = run_turn(
                 state, api or "anthropic", body, options, pins=pins, now=self.clock(), commit=False
             )
@@ -655,7 +559,7 @@ class Session:
     def forget_volatility(self) -> None:
         """Drop every learned volatile span (they are learned again if they keep changing)."""
         with self._lock:
-            self._update(lambda state: (replace(state, volatile=()), None))
+            self._update(forget_volatility)
 
     # -- observability --------------------------------------------------------------------------------
 

@@ -14,14 +14,17 @@ from __future__ import annotations
 import asyncio
 import time
 import weakref
-from collections.abc import Coroutine, Generator
-from typing import Any, TypeVar
+from collections.abc import Callable, Coroutine, Generator
+from typing import Any, Protocol, TypeVar
 
-from telos_wrap.sessions.breaker import StoreBreaker
+from telos_wrap.errors import RefPoolError
+from telos_wrap.sessions.breaker import StoreBreaker, StoreEvent, breaker_of
+from telos_wrap.sessions.live import _hold, _release
 from telos_wrap.sessions.plans import ABANDONED, LOAD, Failed, GetBlob, Sleep, StateSync, StoreOp, Swap
+from telos_wrap.sessions.state import SessionState
 from telos_wrap.sessions.store import SessionStore, StoreOps, store_ops
 
-__all__ = ["AsyncLocks", "arun", "read_state", "run"]
+__all__ = ["AsyncLocks", "Host", "Owner", "arun", "load_pins", "put_pin", "read_state", "run"]
 
 T = TypeVar("T")
 
@@ -137,6 +140,26 @@ def read_state(sync: StateSync, store: SessionStore, breaker: StoreBreaker) -> N
             sync.adopt(loaded)
 
 
+def load_pins(sync: StateSync, store: SessionStore, state: SessionState) -> dict[str, str]:
+    """The pinned texts of ``state``: from ``sync``'s blob cache, else read from the store (and kept)."""
+    pins: dict[str, str] = {}
+    for slug, key in state.pins.items():
+        text = sync.blobs.get(key)
+        if text is None:
+            text = store.get_blob(sync.id, key)
+            if text is None:
+                raise RefPoolError(f"pinned document {slug!r} is missing from the session store")
+            sync.blobs[key] = text
+        pins[slug] = text
+    return pins
+
+
+def put_pin(sync: StateSync, store: SessionStore, key: str, text: str) -> None:
+    """Store a pinned text under blob ``key`` (and keep it in ``sync``'s blob cache)."""
+    store.put_blob(sync.id, key, text)
+    sync.blobs[key] = text
+
+
 class AsyncLocks:
     """One ``asyncio.Lock`` per event loop (a session may be used from several loops)."""
 
@@ -152,3 +175,52 @@ class AsyncLocks:
         if lock is None:
             lock = self._locks[loop] = asyncio.Lock()
         return lock
+
+
+class Owner(Protocol):
+    """What a ``Host`` needs of its session (``core.Session``)."""
+
+    id: str
+    clock: Callable[[], float]
+
+    @property
+    def store(self) -> SessionStore: ...
+
+    def flush(self) -> None: ...
+
+
+class Host:
+    """A session as its ``plans.StateSync`` sees it (``plans.SyncHost``): its store, the store's
+    breaker, its events and the process's table of sessions holding unwritten state. Weak: what a
+    session holds never keeps it alive (``live._live`` forgets a session the application dropped)."""
+
+    __slots__ = ("_session",)
+
+    def __init__(self, session: Owner) -> None:
+        self._session = weakref.ref(session)
+
+    def _get(self) -> Owner:
+        found = self._session()
+        assert found is not None  # only called from the session's own methods
+        return found
+
+    def current_store(self) -> object:
+        return self._get().store
+
+    def store_breaker(self) -> StoreBreaker:
+        return breaker_of(self._get().store)
+
+    def store_inline(self) -> bool:
+        return store_ops(self._get().store).inline
+
+    def store_event(self, kind: str, state: SessionState, reason: str) -> None:
+        session = self._get()
+        breaker_of(session.store).record(
+            StoreEvent(kind, session.id, state.requests, reason, session.clock())
+        )
+
+    def hold(self) -> None:
+        _hold(self._get())
+
+    def release(self) -> None:
+        _release(self._get())

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
 from telos_wrap.errors import (
+    RefPoolError,
     StoreBusyError,
     StoreConflictError,
     StoreEntryError,
@@ -214,6 +215,16 @@ class StateSync:
         self.before: tuple[int, str] | None = None
         #: Usage recorded here, written with the session's next write.
         self.pending: list[tuple[int, UsageReport | None, str | None]] = []
+
+    def cached_pins(self, state: SessionState) -> dict[str, str]:
+        """The pinned texts of ``state`` from this process's blob cache (filled by the plan)."""
+        pins: dict[str, str] = {}
+        for slug, key in state.pins.items():
+            text = self.blobs.get(key)
+            if text is None:
+                raise RefPoolError(f"pinned document {slug!r} is missing from the session store")
+            pins[slug] = text
+        return pins
 
     def bind_store(self) -> None:
         """Forget what this process knows of the state if the session now uses another store (the

@@ -113,7 +113,7 @@ class StoreOps:
         self.store = store
         self._native_async = isinstance(store, AsyncSessionStore)
         #: A ``MemoryStore`` (not a subclass, which may override its async twins): nothing it does
-        #: waits, so async sessions call its sync methods directly (``Session._arun``).
+        #: waits, so async sessions call its sync methods directly (``drivers.arun``).
         self.inline = type(store) is MemoryStore
 
     def load(self, session_id: str) -> Versioned | None:
