@@ -8,8 +8,10 @@ once or built in the tenant's context and sent later from another's (a stream ma
 streams; asyncio interleavings. After every request: the wire body holds its tenant's canary and
 no other, and no session's explanation, stats or learned patterns hold another tenant's canary.
 
-R1: for any system / messages content — hostile strings included (telos' own reference formats, its
-envelopes, huge and odd ids, control characters) — every line of caller text is on the wire.
+R1: for any system / messages / tools content — hostile strings included (telos' own reference
+formats, its envelopes, huge and odd ids, control characters), in the system prompt, the user's
+text, a tool's description, a past tool call's arguments and its result — every line of caller text
+is on the wire.
 
 Examples: ``TELOS_SECURITY_EXAMPLES`` (default 25 per machine, 12 for asyncio, a few seconds of CI;
 a long run: ``TELOS_SECURITY_EXAMPLES=400 pytest tests/security/test_multi_tenant.py``).
@@ -80,7 +82,20 @@ def wire() -> Iterator[Wire]:
 
 
 def _text(body: dict[str, Any]) -> str:
-    return json.dumps(body, ensure_ascii=False)
+    """The wire body as text, with each tool call's ``arguments`` (JSON in a string) decoded too."""
+    return "\n".join(json.dumps(value, ensure_ascii=False) for value in (body, *_arguments(body)))
+
+
+def _arguments(value: Any) -> Iterator[Any]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "arguments" and isinstance(item, str):
+                yield json.loads(item)
+            else:
+                yield from _arguments(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _arguments(item)
 
 
 class Tenant:
@@ -106,12 +121,71 @@ class Tenant:
         ]
 
     def messages(self, hostile: str) -> list[dict[str, Any]]:
-        messages: list[dict[str, Any]] = [{"role": "user", "content": "hi"}]
+        """Anthropic messages: a past tool call and its result carry the hostile string too."""
+        messages: list[dict[str, Any]] = [
+            {"role": "user", "content": "hi"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"q": hostile}}],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": hostile or "none"},
+                    {"type": "text", "text": "go on"},
+                ],
+            },
+        ]
         for n in range(self.turns):
             messages.append({"role": "assistant", "content": f"answer {n}"})
             messages.append({"role": "user", "content": f"more {n} from {self.canary}"})
-        messages[-1] = {"role": "user", "content": f"{messages[-1]['content']} {hostile}".strip() or "hi"}
+        last = messages[-1]["content"]
+        if isinstance(last, str):
+            messages[-1] = {"role": "user", "content": f"{last} {hostile}".strip() or "hi"}
         return messages
+
+    def tools(self, hostile: str) -> list[dict[str, Any]]:
+        schema = {"type": "object", "properties": {"q": {"type": "string", "description": hostile}}}
+        return [
+            {
+                "name": "lookup",
+                "description": f"Look up the records of {self.canary}. {hostile}",
+                "input_schema": schema,
+            }
+        ]
+
+    def openai_messages(self, hostile: str) -> list[dict[str, Any]]:
+        """The same conversation in Chat Completions' shapes."""
+        out: list[dict[str, Any]] = []
+        for message in self.messages(hostile):
+            content = message["content"]
+            if isinstance(content, str):
+                out.append(message)
+            elif content[0]["type"] == "tool_use":
+                call = content[0]
+                out.append(
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {
+                                "id": call["id"],
+                                "type": "function",
+                                "function": {"name": call["name"], "arguments": json.dumps(call["input"])},
+                            }
+                        ],
+                    }
+                )
+            else:
+                out.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": content[0]["tool_use_id"],
+                        "content": content[0]["content"],
+                    }
+                )
+                out.append({"role": "user", "content": content[1]["text"]})
+        return out
 
     def extra(self) -> dict[str, Any]:
         if self.mode == "implicit-isolation":
@@ -126,6 +200,7 @@ class Tenant:
             "max_tokens": 8,
             "system": self.system(hostile),
             "messages": self.messages(hostile),
+            "tools": self.tools(hostile),
             **self.extra(),
         }
 
@@ -134,7 +209,23 @@ class Tenant:
         extra = self.extra()
         if "metadata" in extra:
             extra = {"user": self.name}
-        return {"model": "gpt-5.6", "messages": [*system, *self.messages(hostile)], **extra}
+        tools = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t["name"],
+                    "description": t["description"],
+                    "parameters": t["input_schema"],
+                },
+            }
+            for t in self.tools(hostile)
+        ]
+        return {
+            "model": "gpt-5.6",
+            "messages": [*system, *self.openai_messages(hostile)],
+            "tools": tools,
+            **extra,
+        }
 
 
 def check_body(body: dict[str, Any], tenants: list[Tenant], sent: dict[str, Any]) -> None:
@@ -144,6 +235,24 @@ def check_body(body: dict[str, Any], tenants: list[Tenant], sent: dict[str, Any]
     assert len(owners) == 1, f"a request carries the canaries of {[t.name for t in owners]}"
     lost = missing(text, sent)
     assert lost is None, f"lost caller text {lost!r}"
+    assert tool_fields(body) == tool_fields(sent), "a tool's description or a tool call's arguments changed"
+
+
+def tool_fields(body: dict[str, Any]) -> dict[str, Any]:
+    """Per tool, its description; per past tool call (by id), its arguments, decoded: field by field,
+    so a hostile string that also appears elsewhere cannot hide a change here."""
+    fields: dict[str, Any] = {}
+    for tool in body.get("tools") or ():
+        spec = tool.get("function", tool)
+        fields[f"tool {spec['name']}"] = spec.get("description")
+    for message in body.get("messages") or ():
+        for call in message.get("tool_calls") or ():
+            fields[f"call {call['id']}"] = json.loads(call["function"]["arguments"])
+        content = message.get("content")
+        for block in content if isinstance(content, list) else ():
+            if block.get("type") == "tool_use":
+                fields[f"call {block['id']}"] = block["input"]
+    return fields
 
 
 def missing(text: str, sent: dict[str, Any]) -> str | None:
@@ -160,12 +269,35 @@ def missing(text: str, sent: dict[str, Any]) -> str | None:
     return None
 
 
+#: The fields whose strings the caller wrote for the model: prompt text, tools, tool calls.
+_CALLER_FIELDS = frozenset(
+    {
+        "system",
+        "messages",
+        "content",
+        "text",
+        "tools",
+        "description",
+        "input",
+        "properties",
+        "q",
+        "input_schema",
+        "parameters",
+        "function",
+        "tool_calls",
+        "arguments",
+    }
+)
+
+
 def _strings(value: Any) -> Iterator[str]:
     if isinstance(value, str):
         yield value
     elif isinstance(value, dict):
         for key, item in value.items():
-            if key in ("system", "messages", "content", "text"):
+            if key == "arguments" and isinstance(item, str):
+                yield from _strings(json.loads(item))
+            elif key in _CALLER_FIELDS:
                 yield from _strings(item)
     elif isinstance(value, list):
         for item in value:

@@ -50,6 +50,13 @@ logger = logging.getLogger("telos_wrap.sessions")
 
 # KEYS: session, blobs[, legacy session, legacy blobs]; ARGV: expected revision ('' = absent), text,
 # ttl (0 = none), the new revision.
+#
+# A write is idempotent: redis-py sends a command again when its connection drops before the answer
+# (a cluster client after re-reading the slots, during a failover), so the script may run twice with
+# the same arguments. If the first run landed, the second finds the store at the revision this write
+# drew, holding its text, and answers as the first did. Treated as a lost race instead, the session
+# recomputed its step on its own write and counted the request twice (docs/sessions.md, "Running at
+# scale").
 _SWAP = """
 local current = redis.call('HGET', KEYS[1], 'rev')
 if not current and KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then
@@ -66,7 +73,12 @@ if current and not tonumber(current) then
 end
 if (current or '') ~= ARGV[1] then
   if current then
-    return {0, current, redis.call('HGET', KEYS[1], 'state')}
+    local state = redis.call('HGET', KEYS[1], 'state')
+    local mine = tonumber(ARGV[4])
+    if (tonumber(current) == mine or tonumber(current) == mine + 1) and state == ARGV[2] then
+      return {1, tonumber(current)}  -- this very write, sent again by the client after it landed
+    end
+    return {0, current, state}
   end
   return {0}
 end
