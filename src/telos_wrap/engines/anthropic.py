@@ -76,7 +76,7 @@ _CACHEABLE_TYPES = frozenset(
     }
 )
 _TTL_RANK = {"5m": 0, "1h": 1}
-# Consecutive blocks of these kinds in one message are one lookback position (vendor-cache-rules §1).
+# Consecutive blocks of these kinds in one message are one lookback position (docs/vendor-facts.md §1).
 _RUN_KINDS = frozenset({BlockKind.TOOL_USE, BlockKind.TOOL_RESULT})
 Segment = Literal["tools", "system", "messages"]
 Location = tuple[Segment, int | None, int]
