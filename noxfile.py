@@ -118,6 +118,6 @@ def lint(session: nox.Session) -> None:
 def typecheck(session: nox.Session) -> None:
     """mypy --strict on src/."""
     # The packages src/ imports where they are installed: redis (typed since 5.0, so no stubs), and
-    # pytest / vcrpy for the pytest plugin (telos_wrap_pytest, telos_wrap.pytest_plugin).
+    # pytest / vcrpy for the pytest plugin (telos_wrap_pytest, telos_wrap.testing).
     session.install("-e", ".[redis]", "mypy>=1.11", "pytest>=8", "vcrpy>=7")
     session.run("mypy")

@@ -12,7 +12,7 @@ nothing but content counts:
 
 Volatile spans are excluded: ``Current time:`` / ``Current date:`` lines and everything inside an
 ``<environment_info>`` envelope (the live clock of the recorded LangGraph sessions), and the exact
-strings a harness style of ``telos_wrap.harnesses`` declares volatile for that request (passed to
+strings a harness style of ``telos_wrap.testing.harnesses`` declares volatile for that request (passed to
 ``SessionBound.add``): every line holding one is dropped whole — the unit that may move out of a
 prompt is a whole line, never a value cut out of it (docs/sessions.md), so the bound no longer
 rewards cutting ``You are helpful. Date: <cut>. Be brief.`` apart.

@@ -21,7 +21,7 @@ session and strategy, its clock moving 3-9 s per request), with:
    changed — the best a learner without foresight can do (a value that has not changed yet cannot be
    known to be volatile; learning a clock on sight can beat it).
 
-*Styles* (``telos_wrap.harnesses``): ``clean`` is the trace as recorded; every other style
+*Styles* (``telos_wrap.testing.harnesses``): ``clean`` is the trace as recorded; every other style
 rebuilds each request the way one careless harness habit does (seeded, deterministic). *Modes*
 (docs/emulator.md, "Render modes"): ``rendered`` compares prompts as the vendor renders them,
 ``byte-exact`` as a cache keyed on the request bytes would (cache markers aside).
@@ -60,7 +60,6 @@ from _bench_bound import SessionBound
 
 from telos_wrap.emulator import RENDER_MODES
 from telos_wrap.emulator.flavour_router import chat_to_messages
-from telos_wrap.harnesses import rewrite_session, style_names
 from telos_wrap.replay import (
     AS_SENT,
     AUTO_CACHING,
@@ -73,6 +72,7 @@ from telos_wrap.replay import (
     replay,
 )
 from telos_wrap.sessions.wire_i2 import telos_rewrites_seen
+from telos_wrap.testing.harnesses import rewrite_session, style_names
 from telos_wrap.traces import TraceRequest, group_sessions, load_trace
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -579,7 +579,8 @@ def write_markdown(path: Path, sections: Sequence[Section], meta: dict[str, Any]
         "*efficiency* = cache reads / oracle bound (the tokens of content already sent earlier in the "
         "session, the spans the harness changes every turn cut out, below the vendor's minimum "
         "cacheable length counted as 0; `benchmarks/_bench_bound.py`); *bound* = oracle bound / input "
-        "tokens. *Styles* are the careless harnesses of `telos_wrap.harnesses` (`clean` = the traces as "
+        "tokens. *Styles* are the careless harnesses of `telos_wrap.testing.harnesses` "
+        "(`clean` = the traces as "
         'recorded); *modes* are the emulator\'s render modes (docs/emulator.md, "Render modes": '
         "`rendered` = as the vendor renders the prompt, `byte-exact` = as a cache keyed on the request "
         "bytes). See the docstring of `benchmarks/cache_efficiency.py`.",

@@ -13,7 +13,7 @@ them, in order):
   trace session (its own ``MemoryStore``, its clock the emulator's ``ManualClock``, moving 3-9 s
   per request), so turn preparation, the store's compare-and-set plans, learned volatility,
   the ref-pool and pass-through notes all run. Variants: ``clean`` (the traces as recorded),
-  ``kitchen-sink`` (the careless-harness style of ``telos_wrap.harnesses`` that changes the most
+  ``kitchen-sink`` (the careless-harness style of ``telos_wrap.testing.harnesses`` that changes the most
   every turn: volatile spans to learn), ``primitives`` (clean, plus ``session.pin`` before the
   second request, ``fold(slugs=...)`` before the fourth and ``fold(message_range=...)`` before the
   sixth, a refused fold hashed by its exception type; every fourth request sent with
@@ -43,13 +43,13 @@ from typing import Any
 import telos_wrap
 from telos_wrap.emulator import Emulator, ManualClock, emulator_http_client
 from telos_wrap.errors import TelosError
-from telos_wrap.harnesses import rewrite_session
 from telos_wrap.ir.canon import canonical_json
 from telos_wrap.pipeline import PrepareOptions, prepare
 from telos_wrap.replay import load_sessions, patched
 from telos_wrap.replay.responses import responses_sessions
 from telos_wrap.replay.runner import ENGINES, SERVED_APIS, create_kwargs
 from telos_wrap.sessions import MemoryStore
+from telos_wrap.testing.harnesses import rewrite_session
 from telos_wrap.traces import TraceRequest
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -3,7 +3,7 @@
 Everything here is synchronous, pure and SDK-free: it maps a plain-JSON request body to the body
 to send. The patch layer calls it and decides what a failure means (fail open, or raise with
 ``strict=True``). Each step runs as a named *stage*; a failure is raised as ``TelosStageError``
-naming the stage, and tests can inject faults into any stage by name (``telos_wrap.testing``).
+naming the stage, and tests can inject faults into any stage by name (``_stage_hook``).
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ RAW_RESPONSE_TYPES: tuple[type, ...] = (
     else (anthropic._response.APIResponse,)
 )
 
-MODEL = "claude-opus-5"  # 512-token cache minimum (vendor-cache-rules §1.3)
+MODEL = "claude-opus-5"  # 512-token cache minimum (docs/vendor-facts.md §1.3)
 SYSTEM = (
     "You are a careful assistant for an airline. "
     + " ".join(

@@ -1,7 +1,7 @@
 """Reading emitted Anthropic bodies the way the prefix cache does (test helpers).
 
 The cache compares rendered content, not JSON bytes: a ``cache_control`` marker is not content
-(removing one changes nothing, vendor-cache-rules §1.2) and a string ``content`` renders as one
+(removing one changes nothing, docs/vendor-facts.md §1.2) and a string ``content`` renders as one
 text block. ``flatten`` returns the body as its sequence of positions in render order
 (tools → system → messages), each a canonical JSON string of the block without its marker.
 """

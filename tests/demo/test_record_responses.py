@@ -18,8 +18,8 @@ import openai
 import pytest
 
 import telos_wrap
-from telos_wrap.cache_budget import RequestCapture, replay_requests
 from telos_wrap.emulator import Emulator, ManualClock, serve, text_for_tokens
+from telos_wrap.testing import RequestCapture, replay_requests
 
 from .test_replay_cli import run_json
 

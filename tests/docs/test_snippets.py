@@ -18,12 +18,13 @@ import pytest
 
 import telos_wrap
 from telos_wrap.emulator import Emulator, serve
-from telos_wrap.sessions import MemoryStore, set_default_store
+from telos_wrap.sessions import MemoryStore
 
 from ..sessions.conftest import (  # noqa: F401  (fixtures, used through getfixturevalue)
     redis_cluster_url,
     redis_url,
 )
+from ..stores import default_store
 from .fixtures import FIXTURES
 from .snippets import Snippet, documents, snippets_of
 
@@ -40,12 +41,11 @@ def emulator_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[Emulator]:
         monkeypatch.setenv("ANTHROPIC_API_KEY", "docs-test")
         monkeypatch.setenv("OPENAI_BASE_URL", base_url + "/v1")
         monkeypatch.setenv("OPENAI_API_KEY", "docs-test")
-        previous = set_default_store(MemoryStore())
-        try:
-            yield emu
-        finally:
-            telos_wrap.unpatch()
-            set_default_store(previous)
+        with default_store(MemoryStore()):
+            try:
+                yield emu
+            finally:
+                telos_wrap.unpatch()
 
 
 def run_snippet(snippet: Snippet, request: pytest.FixtureRequest) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Anthropic Messages conformance (vendor-cache-rules.md §1), driven through the real SDK."""
+"""Anthropic Messages conformance (docs/vendor-facts.md §1), driven through the real SDK."""
 
 from __future__ import annotations
 

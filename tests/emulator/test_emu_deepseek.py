@@ -1,4 +1,4 @@
-"""DeepSeek context caching conformance (vendor-cache-rules.md §3)."""
+"""DeepSeek context caching conformance (docs/vendor-facts.md §3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""OpenAI Chat Completions conformance (vendor-cache-rules.md §2), driven through the real SDK."""
+"""OpenAI Chat Completions conformance (docs/vendor-facts.md §2), driven through the real SDK."""
 
 from __future__ import annotations
 

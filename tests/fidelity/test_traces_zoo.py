@@ -1,7 +1,7 @@
 """The fidelity property over every trace session the project ships and every harness style of the zoo.
 
 Each request of ``src/telos_wrap/data/demo_session.jsonl.xz`` (a 43-request LangGraph customer-support
-session), rewritten by every style of ``telos_wrap.harnesses`` (and as recorded), goes through the
+session), rewritten by every style of ``telos_wrap.testing.harnesses`` (and as recorded), goes through the
 session step telos runs under ``patch()`` (``run_turn``), turn after turn. For every request: each
 caller line of the system prompt is sent unchanged in place or whole at the tail (0 lines cut apart),
 a moved line under a heading travels with it, JSON blocks parse, and lines that never change in the
@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 import telos_wrap
-from telos_wrap.harnesses import rewrite_session, style_names
 from telos_wrap.pipeline import PrepareOptions
 from telos_wrap.sessions.state import SessionState
 from telos_wrap.sessions.turn import run_turn
+from telos_wrap.testing.harnesses import rewrite_session, style_names
 from telos_wrap.traces import group_sessions, load_trace
 
 from .check import caller_system, check, sent_parts

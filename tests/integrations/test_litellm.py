@@ -219,3 +219,52 @@ def test_litellm_positional_model_and_messages_are_rewritten() -> None:
     assert "cache_control" in json.dumps(first.body)
     assert "cache_control" not in json.dumps(third_positional.body)  # an unusual call: left as made
     assert telos_wrap.failure_counts() == {}
+
+
+def _stream_twice(url: str, asked: bool, mode: str, patched: bool) -> tuple[list[list[Any]], Any]:
+    """Two turns of one question as streams, in a session: the chunks each turn delivered."""
+    messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": QUESTION}]
+    extra = {"stream_options": {"include_usage": True}} if asked else {}
+    session = telos_wrap.session()
+
+    async def read_async() -> list[Any]:
+        stream = await litellm.acompletion(**{**_kwargs(url, messages, True, "anthropic"), **extra})
+        return [chunk async for chunk in stream]
+
+    delivered = []
+    with session:
+        for _ in range(2):
+            if mode == "async":
+                chunks = asyncio.run(read_async())
+            else:
+                stream = litellm.completion(**{**_kwargs(url, messages, True, "anthropic"), **extra})
+                chunks = list(stream)
+                if patched and asked:  # reported once read to its end
+                    assert telos_wrap.usage_of(stream) is not None
+            delivered.append(chunks)
+    return delivered, session
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("asked", [False, True], ids=["usage-not-asked", "usage-asked"])
+def test_litellm_streams_count_in_the_session_stats(mode: str, asked: bool) -> None:
+    """A LiteLLM stream's usage reaches the session's stats when the caller asks LiteLLM for it
+    (``stream_options.include_usage``); without it the stream counts as a request whose usage was not
+    reported. Either way the caller gets exactly the chunks it gets unpatched."""
+    from .agent_kit import served
+
+    with served() as (_, url):
+        plain, _ = _stream_twice(url, asked, mode, patched=False)
+        telos_wrap.patch()
+        patched, session = _stream_twice(url, asked, mode, patched=True)
+    usage_only = [[c for c in chunks if not c.choices] for chunks in patched]
+    assert [len(u) for u in usage_only] == [len([c for c in chunks if not c.choices]) for chunks in plain]
+    assert [len(u) for u in usage_only] == ([1, 1] if asked else [0, 0])
+    assert [len(c) for c in patched] == [len(c) for c in plain]
+    stats = session.stats
+    if asked:
+        assert (stats.requests, stats.responses_with_usage) == (2, 2)  # each stream counted once
+        assert stats.cache_read > 0  # the second turn read what the first wrote
+    else:
+        assert (stats.requests, stats.responses_with_usage, stats.cache_read) == (2, 0, 0)
+    assert telos_wrap.failure_counts() == {}

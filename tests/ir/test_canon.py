@@ -6,6 +6,7 @@ import json
 import random
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,6 +15,8 @@ from telos_wrap.ir.canon import (
     canonicalize_payload,
     canonicalize_schema,
     canonicalize_tool_def,
+    tool_label,
+    tool_name,
     tool_sort_key,
 )
 from telos_wrap.traces import shuffle_keys as shuffled_keys
@@ -129,3 +132,27 @@ def test_openai_tool_shape_is_schema_canonicalized() -> None:
         "function": {"parameters": {"required": ["b", "a"], "type": "object"}, "name": "f"},
     }
     assert canonicalize_tool_def(tool)["function"]["parameters"]["required"] == ["a", "b"]
+
+
+# -- a tool's name and its label: one helper each, a named difference ----------------------------------
+
+TOOLS_NAMED = [
+    # (tool, tool_name, tool_label)
+    ({"name": "lookup", "input_schema": {}}, "lookup", "lookup"),
+    ({"type": "function", "function": {"name": "lookup"}}, "lookup", "lookup"),
+    ({"type": "function", "name": "lookup", "parameters": {}}, "lookup", "lookup"),  # Responses, flat
+    ({"type": "web_search"}, "", "web_search"),  # a nameless built-in: the label is its type
+    ({"type": "bash_20250124", "name": "bash"}, "bash", "bash"),
+    ({"type": "function", "function": {}, "name": "x"}, "x", "function"),  # function object without a name
+    ({}, "", ""),
+]
+
+
+@pytest.mark.parametrize(("tool", "name", "label"), TOOLS_NAMED)
+def test_tool_name_and_tool_label(tool: dict[str, Any], name: str, label: str) -> None:
+    assert tool_name(tool) == name
+    assert tool_label(tool) == label
+
+
+def test_tool_label_of_a_non_mapping_is_empty() -> None:
+    assert tool_label("lookup") == "" and tool_label(None) == ""

@@ -1,6 +1,6 @@
 """The chat lift: lossless, every message keeps its role and form, volatile text is banded DROP.
 
-These are the reference implementation's OpenAI-path bugs (peers-patching.md §7): merged system
+These are the OpenAI-path bugs of the reference implementation TELOS started from: merged system
 messages, a mid-conversation system message turned into a user message, ``name`` /
 ``parallel_tool_calls`` dropped, images / files / audio turned into JSON text.
 """

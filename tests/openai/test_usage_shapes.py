@@ -1,6 +1,6 @@
 """``usage_of()`` for each vendor's exact usage shape, plain and streamed, via ``sdk_http.MockTransport``.
 
-The shapes are written out literally (vendor-cache-rules.md §2.5, §3, §4.3, §5.3) so the numbers are
+The shapes are written out literally (docs/vendor-facts.md §2.5, §3, §4.3, §5.3) so the numbers are
 exact: DeepSeek's repeated ``cached_tokens`` is never added to its hit count, vLLM/SGLang without their
 server flag report ``None`` (not 0), OpenAI's inclusive ``prompt_tokens`` is split.
 """

@@ -22,8 +22,8 @@ import vcr  # noqa: F401
 import yaml  # noqa: F401
 
 import telos_wrap.emulator
-import telos_wrap.pytest_plugin
-import telos_wrap.vcr_matcher  # noqa: F401
+import telos_wrap.testing.pytest_plugin
+import telos_wrap.testing.vcr_matcher  # noqa: F401
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent

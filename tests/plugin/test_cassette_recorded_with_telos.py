@@ -18,8 +18,8 @@ import anthropic
 import pytest
 
 import telos_wrap
-from telos_wrap.cassettes import load_cassette, replay_cassette
 from telos_wrap.emulator import Emulator, serve
+from telos_wrap.testing.cassettes import load_cassette, replay_cassette
 
 vcr = pytest.importorskip("vcr")
 HERE = Path(__file__).resolve().parent

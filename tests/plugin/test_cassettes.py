@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from telos_wrap.cache_budget import CacheBudgetError
-from telos_wrap.cassettes import load_cassette, replay_cassette
+from telos_wrap.testing.budget import CacheBudgetError
+from telos_wrap.testing.cassettes import load_cassette, replay_cassette
 from tests.plugin.project import COMMITTED, copy_committed, make_project
 
 pytest_plugins = ["pytester"]
@@ -69,7 +69,7 @@ import openai
 import pytest
 
 import agent
-from telos_wrap.pytest_plugin import replay_cassette
+from telos_wrap.testing import replay_cassette
 
 CASSETTE = "cassettes/test_agent/test_agent_under_an_old_cassette.yaml"
 

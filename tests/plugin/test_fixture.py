@@ -12,7 +12,7 @@ import pytest
 import telos_wrap
 from telos_wrap.config import current_config
 from telos_wrap.emulator import Emulator, serve
-from telos_wrap.pytest_plugin import TelosCache
+from telos_wrap.testing.pytest_plugin import TelosCache
 from tests.plugin.project import HERE, make_project
 
 pytest_plugins = ["pytester"]

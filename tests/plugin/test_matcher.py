@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from vcr.request import Request
 
-from telos_wrap.vcr_matcher import MATCH_ON, normalize_body, telos_body
+from telos_wrap.testing.vcr_matcher import MATCH_ON, normalize_body, telos_body
 from tests.plugin.project import make_project
 
 pytest_plugins = ["pytester"]
@@ -112,7 +112,7 @@ import anthropic
 import vcr
 
 import agent
-from telos_wrap import vcr_matcher
+from telos_wrap.testing import vcr_matcher
 from telos_wrap.emulator import Emulator, serve
 
 # The emulator's port changes from run to run: match on method and path (plus the bodies).

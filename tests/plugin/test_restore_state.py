@@ -12,7 +12,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 import telos_wrap
 from telos_wrap.config import PatchConfig, current_config
-from telos_wrap.pytest_plugin import TelosCache
+from telos_wrap.testing.pytest_plugin import TelosCache
 
 
 class PatchStateMachine(RuleBasedStateMachine):

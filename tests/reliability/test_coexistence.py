@@ -2,7 +2,8 @@
 
 ``opentelemetry-instrumentation-anthropic`` / ``-openai`` (traceloop/openllmetry) wrap
 ``Messages.create`` / ``Messages.stream`` / ``Completions.create`` with wrapt, the same methods telos
-wraps (peers-patching.md §2.1). In both install orders, and removing either one first:
+wraps (their ``instrumentation`` packages name the wrapped methods). In both install orders, and
+removing either one first:
 
 * both work together: spans are recorded (in-memory exporter) with the response's token usage, and
   telos attaches its ``UsageReport`` (through OpenLLMetry's stream proxies too);
@@ -52,7 +53,8 @@ pytestmark = [
 ]
 
 # Entry points OpenLLMetry instruments (it does not wrap messages.parse or count_tokens; it records no
-# span for `with messages.create(stream=True) as s`, peers-patching.md §2.1 — that holds without telos too).
+# span for `with messages.create(stream=True) as s`, its instrumentor's list of methods — that holds
+# without telos too).
 TRACED = [
     "anthropic-sync-create",
     "anthropic-sync-create_stream",

@@ -31,20 +31,12 @@ from telos_wrap.patch.calls import HINT_HEADER
 from telos_wrap.sessions import MemoryStore, set_default_store
 from telos_wrap.sessions.redis_store import RedisStore
 
+from ..stores import default_store
 from .faults import FAULT_IDS, FAULTS, PIPELINE_STAGES, STORE_FAULTS, Fault, fault
 from .harness import ENTRIES, Entry, Outcome, Wire, client_for, entry, kwargs_for
 
 _REFERENCE: dict[str, tuple[list[Any], list[Any], Outcome]] = {}
 _STAGES_RUN: dict[str, set[str]] = {}
-
-
-@contextmanager
-def _own_store() -> Iterator[None]:
-    previous = set_default_store(MemoryStore())
-    try:
-        yield
-    finally:
-        set_default_store(previous)
 
 
 def reference(e: Entry) -> tuple[list[Any], list[Any], Outcome]:
@@ -57,7 +49,7 @@ def reference(e: Entry) -> tuple[list[Any], list[Any], Outcome]:
         telos_wrap.patch(strict=True)
         pipeline._stage_hook = ran.add
         try:
-            with _own_store():
+            with default_store(MemoryStore()):
                 e.run(client_for(e.sdk, rewritten, is_async=e.is_async), kwargs_for(e.sdk))
         finally:
             pipeline._stage_hook = None

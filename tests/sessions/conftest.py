@@ -17,21 +17,10 @@ import anthropic
 import pytest
 
 from telos_wrap.emulator import Emulator, ManualClock
-from telos_wrap.sessions import MemoryStore, set_default_store
 from tests.sdk_http import sdk_http
+from tests.stores import fresh_store  # noqa: F401  (autouse: a fresh default store per test)
 
 from .convo import RecordingTransport
-
-
-@pytest.fixture(autouse=True)
-def fresh_store() -> Iterator[MemoryStore]:
-    """Every test starts with an empty process-wide session store."""
-    store = MemoryStore()
-    previous = set_default_store(store)
-    try:
-        yield store
-    finally:
-        set_default_store(previous)
 
 
 @pytest.fixture

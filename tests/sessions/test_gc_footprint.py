@@ -18,8 +18,9 @@ import pytest
 
 import telos_wrap
 from telos_wrap.emulator import ManualClock
-from telos_wrap.sessions import MemoryStore, Session, set_default_store
+from telos_wrap.sessions import MemoryStore, Session
 from tests.sdk_http import sdk_http
+from tests.stores import default_store
 
 from .convo import MODEL, messages_for, system_prompt
 
@@ -54,12 +55,13 @@ def client() -> Iterator[anthropic.Anthropic]:
         lambda request: sdk_http.Response(200, content=REPLY, headers={"content-type": "application/json"})
     )
     telos_wrap.patch(strict=True, only_what_pays=False)
-    previous = set_default_store(MemoryStore())
     try:
-        with anthropic.Anthropic(api_key="test", http_client=sdk_http.Client(transport=reply)) as sdk:
+        with (
+            default_store(MemoryStore()),
+            anthropic.Anthropic(api_key="test", http_client=sdk_http.Client(transport=reply)) as sdk,
+        ):
             yield sdk
     finally:
-        set_default_store(previous)
         telos_wrap.unpatch()
 
 

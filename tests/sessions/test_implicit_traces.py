@@ -6,7 +6,7 @@ so it costs one cache break at its first change: the gap between the two bounds 
 "What telos moves").
 
 Each request of a recorded session (``../shared/traces``) is rebuilt the way a harness style of
-``telos_wrap.harnesses`` sends it, and sent through the real SDK over real HTTP to the emulator. The
+``telos_wrap.testing.harnesses`` sends it, and sent through the real SDK over real HTTP to the emulator. The
 bound is ``benchmarks/_bench_bound.py``'s, with the spans the style declares volatile cut out.
 """
 
@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 import telos_wrap
-from telos_wrap.harnesses import rewrite_session
 from telos_wrap.replay.runner import create_kwargs
 from telos_wrap.sessions import registry as session_registry
+from telos_wrap.testing.harnesses import rewrite_session
 from telos_wrap.traces import TraceRequest, group_sessions, load_trace
 
 from .conftest import BENCHMARKS

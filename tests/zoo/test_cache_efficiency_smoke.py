@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from telos_wrap.emulator import RENDER_MODES
-from telos_wrap.harnesses import style_names
+from telos_wrap.testing.harnesses import style_names
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"

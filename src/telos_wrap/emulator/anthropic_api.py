@@ -3,7 +3,8 @@
 Response shapes follow the installed SDK: ``types/message.py`` (non-streaming) and the
 ``raw_message_*_event.py`` / ``raw_content_block_*_event.py`` stream events, in the order
 message_start, content_block_start, ping, content_block_delta..., content_block_stop,
-message_delta, message_stop (§1.5 "Streaming"; ``ping`` is skipped by the SDK's ``Stream``).
+message_delta, message_stop (docs/vendor-facts.md §1.5, *Streaming*; ``ping`` is skipped by the SDK's
+``Stream``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Anthropic prompt cache: write at breakpoints, read by 20-position lookback, TTL, usage.
 
-Rules (vendor-cache-rules.md §1.1/§1.2/§1.5):
+Rules (docs/vendor-facts.md §1.1/§1.2/§1.5):
 
 1. a cache write happens only at a breakpoint (one entry = the prefix ending at that block);
 2. a read looks backward from each breakpoint for an entry an earlier request wrote;

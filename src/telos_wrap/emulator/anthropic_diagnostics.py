@@ -1,6 +1,6 @@
 """Anthropic cache diagnostics: ``diagnostics.previous_message_id`` -> ``cache_miss_reason``.
 
-SDK ``types/diagnostics.py`` and ``cache_miss_*.py`` (§1.2): the server compares the
+SDK ``types/diagnostics.py`` and ``cache_miss_*.py`` (docs/vendor-facts.md §1.2): the server compares the
 fingerprint of the request named by ``previous_message_id`` with this one, structurally and
 independently of whether the cache hit.  Reasons: ``model_changed`` (model or ``speed``),
 ``tools_changed``, ``system_changed``, ``messages_changed`` (an earlier entry differs, not only

@@ -1,6 +1,6 @@
 """Anthropic Messages prompt-cache rules: breakpoint validation and placement.
 
-Sources are sections of /work/shared/reference/vendor-cache-rules.md (§1) and the installed
+Sources: docs/vendor-facts.md (*Anthropic Messages*) and the installed
 ``anthropic`` SDK types.  The cache itself (lookback, TTL, usage) is in ``anthropic_cache``.
 """
 

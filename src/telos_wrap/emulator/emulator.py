@@ -7,7 +7,7 @@ import json
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 from urllib.parse import urlsplit
 
 from .anthropic_api import AnthropicAPI
@@ -34,33 +34,16 @@ from .replies import Replier
 from .responses_api import RESPONSES_FLAVOURS, ResponsesAPI, not_served
 from .wire import EmulatorResponse, Handled, json_response
 
-Flavour = Literal[
-    "anthropic",
-    "openai",
-    "deepseek",
-    "vllm",
-    "sglang",
-    "openrouter",
-    "litellm",
-    "gemini",
-    "xai",
-    "groq",
-    "moonshot",
-    "together",
-    "fireworks",
-]
 #: Automatic-caching vendors telos serves with its ``generic`` engine (``flavour_compat``).
-COMPAT_CHAT_FLAVOURS: tuple[Flavour, ...] = ("gemini", "xai", "groq", "moonshot", "together", "fireworks")
-CHAT_FLAVOURS: tuple[Flavour, ...] = (
-    "openai",
-    "deepseek",
-    "vllm",
-    "sglang",
-    "openrouter",
-    "litellm",
-    *COMPAT_CHAT_FLAVOURS,
-)
-FLAVOURS: tuple[Flavour, ...] = ("anthropic", *CHAT_FLAVOURS)
+CompatChatFlavour = Literal["gemini", "xai", "groq", "moonshot", "together", "fireworks"]
+#: Every flavour served on the OpenAI chat wire (``/v1/chat/completions``).
+ChatFlavourName = Literal["openai", "deepseek", "vllm", "sglang", "openrouter", "litellm", CompatChatFlavour]
+#: Every flavour the emulator serves. The Literals are the one list; the tuples below are read from
+#: them (``typing.get_args`` flattens a nested Literal, in order), so the two cannot drift apart.
+Flavour = Literal["anthropic", ChatFlavourName]
+COMPAT_CHAT_FLAVOURS: tuple[Flavour, ...] = get_args(CompatChatFlavour)
+CHAT_FLAVOURS: tuple[Flavour, ...] = get_args(ChatFlavourName)
+FLAVOURS: tuple[Flavour, ...] = get_args(Flavour)
 
 KNOWN_HOSTS: Mapping[str, Flavour] = {
     "api.anthropic.com": "anthropic",

@@ -2,8 +2,8 @@
 
 An entry is the prefix ending at one breakpoint, identified by ``(namespace, prefix hash)``.
 It lives ``ttl`` seconds after its last write or read (both vendors refresh on use:
-§1.2 "Each hit refreshes the TTL"; §2.2 "remains eligible for reuse for 30 minutes after its
-most recent write or reuse").  Not thread-safe on its own; callers hold their cache lock.
+docs/vendor-facts.md §1.2, each hit refreshes the TTL; §2.2, a prefix stays eligible for 30 minutes
+after its last write or read).  Not thread-safe on its own; callers hold their cache lock.
 """
 
 from __future__ import annotations

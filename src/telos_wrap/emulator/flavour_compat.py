@@ -2,7 +2,8 @@
 
 Gemini's OpenAI endpoint, xAI, Groq, Moonshot, Together and Fireworks cache a shared prompt prefix
 on their own, with no request field to send. The emulator gives them one cache model — OpenAI's
-automatic regime (§2.1: from 1,024 tokens, hits in 128-token steps, partitioned by model) — and
+automatic regime (docs/vendor-facts.md §2.1: from 1,024 tokens, hits in 128-token steps,
+partitioned by model) — and
 differs only in **where each route reports the read**, which is what ``usage_of()`` must get right:
 
 * ``prompt_tokens_details.cached_tokens`` on every response: xAI (docs.x.ai, "Prompt Caching —

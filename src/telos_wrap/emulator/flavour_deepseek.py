@@ -1,4 +1,4 @@
-"""DeepSeek context caching on disk (vendor-cache-rules.md §3).
+"""DeepSeek context caching on disk (docs/vendor-facts.md §3).
 
 A hit needs a persisted *cache prefix unit* that the request fully matches; the hit is the
 longest such unit.  Units are persisted (§3, kv_cache page):

@@ -1,4 +1,4 @@
-"""OpenAI Chat Completions cache rules (vendor-cache-rules.md §2).
+"""OpenAI Chat Completions cache rules (docs/vendor-facts.md §2).
 
 Two regimes, chosen by model family:
 

@@ -26,7 +26,7 @@ Usage, in the Chat Completions shape (``prompt_tokens`` includes what was read a
   top-level ``cache_read_input_tokens`` / ``cache_creation_input_tokens`` (LiteLLM
   ``AnthropicConfig.calculate_usage``).
 
-Any other model behind the router caches automatically, as the OpenAI flavour does (§2).
+Any other model behind the router caches automatically, as the OpenAI flavour does (docs/vendor-facts.md §2).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SGLang RadixAttention prefix cache (vendor-cache-rules.md §5, sglang 0.5.23 source).
+"""SGLang RadixAttention prefix cache (docs/vendor-facts.md §5, sglang 0.5.23 source).
 
 * Radix tree over token ids; the matched length is rounded down to ``page_size`` (default 1)
   (§5.1, ``mem_cache/radix_cache.py``).

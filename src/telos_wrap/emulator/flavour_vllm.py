@@ -1,4 +1,4 @@
-"""vLLM automatic prefix caching (vendor-cache-rules.md §4, vllm 0.33 source).
+"""vLLM automatic prefix caching (docs/vendor-facts.md §4, vllm 0.33 source).
 
 * Only full blocks of ``block_size`` tokens (default 16) are hashed and reused; the hash of a
   block chains its parent, so one differing token invalidates every later block (§4.1).

@@ -4,7 +4,8 @@ Shapes follow the installed ``openai`` SDK: ``types/chat/chat_completion.py``,
 ``chat_completion_chunk.py`` and ``completion_usage.py``.  Streaming sends
 ``chat.completion.chunk`` events and ends with ``data: [DONE]``; the usage chunk (``choices``
 empty) is sent only when ``stream_options.include_usage`` is true, and then every other chunk
-carries ``"usage": null`` (§2.5 "Streaming"; the same convention on DeepSeek/vLLM/SGLang).
+carries ``"usage": null`` (docs/vendor-facts.md §2.5, *Streaming*; the same convention on
+DeepSeek/vLLM/SGLang).
 """
 
 from __future__ import annotations

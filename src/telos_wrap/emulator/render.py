@@ -3,7 +3,7 @@
 A position is one block of the prompt in the vendor's render order:
 
 * Anthropic Messages: each tool definition, then each ``system`` block, then each
-  content block of each message (vendor-cache-rules.md §1.1: "tools -> system -> messages").
+  content block of each message (docs/vendor-facts.md §1.1: "tools -> system -> messages").
 * OpenAI-style chat: each tool definition, then each content part of each message in order,
   then each ``tool_calls`` entry of a message.
 

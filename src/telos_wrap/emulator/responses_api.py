@@ -6,7 +6,7 @@ Shapes follow the installed ``openai`` SDK (``types/responses/response.py``, ``r
 * **Render** (what the cache sees): tools, then ``instructions`` as one system position, then every
   input item in order — a message's content parts, any other item as one position — rendered by the
   same chained-hash builder as chat (``render.render_chat``), so the flavour's cache rules apply as
-  they are (§2.1: the cached prefix is the rendered context, in this order).
+  they are (docs/vendor-facts.md §2.1: the cached prefix is the rendered context, in this order).
 * **Server-held state**: every response's full context (earlier items + this input + its output) is
   kept under its id; ``previous_response_id`` prepends it (``instructions`` are not carried over, SDK
   docstring), an unknown id is a 400. A ``conversation`` id accumulates items the same way.

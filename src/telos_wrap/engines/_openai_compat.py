@@ -359,7 +359,7 @@ class OpenAICompatEngine:
 
     profile = EngineProfile(name="generic", caching="automatic")
     #: Whether the server accepts ``stream_options`` (some OpenAI-compatible servers reject it:
-    #: wandb/weave PR #4563, litellm PR #35290 in peers-patching.md §5).
+    #: wandb/weave PR #4563, litellm PR #35290; docs/vendor-facts.md §7).
     stream_options_accepted: ClassVar[bool] = False
 
     def plan(

@@ -1,6 +1,7 @@
 """The Anthropic engine: explicit ``cache_control`` breakpoints (the only vendor with them).
 
-Vendor facts this module relies on (``../shared/reference/vendor-cache-rules.md`` §1, anthropic 2.12):
+Vendor facts this module relies on (docs/engines.md, *Anthropic breakpoints*; docs/emulator.md, the
+Anthropic rules; anthropic 2.12):
 
 * the prompt renders ``tools → system → messages``; a cache entry is written only at a block that
   carries ``cache_control`` and covers the whole prefix up to it;
@@ -24,6 +25,13 @@ caller's own markers count against the 4 and are kept (the oldest are trimmed on
 alone exceeds the limit). Over budget, ours are dropped by priority
 BP-T < BP-S < BP-mid(2nd) < BP-R < BP-mid < BP-fork < BP-X (BP-fork covers system and tools too,
 and is only there on a divergent request).
+
+Why one module of ~530 lines: the plan is one priority-ordered choice under the 4-marker budget
+(the caller's markers, TTL order, lookback anchors, the fork), and ``emit`` must put each marker at
+exactly the location the plan chose (a ``Location`` per breakpoint, ``_block_at``, a caller's
+marker kept where it was); split apart, the two would share those private helpers. The usage
+parser is already its own module (``anthropic_usage``), and the OpenAI-wire routers reuse this
+planner rather than copy it (``chat_breakpoints``).
 """
 
 from __future__ import annotations
@@ -68,7 +76,7 @@ _CACHEABLE_TYPES = frozenset(
     }
 )
 _TTL_RANK = {"5m": 0, "1h": 1}
-# Consecutive blocks of these kinds in one message are one lookback position (vendor-cache-rules §1).
+# Consecutive blocks of these kinds in one message are one lookback position (docs/vendor-facts.md §1).
 _RUN_KINDS = frozenset({BlockKind.TOOL_USE, BlockKind.TOOL_RESULT})
 Segment = Literal["tools", "system", "messages"]
 Location = tuple[Segment, int | None, int]

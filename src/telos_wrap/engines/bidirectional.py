@@ -11,10 +11,11 @@ Open engines (vLLM, SGLang) can be asked about their cache and told what to drop
 * ``emit_with_extras()``: for every engine, ``plan.extras`` + the extras, then emit.
 
 Everything here is pure: no network. A probe is a request *body* (the prompt without its DROP tail,
-``max_tokens: 1``, no streaming, no ``prompt_logprobs`` — which would skip the prefix cache, vendor-cache-
-rules.md §4.1); ``probe_cache(..., send=...)`` calls the caller's own ``send(body) -> usage`` and reads
-the answer. A stock server answers a probe like any request (and warms the cache with it); what it
-reports needs ``--enable-prompt-tokens-details`` (vLLM) or ``--enable-cache-report`` (SGLang).
+``max_tokens: 1``, no streaming, no ``prompt_logprobs`` — which would skip the prefix cache,
+docs/vendor-facts.md §4.1); ``probe_cache(..., send=...)`` calls the caller's own
+``send(body) -> usage`` and reads the answer. A stock server answers a probe like any request (and
+warms the cache with it); what it reports needs ``--enable-prompt-tokens-details`` (vLLM) or
+``--enable-cache-report`` (SGLang).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The DeepSeek engine: no control plane; canonical bytes and band order are the whole strategy.
 
-Vendor facts (../shared/reference/vendor-cache-rules.md §3): context caching on disk is automatic and
+Vendor facts (docs/vendor-facts.md, *DeepSeek*): context caching on disk is automatic and
 always on; there is no breakpoint, key or TTL parameter; a hit needs a persisted "cache prefix unit"
 that the request fully matches (units are persisted at the end of each request's input and output, so
 a conversation that resends its history byte for byte is the ideal case). Usage is the partition

@@ -2,13 +2,13 @@
 
 It only orders (tools sorted, DROP after everything cacheable) and canonicalizes (sorted keys), which
 helps every prefix cache and can upset none. It sends **no vendor field at all** — not even
-``stream_options``, which several OpenAI-compatible servers reject (peers-patching.md §5: wandb/weave
+``stream_options``, which several OpenAI-compatible servers reject (docs/vendor-facts.md §7: wandb/weave
 PR #4563 on Mistral, litellm PR #35290, earendil-works/pi PR #596) — so a stream reports usage only when
 the caller asked for it. Name the server in ``patch(engines={base_url: "vllm"})`` (or a hint) to get
 more.
 
 Usage is parsed liberally: OpenAI's ``prompt_tokens_details``, DeepSeek's hit/miss partition, vLLM's
-``created_cache_tokens`` and the flat ``cached_tokens`` some servers send (vendor-cache-rules.md §7).
+``created_cache_tokens`` and the flat ``cached_tokens`` some servers send (docs/vendor-facts.md §7).
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ __all__ = [
 #: Characters per token the estimate assumes (an over-count: real tokenizers average ~4 on English).
 CHARS_PER_TOKEN = 3
 
-# Anthropic, vendor-cache-rules §1.3 (longest matching model-name prefix wins). DISAGREE rows take
+# Anthropic, docs/vendor-facts.md §1.3 (longest matching model-name prefix wins). DISAGREE rows take
 # the lower value: Sonnet 4.6 (1,024 vs 2,048), Opus 4.7 (2,048 vs 4,096).
 _ANTHROPIC: tuple[tuple[str, int], ...] = (
     ("claude-opus-5", 512),

@@ -2,14 +2,14 @@
 gpt-5.6+ explicit breakpoints at stable boundaries.
 
 Vendor facts (openai 3.54 ``types/chat/completion_create_params.py`` and
-``chat_completion_content_part_text_param.py``; ../shared/reference/vendor-cache-rules.md §2):
+``chat_completion_content_part_text_param.py``; docs/vendor-facts.md, *OpenAI*):
 
 * caching is automatic on every model; ``prompt_cache_key`` is combined with the prefix hash for
-  routing and, on current models, is part of the cache identity (§2.1): it must be stable per shared
+  routing and, on current models, is part of the cache identity: it must be stable per shared
   prefix, never per request;
 * ``prompt_cache_options`` (``mode``: ``implicit``/``explicit``, Chat ``ttl``: ``"30m"`` only) and
   ``prompt_cache_breakpoint`` on content parts are "supported for gpt-5.6 and later models" and must not
-  go to older models (§2: "do not send 5.6-only cache fields to older routes");
+  go to older models (docs/vendor-facts.md: these fields must not be sent to older models);
 * a request writes at most four breakpoints: in ``implicit`` mode one implicit (near the newest
   user/tool message) plus the latest **three** explicit ones, in ``explicit`` mode the latest four;
   matching looks back over up to 80 breakpoints with no content-block lookback limit, so no rolling

@@ -3,7 +3,7 @@
 Two wire shapes: Chat Completions (``prompt_tokens``/``completion_tokens``) and Responses
 (``input_tokens``/``output_tokens``); ``parse_openai_usage`` tells them apart by their fields.
 
-Vendor facts (openai 3.54 ``types/completion_usage.py``; ../shared/reference/vendor-cache-rules.md
+Vendor facts (openai 3.54 ``types/completion_usage.py``; docs/vendor-facts.md
 §2.5, §3, §4.3, §5.3, §8.1):
 
 * ``prompt_tokens`` *includes* cached and written tokens: ``raw_input = prompt - read - write``;
@@ -110,7 +110,7 @@ def parse_openai_chat_usage(usage: Mapping[str, Any] | None, *, engine: str) -> 
     details = _details(usage)
     read = _int(details.get("cached_tokens")) if details is not None else None
     if engine == "generic" and read is None:
-        read = _int(usage.get("cached_tokens"))  # flat field (Moonshot/Kimi, §7)
+        read = _int(usage.get("cached_tokens"))  # flat field (Moonshot/Kimi, §7: write not reported)
     write: int | None = None
     if details is not None:
         if engine == "vllm":

@@ -4,7 +4,7 @@
 Name the server in ``patch(engines={base_url: "sglang"})``, the session or ``telos_hint`` (self-hosted
 servers are never guessed). Fields are written at the top level of the body (``extra_body`` style).
 
-What a **stock SGLang** (0.5.23, vendor-cache-rules.md §5.2) does with each field telos may send:
+What a **stock SGLang** (0.5.23, docs/vendor-facts.md §5.2) does with each field telos may send:
 
 * ``cache_salt`` and ``extra_key`` — **acted on**: both namespace the radix tree, so requests with
   different values never share cached KV. Sent only when ``hints.isolation`` is set and the caller sent

@@ -6,7 +6,7 @@ the session, or ``telos_hint={"engine": "vllm"}``. The OpenAI SDK's ``extra_body
 top-level body fields by the time telos sees them (the patch layer merges ``extra_json`` into the body),
 so these fields are written at the top level of the body.
 
-What a **stock vLLM** (0.33, vendor-cache-rules.md §4.2) does with each field telos may send:
+What a **stock vLLM** (0.33, docs/vendor-facts.md §4.2) does with each field telos may send:
 
 * ``cache_salt`` — **acted on**: it salts the first KV block, so only requests with the same salt share
   cached KV. Sent only when ``hints.isolation`` is set (and the caller sent no ``cache_salt``), as
@@ -24,7 +24,7 @@ What a **stock vLLM** (0.33, vendor-cache-rules.md §4.2) does with each field t
 
 On ``/v1/responses`` (vLLM serves it too) only ``cache_salt`` is sent: vLLM ignores
 ``prompt_cache_key`` there ("not implemented yet") and accepts ``prompt_cache_options`` without acting
-on it — and rejects its ``ttl: "12h"`` — so telos sends neither (vendor-cache-rules.md §4.2).
+on it — and rejects its ``ttl: "12h"`` — so telos sends neither (docs/vendor-facts.md §4.2).
 
 Usage: ``prompt_tokens_details.cached_tokens`` (read) and ``.created_cache_tokens`` (write), only with
 ``--enable-prompt-tokens-details``; otherwise ``None`` — not reported, never 0.
@@ -52,7 +52,7 @@ from telos_wrap.ir.model import Band, TelosIR
 
 __all__ = ["MAX_SALT_CHARS", "VLLMEngine", "derive_isolation_key", "validate_cache_salt"]
 
-#: vLLM ``validate_cache_salt``: at most 128 characters (vendor-cache-rules.md §4.2).
+#: vLLM ``validate_cache_salt``: at most 128 characters (docs/vendor-facts.md §4.2).
 MAX_SALT_CHARS = 128
 _FORBIDDEN_SALT_CHARS = ("@", "/", "\\", "\x00")
 

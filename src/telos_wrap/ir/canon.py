@@ -46,6 +46,7 @@ __all__ = [
     "canonicalize_tool_def",
     "compact_json_encoder",
     "is_plain_text_part",
+    "tool_label",
     "tool_name",
     "tool_sort_key",
 ]
@@ -223,6 +224,23 @@ def tool_name(tool: Mapping[str, Any]) -> str:
         return str(function["name"])
     name = tool.get("name")
     return name if isinstance(name, str) else ""
+
+
+def tool_label(tool: Any) -> str:
+    """What a tool is told apart by when it may have no name: its name, else its ``type``.
+
+    ``function.name`` (Chat Completions) or, without a ``function`` object, the top-level ``name``;
+    when that is not a string (an OpenAI Responses built-in such as ``{"type": "web_search"}``), the
+    tool's ``type`` as a string; ``""`` for anything that is not a mapping. It differs from
+    ``tool_name`` on purpose: ``tool_name`` is the name or ``""``, for the callers that classify a
+    nameless tool by its type themselves (``tool_source``, ``tool_sort_key``). The implicit session
+    key hashes ``tool_label`` (``sessions.identity``), so its result for a given tool never changes.
+    """
+    if not isinstance(tool, Mapping):
+        return ""
+    function = tool.get("function")
+    name = function.get("name") if isinstance(function, Mapping) else tool.get("name")
+    return name if isinstance(name, str) else str(tool.get("type", ""))
 
 
 def tool_source(tool: Any) -> tuple[str, str]:

@@ -27,8 +27,14 @@ Providers and what they get (docs/engines.md, *Routes*):
 
 Fail open: any telos failure sends the call's own arguments (``strict=True`` raises). LiteLLM's
 exceptions pass through untouched. Usage: the response is LiteLLM's ``ModelResponse``; its ``usage`` is
-normalized into the session's stats and attached for ``usage_of()`` (streams: ``usage_of`` on the
-response ``litellm.stream_chunk_builder`` makes).
+normalized into the session's stats and attached for ``usage_of()``. A stream is LiteLLM's
+``CustomStreamWrapper``, returned inside a transparent proxy that reads each chunk as it passes and
+records the usage chunk into the session's stats (``usage_of(stream)`` reports it once the stream is
+read to its end). LiteLLM emits that chunk only when the caller sets ``stream_options={"include_usage":
+True}`` (the OpenAI convention, docs/vendor-facts.md §2.5); without it a stream counts as a request
+whose usage was not reported. telos does not set it for the caller here: on ``acompletion`` LiteLLM
+decides which chunks to emit from the arguments it was called with, before this wrapper runs, so the
+added usage chunk could not be kept from the caller the way the SDK patches do (docs/engines.md).
 """
 
 from __future__ import annotations
@@ -36,7 +42,9 @@ from __future__ import annotations
 import copy
 import sys
 from collections.abc import Callable, Coroutine, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import wrapt
 
 from telos_wrap.bridge import BridgeOptions
 from telos_wrap.config import current_config
@@ -96,18 +104,15 @@ def completion_wrapper(
     if isinstance(result, Coroutine):  # acompletion=True: LiteLLM awaits what completion returns
 
         async def finished() -> Any:
-            response = await result
-            finish(response)
-            return response
+            return finish(await result)
 
         return finished()
-    finish(result)
-    return result
+    return finish(result)
 
 
 def _rewrite(
     args: tuple[Any, ...], kwargs: dict[str, Any], hints: Any
-) -> tuple[tuple[Any, ...], dict[str, Any], Callable[[Any], None] | None]:
+) -> tuple[tuple[Any, ...], dict[str, Any], Callable[[Any], Any] | None]:
     """The call's arguments with telos' messages and tools, and what to do with the response."""
     if len(args) > 2:  # completion(model, messages, timeout, ...): left exactly as called
         return args, kwargs, None
@@ -158,11 +163,10 @@ def _rewrite(
     return args, rewritten, finish
 
 
-def _finisher(session: Session, index: int, engine: str, strict: bool) -> Callable[[Any], None]:
-    def finish(response: Any) -> None:
-        usage = getattr(response, "usage", None)
-        if usage is None or not hasattr(usage, "model_dump"):
-            return  # a stream: its usage arrives with its last chunk
+def _finisher(session: Session, index: int, engine: str, strict: bool) -> Callable[[Any], Any]:
+    """What to do with the call's result: record a response's usage, or wrap a stream."""
+
+    def record(response: Any, usage: Any) -> None:
         try:
             report = get_engine(engine).parse_usage(usage.model_dump(mode="json"))
             attach_usage(response, report)
@@ -170,4 +174,46 @@ def _finisher(session: Session, index: int, engine: str, strict: bool) -> Callab
         except Exception as exc:
             report_failure(TelosStageError("usage", exc), strict=strict)
 
+    def finish(response: Any) -> Any:
+        usage = getattr(response, "usage", None)
+        if usage is not None and hasattr(usage, "model_dump"):
+            record(response, usage)
+            return response
+        if hasattr(response, "__next__") or hasattr(response, "__anext__"):
+            return StreamUsage(response, record)
+        return response
+
     return finish
+
+
+if TYPE_CHECKING:
+    _Proxy = wrapt.ObjectProxy[Any]
+else:  # wrapt 2.0 (the floor) has no subscriptable ObjectProxy at run time
+    _Proxy = wrapt.ObjectProxy
+
+
+class StreamUsage(_Proxy):
+    """LiteLLM's stream, chunk for chunk, with its usage chunk recorded into the session. Everything
+    else — the chunks, attributes, ``isinstance`` — is the wrapped stream's."""
+
+    def __init__(self, stream: Any, record: Callable[[Any, Any], None]) -> None:
+        super().__init__(stream)
+        self._self_record = record
+
+    def __iter__(self) -> StreamUsage:
+        return self
+
+    def __next__(self) -> Any:
+        return self._self_read(next(self.__wrapped__))
+
+    def __aiter__(self) -> StreamUsage:
+        return self
+
+    async def __anext__(self) -> Any:
+        return self._self_read(await self.__wrapped__.__anext__())
+
+    def _self_read(self, chunk: Any) -> Any:
+        usage = getattr(chunk, "usage", None)
+        if usage is not None and hasattr(usage, "model_dump"):
+            self._self_record(self, usage)
+        return chunk

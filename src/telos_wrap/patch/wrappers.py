@@ -10,6 +10,13 @@
 
 Vendor exceptions are never caught here: ``wrapped(...)`` is always called outside any ``try`` that
 could swallow or alter its errors.
+
+Why one module of ~580 lines: the three wrapper kinds share one contract, the ``CallContext`` that
+the request layer attaches and ``parse()`` reads back, and one rule, no ``try`` around
+``wrapped(...)``; reading them side by side is how that rule is kept. Most of the length is the
+request layer's routing (session, tenant, hint and header resolution) that every SDK call passes
+through once; streams, observers, routing tables and the LiteLLM hook are already modules of their
+own (``streams``, ``observers``, ``routing``, ``litellm``).
 """
 
 from __future__ import annotations

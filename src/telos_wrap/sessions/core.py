@@ -15,7 +15,7 @@ and the patch layer call: the context manager, the request path, usage, pins and
 volatility and the read-only views, each delegating to those rooms, ``steps`` (the pure state
 transitions of its primitives) and ``stats``.
 
-Why this module is over 500 lines: it is one object's public surface (about 30 methods the patch
+Why one module, over 500 lines: it is one object's public surface (about 30 methods the patch
 layer and users call, sync and async twins, each with the docstring docs/sessions.md relies on);
 what is left in each is the composition itself, and splitting the class would split that surface.
 """

@@ -44,7 +44,7 @@ import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from telos_wrap.ir.canon import MARKER_KEYS, canonical_bytes
+from telos_wrap.ir.canon import MARKER_KEYS, canonical_bytes, tool_label
 from telos_wrap.lift.user_split import DEFAULT_PATTERNS, SplitPatterns, split_text
 
 __all__ = ["conversation_key", "opening_message", "tells_users_apart", "tenant_digest"]
@@ -155,14 +155,6 @@ def opening_message(
     return None
 
 
-def _tool_name(tool: Any) -> str:
-    if isinstance(tool, Mapping):
-        function = tool.get("function")
-        name = function.get("name") if isinstance(function, Mapping) else tool.get("name")
-        return name if isinstance(name, str) else str(tool.get("type", ""))
-    return ""
-
-
 def _digested(opening: dict[str, Any] | None) -> dict[str, Any] | None:
     """``opening`` with its text as a digest (memoized by the text, so a long task costs a lookup)."""
     return None if opening is None else {**opening, "text": _text_digest(opening["text"])}
@@ -203,7 +195,7 @@ def conversation_key(
             "model": body.get("model"),
             # Sorted so a harness that shuffles its tools still lands in one session; names only:
             # hashing every schema on every call would cost more than it adds to telling apart.
-            "tools": sorted(map(_tool_name, tools)) if isinstance(tools, list) else None,
+            "tools": sorted(map(tool_label, tools)) if isinstance(tools, list) else None,
             "ids": ids(body),
             "opening": _digested(opening_message(api, body, patterns)),
         }

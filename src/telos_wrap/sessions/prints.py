@@ -20,7 +20,7 @@ from telos_wrap.sessions.state import PromptPrint, ints, short_hash
 
 __all__ = ["CACHE_PARAMS", "TTL_SECONDS", "message_hash", "message_kind", "prompt_print"]
 
-#: Request parameters that invalidate the messages cache when they change (vendor-cache-rules §1.6).
+#: Request parameters that invalidate the messages cache when they change (docs/vendor-facts.md §1.6).
 CACHE_PARAMS = ("tool_choice", "thinking", "speed")
 #: Cache TTL names in seconds (a breakpoint without a TTL gets the vendor default, 5 minutes).
 TTL_SECONDS: Mapping[str, int] = {"5m": 300, "1h": 3600, "30m": 1800, "12h": 43200}

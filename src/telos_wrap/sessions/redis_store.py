@@ -27,6 +27,10 @@ Clients: a URL (``redis_urls``: single server, ``+cluster``, ``+sentinel``, Valk
 (``redis.Redis``, ``redis.cluster.RedisCluster``, a Sentinel's ``master_for`` client, and their
 ``redis.asyncio`` twins as ``async_client``). Async clients use ``redis.asyncio`` (one client per
 event loop, made from the same URL), so no Redis I/O runs on the event loop thread.
+
+Why one module of ~500 lines: ``RedisStore`` is one ``SessionStore`` implementation whose sync and
+async halves run the same Lua compare-and-set on the same key layout; keeping them together keeps
+them in step. URL parsing and client construction are already ``redis_urls``.
 """
 
 from __future__ import annotations

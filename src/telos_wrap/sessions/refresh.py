@@ -8,7 +8,7 @@ real request in between pay only while ``n * 0.1 < 1.15``: at most ``REFRESH_THR
 still has plenty of time left, or already expired (then it would be a write, not a keep-alive).
 
 Anthropic's pre-warm is the same request with ``max_tokens: 0`` ("populates the prompt cache without
-generating a response", vendor-cache-rules §1.2). This module only builds that body; sending it is
+generating a response", docs/vendor-facts.md §1.2). This module only builds that body; sending it is
 ``telos_wrap.sessions.refresh_io``'s job.
 """
 

@@ -3,7 +3,7 @@
 Costs are in units of *one uncached input token* of the engine, so they need no price list:
 ``cost = raw + read * read_mult + write_short * write_mult + write_long * write_long_mult`` and the
 baseline is every input token sent uncached (``raw + read + write``). Default multipliers
-(``../shared/reference/vendor-cache-rules.md``):
+(docs/vendor-facts.md, the *Prices* line of each vendor):
 
 ==========  =====  ===========  ==========  ================================================
 engine      read   write (5m)   write (1h)  source

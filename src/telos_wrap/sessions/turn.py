@@ -55,7 +55,6 @@ class StateHooks(SessionHooks):
         state: SessionState,
         pins: Mapping[str, str],
         volatile: tuple[VolatileSpan, ...],
-        learned_now: tuple[VolatileSpan, ...] = (),
         memo: HistoryMemo | None = None,
         own: OwnReferences = _NO_OWN,
     ) -> None:
@@ -64,7 +63,6 @@ class StateHooks(SessionHooks):
         self.own = own
         self.pins = pins
         self.volatile = volatile
-        self.learned_now = learned_now
         #: The lifted system segment (``volatility.system_view``), set by ``before_bridge``.
         self.system_view: tuple[str | None, ...] = ()
         #: One hash per message as the application sent it (``AppPrint.messages``), and its kinds.
@@ -340,7 +338,7 @@ def run_turn(
             fresh += [span for span in found.learned if span.pattern not in known]
         fresh = list({span.pattern: span for span in fresh}.values())[: MAX_LEARNED - len(volatile)]
         if fresh:
-            again = StateHooks(state, pins, (*volatile, *fresh), tuple(fresh), memo=memo, own=own)
+            again = StateHooks(state, pins, (*volatile, *fresh), memo=memo, own=own)
             retried = prepare(api, body, options, again)
             # The lift applies the spans learned at one request as one layer, to the text the earlier
             # layers left (the text they were learned on): use them only if they cut there exactly

@@ -41,6 +41,14 @@ Fingerprints hold hashes only (``fingerprint``): per line a hash of the line, an
 digit-bearing tokens a hash of the skeleton and one short hash per value. Everything here is pure and
 deterministic: the result depends only on the stored fingerprint, suspects and the lifted request, so
 every worker of a shared session learns the same patterns.
+
+Why one module of ~640 lines: it is one algorithm with one reason to change, *what counts as
+volatile*. The fingerprint, the four rules (present, value, list, suspect), the whole units and
+anchored runs they widen to share one line model (``_Line``: hashes, skeletons, values), and a
+change to how a span's pattern is built changes what its verification (``expected_view``, the
+lift's own cut) must find; all of it must stay identical on every worker. The parts that are
+reusable on their own already live elsewhere: text units in ``lift/text_units.py``, value scanning
+in ``sessions/values.py``, span records in ``sessions/records.py``.
 """
 
 from __future__ import annotations
