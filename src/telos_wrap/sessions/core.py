@@ -50,6 +50,7 @@ from telos_wrap.ir.hints import TelosHints, parse_hints
 from telos_wrap.ir.model import Api, TelosBlock, Transformation, UsageReport
 from telos_wrap.ir.refpool import emitted_references
 from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks
+from telos_wrap.sessions import fleet
 from telos_wrap.sessions.arguments import check_session_arguments
 from telos_wrap.sessions.breaker import StoreBreaker, StoreEvent, breaker_of
 from telos_wrap.sessions.folds import FoldError, validate_range, validate_slug
@@ -140,6 +141,7 @@ class RequestRecord:
         explained: what telos did to it (``None`` unless ``kind == "telos"``).
         cache_break / learned: what ``run_turn`` found.
         usage: the response's usage once recorded.
+        adopted: the fleet's spans the request started with (``sessions/fleet.py``).
     """
 
     index: int
@@ -150,6 +152,7 @@ class RequestRecord:
     cache_break: CacheBreak | None = None
     learned: VolatileSpan | None = None
     usage: UsageReport | None = None
+    adopted: tuple[VolatileSpan, ...] = ()
 
 
 # -- the store operations a plan yields (see ``Session._plan``) ----------------------------------------
@@ -310,8 +313,12 @@ class Session:
         prices: Mapping[str, PriceMultipliers] | None = None,
         clock: Callable[[], float] | None = None,
         history_limit: int = 64,
+        fleet_learning: bool | None = None,
     ) -> None:
         self.id = session_id or f"s-{uuid.uuid4().hex[:16]}"
+        #: Fleet learning for this session (``None``: ``patch(fleet_learning=...)``); see ``_fleet``.
+        self.fleet_learning = fleet_learning
+        self._fleet_asked = False
         self._store = store
         self.hints = hints or TelosHints()
         self.strict = strict
@@ -776,8 +783,27 @@ class Session:
             report_failure(TelosStageError("session", exc), strict=strict)
             return SessionHooks()
 
+    # -- fleet learning: the hook (the logic is sessions/fleet.py) ----------------------------------
+
+    def _fleet(self) -> bool:
+        """Whether this session takes part in fleet learning, and has not asked for facts yet: the
+        first request this process prepares for it, when the conversation has made no request."""
+        on = self.fleet_learning if self.fleet_learning is not None else current_config().fleet_learning
+        fresh = self._parsed is None or self._parsed[2].requests == 0
+        return on and self.learn_volatility and fresh and not self._fleet_asked
+
+    def _fleet_on(self) -> bool:
+        on = self.fleet_learning if self.fleet_learning is not None else current_config().fleet_learning
+        return on and self.learn_volatility
+
+    # -- end of the fleet learning hook ------------------------------------------------------------
+
     def _turn_step(
-        self, api: Api, body: Mapping[str, Any], options: PrepareOptions
+        self,
+        api: Api,
+        body: Mapping[str, Any],
+        options: PrepareOptions,
+        facts: Sequence[VolatileSpan] = (),
     ) -> Callable[[SessionState], tuple[SessionState, TurnResult]]:
         now = self.clock()
 
@@ -795,6 +821,7 @@ class Session:
                 ledger=self._ledger,
                 own=dict(self._own),
                 own_history_only=self.implicit and not tells_users_apart(api, body, options.hints.isolation),
+                fleet=facts,
             )
             return result.state, result
 
@@ -810,8 +837,12 @@ class Session:
         layer then fails open or, with ``strict``, raises it); a store failure raises only if
         ``strict``.
         """
-        plan = self._plan(self._turn_step(api, body, options), strict)
         with self._lock:
+            facts: tuple[VolatileSpan, ...] = ()
+            if self._fleet():  # fleet learning (sessions/fleet.py)
+                self._fleet_asked = True
+                facts = fleet.facts_for(self.store, api, body, options.hints)
+            plan = self._plan(self._turn_step(api, body, options, facts), strict)
             try:
                 result = self._run(plan)
             except TelosStageError:
@@ -819,13 +850,19 @@ class Session:
             except Exception as exc:
                 raise TelosStageError("session", exc) from exc
             self._after_turn(api, body, options, result)
+        if result.learned_all and self._fleet_on():  # fleet learning: publish
+            fleet.publish_learned(self.store, api, body, options.hints, result.learned_all)
         return self._report_turn(result)
 
     async def prepare_request_async(
         self, api: Api, body: Mapping[str, Any], options: PrepareOptions, *, strict: bool | None = None
     ) -> tuple[int, Prepared]:
         """``prepare_request`` for async clients: the same turn, with the store's async I/O."""
-        plan = self._plan(self._turn_step(api, body, options), strict)
+        facts: tuple[VolatileSpan, ...] = ()
+        if self._fleet():  # fleet learning (sessions/fleet.py)
+            self._fleet_asked = True
+            facts = await fleet.afacts_for(self.store, api, body, options.hints)
+        plan = self._plan(self._turn_step(api, body, options, facts), strict)
         try:
             result = await self._arun(plan)
         except TelosStageError:
@@ -834,6 +871,8 @@ class Session:
             raise TelosStageError("session", exc) from exc
         with self._lock:
             self._after_turn(api, body, options, result)
+        if result.learned_all and self._fleet_on():  # fleet learning: publish
+            await fleet.apublish_learned(self.store, api, body, options.hints, result.learned_all)
         return self._report_turn(result)
 
     def _after_turn(
@@ -853,6 +892,7 @@ class Session:
                 Explained.of(result.prepared),
                 result.cache_break,
                 result.learned,
+                adopted=result.adopted,
             )
         )
 
@@ -1179,6 +1219,11 @@ class Session:
             )
         if record.learned is not None:
             lines.append(f"  learned volatile span: {record.learned.pattern!r}")
+        lines.extend(
+            f"  adopted from the fleet (learned by another conversation of this template at its "
+            f"request {span.learned_at}, verified here): {span.pattern!r}"
+            for span in record.adopted
+        )
         if record.cache_break is not None or brk is not None:
             lines.append(_break_line(record.cache_break or brk))  # type: ignore[arg-type]
         if record.usage is not None:
@@ -1255,6 +1300,7 @@ def session(
     diagnostics: bool = False,
     prices: Mapping[str, PriceMultipliers] | None = None,
     clock: Callable[[], float] | None = None,
+    fleet_learning: bool | None = None,
 ) -> Session:
     """Create a session; use it as ``with telos_wrap.session(...):`` or ``async with``.
 
@@ -1274,6 +1320,9 @@ def session(
             ``cache_miss_reason`` lands in each ``UsageReport``.
         prices: price multipliers per engine over ``DEFAULT_PRICES`` (for ``stats.cost``).
         clock: seconds clock for TTL reasoning (default ``time.time``).
+        fleet_learning: start from what earlier conversations of the same system-prompt template
+            learned, and publish what this one learns (docs/sessions.md, "Fleet learning");
+            ``None``: ``patch(fleet_learning=...)``, on by default.
 
     Raises ``TelosHintError`` saying what is valid for an invalid argument (a session id that is
     not a string, an unknown engine or ttl, ...) or hints (listing the valid keys).
@@ -1288,6 +1337,7 @@ def session(
         on_cache_break=on_cache_break,
         clock=clock,
         prices=prices,
+        fleet_learning=fleet_learning,
     )
     parsed = parse_hints(hints)
     if engine is not None or ttl is not None:
@@ -1304,6 +1354,7 @@ def session(
         diagnostics=diagnostics,
         prices=prices,
         clock=clock,
+        fleet_learning=fleet_learning,
     )
 
 

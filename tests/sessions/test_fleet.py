@@ -1,0 +1,235 @@
+"""Fleet learning (sessions/fleet.py): what one conversation of an application learned about its system
+prompt's template serves the next conversations of that template.
+
+Real SDK clients over real HTTP to the emulator (a fresh emulator per conversation: the second one
+cannot read the first one's cache, only the facts); real Redis, single server and cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from typing import Any
+
+import anthropic
+import pytest
+
+import telos_wrap
+from telos_wrap.failopen import failure_counts, reset_failures
+from telos_wrap.sessions import MemoryStore, RedisStore
+from telos_wrap.sessions import fleet as fleet_module
+from telos_wrap.sessions.breaker import breaker_of
+from telos_wrap.sessions.records import VolatileSpan
+
+from .fleet_app import MODEL, app_system, converse, messages_for
+from .over_http import emulator_over_http
+
+TURNS = 5
+
+
+def _conversation(
+    store: Any, conv: int, *, turns: int = TURNS, fleet: bool | None = None, **system: Any
+) -> tuple[telos_wrap.Session, list[tuple[int, int]]]:
+    with emulator_over_http() as wire:
+        client = wire.anthropic()
+        with telos_wrap.session(f"conv-{conv}", store=store, fleet_learning=fleet) as sess:
+            usage = converse(client, conv, turns, **system)
+        client.close()
+    return sess, usage
+
+
+def _no_break_after_first(usage: list[tuple[int, int]]) -> bool:
+    """Every request reads at least everything the previous one read or wrote."""
+    return all(usage[t][0] >= usage[t - 1][0] + usage[t - 1][1] for t in range(1, len(usage)))
+
+
+def _facts(store: MemoryStore) -> dict[str, str]:
+    return {
+        key: blob
+        for key, entry in store._entries.items()
+        if key.startswith(fleet_module.FLEET_PREFIX)
+        for blob in entry.blobs.values()
+    }
+
+
+def test_second_conversation_does_not_pay_the_first_change(patched: None) -> None:
+    store = MemoryStore()
+    first, usage1 = _conversation(store, 1)
+    assert first.stats.cache_breaks == 1 and not _no_break_after_first(usage1)  # the first change
+    second, usage2 = _conversation(store, 2)
+    assert second.stats.cache_breaks == 0
+    assert _no_break_after_first(usage2), usage2
+    assert usage2[1][0] >= usage2[0][1] > 1000  # request 1 reads what request 0 wrote
+    assert {span.origin for span in second.volatile_spans} == {"fleet"}
+    # explain says where each fact came from: another conversation, at its request 1.
+    explained = second.explain(0)
+    assert "learned by another conversation of this application" in explained
+    assert "at its request 1" in explained
+    assert "adopted from the fleet" in explained
+    assert "learned by this conversation" in first.explain(1)
+    # Control: without fleet learning the same second conversation pays the break.
+    third, usage3 = _conversation(store, 3, fleet=False)
+    assert third.stats.cache_breaks == 1 and not _no_break_after_first(usage3)
+
+
+def test_patch_option_and_session_option(patched: None) -> None:
+    store = MemoryStore()
+    _conversation(store, 1)
+    telos_wrap.patch(fleet_learning=False)
+    off, _ = _conversation(store, 2)
+    assert off.stats.cache_breaks == 1
+    on, _ = _conversation(store, 3, fleet=True)  # the session's own option wins
+    assert on.stats.cache_breaks == 0
+    with pytest.raises(telos_wrap.TelosOptionError, match="fleet_learning"):
+        telos_wrap.patch(fleet_learning="yes")  # type: ignore[arg-type]
+    with pytest.raises(telos_wrap.TelosHintError, match="fleet_learning"):
+        telos_wrap.session("x", fleet_learning=1)  # type: ignore[arg-type]
+
+
+def test_a_one_off_edit_is_never_offered(patched: None) -> None:
+    store = MemoryStore()
+    # Conversation 1 edits its tone line once (turn 2 on): a suspect, never learned, never published.
+    first, _ = _conversation(store, 1, edit=lambda turn: turn >= 2)
+    assert all(span.kind in ("value", "list") for span in first.volatile_spans)
+    facts = fleet_module.decode(next(iter(_facts(store).values())))
+    assert facts and not any("Tone" in span.pattern or "formal" in span.pattern for span in facts)
+    assert all(span.kind in ("value", "list") for span in facts)
+    # Conversation 2 makes the same edit: it pays its own break there (nothing moves it in advance).
+    second, usage = _conversation(store, 2, edit=lambda turn: turn >= 2)
+    assert second.stats.cache_breaks == 1
+    assert usage[2][0] < usage[1][0] + usage[1][1]
+    assert not any("Tone" in span.pattern for span in second.volatile_spans)
+
+
+def test_what_moves_is_a_whole_unit_seen_to_change(patched: None) -> None:
+    store = MemoryStore()
+    first, _ = _conversation(store, 1)
+    with emulator_over_http() as wire:
+        client = wire.anthropic()
+        with telos_wrap.session("conv-2", store=store) as second:
+            client.messages.create(
+                model=MODEL, max_tokens=16, system=app_system(2, 0), messages=messages_for(0)
+            )
+        sent = json.loads(wire.bodies[0])
+        client.close()
+    learned = {(s.block, s.kind, s.pattern) for s in first.volatile_spans}
+    assert {(s.block, s.kind, s.pattern) for s in second.volatile_spans} == learned
+    # On the wire: the system prompt minus exactly the lines conversation 1 saw change (the clock
+    # line; the environment's UPTIME and JOB lines between its stable HOME and LANG lines).
+    system = "".join(block["text"] for block in sent["system"])
+    prompt = app_system(2, 0).split("\n")
+    moved = [line for line in prompt if line.startswith(("Server clock:", "UPTIME=", "JOB_"))]
+    assert system.split("\n") == [line for line in prompt if line not in moved]
+    tail = json.dumps(sent["messages"][-1])
+    assert all(json.dumps(line)[1:-1] in tail for line in moved)
+
+
+def test_poisoned_entries_are_ignored(patched: None) -> None:
+    store = MemoryStore()
+    _first, _ = _conversation(store, 1)
+    [key] = _facts(store)
+    good = fleet_module.decode(_facts(store)[key])
+    hostile = [
+        VolatileSpan("(a+)+$", 0, 0, 1, 1, kind="value", body="(a+)+$"),  # catastrophic backtracking
+        VolatileSpan(r"(?<=x)\d+", 0, 0, 1, 1, kind="value"),  # not telos' grammar
+        VolatileSpan(r"^You\ are\ the\ \S+$", 0, 0, 1, 0, kind="value"),  # wrong template: no match
+        VolatileSpan(r"^Rule\ 7:\ \S+$", 0, 8, 1, 0, kind="value"),  # a value in the literal text
+        VolatileSpan("^[^\\n]*$", 0, 1, 1, 0, kind="value"),  # matches every line: not one unit
+    ]
+    entries = [
+        "not json",
+        json.dumps({"v": 1, "facts": [{"pattern": 3}, "x", None, {}]}),
+        fleet_module.encode(hostile),
+        json.dumps({"v": 1, "facts": [s.to_json() for s in hostile] + ["junk"]}) + "x" * 70_000,
+    ]
+    for n, entry in enumerate(entries):
+        store.put_blob(key, fleet_module.FACTS, entry)
+        reset_failures()
+        started = time.perf_counter()
+        sess, _usage = _conversation(store, 10 + n)
+        assert time.perf_counter() - started < 20
+        assert failure_counts() == {}
+        assert sess.stats.cache_breaks == 1  # as a conversation without facts: learned at first change
+        assert all(span.origin == "" for span in sess.volatile_spans)
+    # Read back: only the ones made of telos' own grammar with no value in their text; those two
+    # are then refused by the check on the prompt (no match; more than one match).
+    assert fleet_module.decode(fleet_module.encode(hostile)) == tuple(hostile[2:3] + hostile[4:])
+    view = (app_system(30, 0),)
+    assert fleet_module.adopt(view, hostile) == ()
+    assert {s.pattern for s in fleet_module.adopt(view, good)} == {s.pattern for s in good}
+    # A fact for another prompt (a wrong template) verifies nowhere: ignored, as a fresh conversation.
+    store.put_blob(key, fleet_module.FACTS, fleet_module.encode([*good]))
+    other, _ = _conversation(store, 20, app="Another Corp")  # another template: nothing offered
+    assert other.stats.cache_breaks == 1
+
+
+def test_a_failing_store_never_breaks_the_call(patched_lenient: None) -> None:
+    class Failing(MemoryStore):
+        def get_blob(self, session_id: str, key: str) -> str | None:
+            if session_id.startswith(fleet_module.FLEET_PREFIX):
+                raise ConnectionError("down")
+            return super().get_blob(session_id, key)
+
+        def put_blob(self, session_id: str, key: str, text: str) -> None:
+            if session_id.startswith(fleet_module.FLEET_PREFIX):
+                raise ConnectionError("down")
+            super().put_blob(session_id, key, text)
+
+    store = Failing()
+    reset_failures()
+    _first, usage = _conversation(store, 1)
+    # Every call answered and rewritten; the fleet read's failure went to the store's breaker (the
+    # session then goes on with this process's state, as for any store failure: docs/sessions.md).
+    assert len(usage) == TURNS and usage[-1][0] > 1000
+    assert set(failure_counts()) == {"session.store"}
+    assert breaker_of(store).is_open  # counted by the store's breaker (one warning per window)
+
+
+def test_async_conversations_share_facts(patched: None) -> None:
+    store = MemoryStore()
+    _conversation(store, 1)
+
+    async def second() -> tuple[telos_wrap.Session, list[int]]:
+        with emulator_over_http() as wire:
+            http = anthropic.AsyncAnthropic(api_key="test", base_url=wire.url, max_retries=0)
+            reads = []
+            async with telos_wrap.session("conv-async", store=store) as sess:
+                for turn in range(3):
+                    reply = await http.messages.create(
+                        model=MODEL, max_tokens=16, system=app_system(7, turn), messages=messages_for(turn)
+                    )
+                    reads.append(reply.usage.cache_read_input_tokens or 0)
+            await http.close()
+        return sess, reads
+
+    sess, reads = asyncio.run(second())
+    assert sess.stats.cache_breaks == 0 and reads[1] > 1000
+
+
+@pytest.mark.redis
+def test_fleet_on_redis(patched: None, store_url: str, redis_prefix: str) -> None:
+    store = RedisStore(store_url, prefix=redis_prefix, ttl=300)
+    first, _ = _conversation(store, 1)
+    assert first.stats.cache_breaks == 1
+    second, usage = _conversation(store, 2)
+    assert second.stats.cache_breaks == 0 and _no_break_after_first(usage)
+    keys = [k.decode() for k in store.redis.scan_iter(match=f"{redis_prefix}*", count=1000)]
+    [fleet_key] = [k for k in keys if fleet_module.FLEET_PREFIX in k]
+    assert re.fullmatch(re.escape(redis_prefix) + r"\{telos-fleet:shared:[0-9a-f]{32}\}:blobs", fleet_key)
+    assert 0 < store.redis.ttl(fleet_key) <= 300
+    store.close()
+
+
+def test_template_key() -> None:
+    body = {"system": app_system(1, 0), "messages": []}
+    key = fleet_module.template_key("anthropic", body)
+    assert key is not None
+    assert fleet_module.template_key("anthropic", {"system": app_system(2, 5)}) == key  # values only
+    assert fleet_module.template_key("anthropic", {"system": app_system(1, 0, edit=True)}) != key
+    assert fleet_module.template_key("anthropic", {"system": app_system(1, 0, app="Other Inc")}) != key
+    assert fleet_module.template_key("anthropic", {"system": "Today 10:00\nBe brief."}) is None  # too little
+    chat = {"messages": [{"role": "system", "content": app_system(1, 0)}, {"role": "user", "content": "hi"}]}
+    assert fleet_module.template_key("openai_chat", chat) == key
+    assert fleet_module.template_key("openai_responses", {"instructions": app_system(3, 1)}) == key
