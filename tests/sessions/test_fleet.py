@@ -21,7 +21,6 @@ from telos_wrap.failopen import failure_counts, reset_failures
 from telos_wrap.sessions import MemoryStore, RedisStore
 from telos_wrap.sessions import fleet as fleet_module
 from telos_wrap.sessions.breaker import breaker_of
-from telos_wrap.sessions.records import VolatileSpan
 
 from .fleet_app import MODEL, app_system, converse, messages_for
 from .over_http import emulator_over_http
@@ -93,9 +92,9 @@ def test_a_one_off_edit_is_never_offered(patched: None) -> None:
     # Conversation 1 edits its tone line once (turn 2 on): a suspect, never learned, never published.
     first, _ = _conversation(store, 1, edit=lambda turn: turn >= 2)
     assert all(span.kind in ("value", "list") for span in first.volatile_spans)
-    facts = fleet_module.decode(next(iter(_facts(store).values())))
-    assert facts and not any("Tone" in span.pattern or "formal" in span.pattern for span in facts)
-    assert all(span.kind in ("value", "list") for span in facts)
+    text = next(iter(_facts(store).values()))
+    facts = fleet_module.decode(text)
+    assert facts and "formal" not in text and all(fact.kind in ("value", "list") for fact in facts)
     # Conversation 2 makes the same edit: it pays its own break there (nothing moves it in advance).
     second, usage = _conversation(store, 2, edit=lambda turn: turn >= 2)
     assert second.stats.cache_breaks == 1
@@ -128,41 +127,52 @@ def test_what_moves_is_a_whole_unit_seen_to_change(patched: None) -> None:
 
 def test_poisoned_entries_are_ignored(patched: None) -> None:
     store = MemoryStore()
-    _first, _ = _conversation(store, 1)
+    _conversation(store, 1)
     [key] = _facts(store)
     good = fleet_module.decode(_facts(store)[key])
+    assert {fact.kind for fact in good} == {"value", "list"}
+
+    def fact(**changes: Any) -> dict[str, Any]:
+        return {**good[0].to_json(), **changes}
+
     hostile = [
-        VolatileSpan("(a+)+$", 0, 0, 1, 1, kind="value", body="(a+)+$"),  # catastrophic backtracking
-        VolatileSpan(r"(?<=x)\d+", 0, 0, 1, 1, kind="value"),  # not telos' grammar
-        VolatileSpan(r"^You\ are\ the\ \S+$", 0, 0, 1, 0, kind="value"),  # wrong template: no match
-        VolatileSpan(r"^Rule\ 7:\ \S+$", 0, 8, 1, 0, kind="value"),  # a value in the literal text
-        VolatileSpan("^[^\\n]*$", 0, 1, 1, 0, kind="value"),  # matches every line: not one unit
+        fact(own="(a+)+$"),  # catastrophic backtracking: not a line skeleton, never compiled
+        fact(before=r"(?<=x)\d+"),  # not telos' grammar
+        fact(own=r"\S+\S+\S+\S+\S+\S+\S+\S+x"),  # holes with no whitespace between them
+        fact(own=r"Server\ clock:\ 2026\-05\-01\ \S+"),  # a value in its literal text
+        fact(kind="present"),  # learned on sight: never shared
+        fact(block=-1),
+        fact(lines=10_000),
+        fact(own=r"You\ are\ somebody\ else"),  # another prompt's line (a wrong template)
+        fact(kind="list", own=None, before=r"HOME=/home/agent", after=r"HOME=/home/agent"),  # no place
     ]
     entries = [
         "not json",
-        json.dumps({"v": 1, "facts": [{"pattern": 3}, "x", None, {}]}),
-        fleet_module.encode(hostile),
-        json.dumps({"v": 1, "facts": [s.to_json() for s in hostile] + ["junk"]}) + "x" * 70_000,
+        json.dumps({"v": 1, "facts": [{"kind": 3}, "x", None, {}]}),
+        json.dumps({"v": 1, "facts": hostile}),
+        json.dumps({"v": 1, "facts": hostile}) + " " * 70_000,
+        json.dumps({"v": 2, "facts": [good[0].to_json()]}),
     ]
     for n, entry in enumerate(entries):
         store.put_blob(key, fleet_module.FACTS, entry)
         reset_failures()
         started = time.perf_counter()
-        sess, _usage = _conversation(store, 10 + n)
+        sess, _ = _conversation(store, 10 + n)
         assert time.perf_counter() - started < 20
         assert failure_counts() == {}
         assert sess.stats.cache_breaks == 1  # as a conversation without facts: learned at first change
         assert all(span.origin == "" for span in sess.volatile_spans)
-    # Read back: only the ones made of telos' own grammar with no value in their text; those two
-    # are then refused by the check on the prompt (no match; more than one match).
-    assert fleet_module.decode(fleet_module.encode(hostile)) == tuple(hostile[2:3] + hostile[4:])
+    # Read back: only the records made of line skeletons with no value in them; those two are then
+    # refused by the check on the prompt (the line is not there; no single place fits).
+    kept = fleet_module.decode(json.dumps({"v": 1, "facts": hostile}))
+    assert [f.to_json() for f in kept] == hostile[-2:]
     view = (app_system(30, 0),)
-    assert fleet_module.adopt(view, hostile) == ()
-    assert {s.pattern for s in fleet_module.adopt(view, good)} == {s.pattern for s in good}
-    # A fact for another prompt (a wrong template) verifies nowhere: ignored, as a fresh conversation.
-    store.put_blob(key, fleet_module.FACTS, fleet_module.encode([*good]))
-    other, _ = _conversation(store, 20, app="Another Corp")  # another template: nothing offered
-    assert other.stats.cache_breaks == 1
+    assert fleet_module.adopt(view, kept) == ()
+    assert len(fleet_module.adopt(view, good)) == len(good)
+    # Another template is offered nothing, whatever the store holds for this one.
+    store.put_blob(key, fleet_module.FACTS, fleet_module.encode(good))
+    other, _ = _conversation(store, 20, app="Another Corp")
+    assert other.stats.cache_breaks == 1 and all(span.origin == "" for span in other.volatile_spans)
 
 
 def test_a_failing_store_never_breaks_the_call(patched_lenient: None) -> None:

@@ -803,7 +803,7 @@ class Session:
         api: Api,
         body: Mapping[str, Any],
         options: PrepareOptions,
-        facts: Sequence[VolatileSpan] = (),
+        facts: Sequence[fleet.Fact] = (),
     ) -> Callable[[SessionState], tuple[SessionState, TurnResult]]:
         now = self.clock()
 
@@ -838,7 +838,7 @@ class Session:
         ``strict``.
         """
         with self._lock:
-            facts: tuple[VolatileSpan, ...] = ()
+            facts: tuple[fleet.Fact, ...] = ()
             if self._fleet():  # fleet learning (sessions/fleet.py)
                 self._fleet_asked = True
                 facts = fleet.facts_for(self.store, api, body, options.hints)
@@ -850,15 +850,15 @@ class Session:
             except Exception as exc:
                 raise TelosStageError("session", exc) from exc
             self._after_turn(api, body, options, result)
-        if result.learned_all and self._fleet_on():  # fleet learning: publish
-            fleet.publish_learned(self.store, api, body, options.hints, result.learned_all)
+        if result.facts and self._fleet_on():  # fleet learning: publish
+            fleet.publish_learned(self.store, api, body, options.hints, result.facts)
         return self._report_turn(result)
 
     async def prepare_request_async(
         self, api: Api, body: Mapping[str, Any], options: PrepareOptions, *, strict: bool | None = None
     ) -> tuple[int, Prepared]:
         """``prepare_request`` for async clients: the same turn, with the store's async I/O."""
-        facts: tuple[VolatileSpan, ...] = ()
+        facts: tuple[fleet.Fact, ...] = ()
         if self._fleet():  # fleet learning (sessions/fleet.py)
             self._fleet_asked = True
             facts = await fleet.afacts_for(self.store, api, body, options.hints)
@@ -871,8 +871,8 @@ class Session:
             raise TelosStageError("session", exc) from exc
         with self._lock:
             self._after_turn(api, body, options, result)
-        if result.learned_all and self._fleet_on():  # fleet learning: publish
-            await fleet.apublish_learned(self.store, api, body, options.hints, result.learned_all)
+        if result.facts and self._fleet_on():  # fleet learning: publish
+            await fleet.apublish_learned(self.store, api, body, options.hints, result.facts)
         return self._report_turn(result)
 
     def _after_turn(

@@ -13,15 +13,16 @@ pre-learned spans, each verified on its own prompt before use.
   counts, ids) have one template; another application, or a prompt edited in words, has another.
   A prompt with fewer than ``MIN_TEMPLATE`` characters of value-free text has no template (it is
   too little to tell applications apart): nothing is shared for it.
-* **The facts**: spans this conversation learned because it *saw them change* — a live value or a
-  list at its first change, a run of lines at its second (``kind`` ``value``, ``list``, ``lines``,
-  ``region``). Never a suspect (a one-off edit stays in its conversation until it changes again),
-  never a span learned on sight (``present``: every conversation learns those on sight anyway),
-  never a span adopted from the fleet (it is already there). A fact is a regular expression of the
-  template's own text with ``\\S+`` holes for values, and its position: no literal text of it may
-  hold a value (``_literals``), so no value and no conversation content (user, assistant or tool
-  text: learning reads the system prompt only) is ever stored. At most ``MAX_FACTS`` per template,
-  each at most ``MAX_PATTERN`` characters.
+* **The facts** (``Fact``, ``facts_of``): the units this conversation learned because it *saw them
+  change* — a live value or a list at its first change, a run of lines at its second (``kind``
+  ``value``, ``list``, ``lines``, ``region``). Never a suspect (a one-off edit stays in its
+  conversation until it changes again), never a span learned on sight (``present``: every
+  conversation learns those on sight anyway), never a span adopted from the fleet. A fact holds no
+  pattern and no text of the conversation: it says where the unit sits by the *skeletons* of the
+  lines around it (and of its own line, for a value) — each line's text with ``\\S+`` for every
+  value (``volatility.skeleton_regex``) — plus its kind, block, line count and the request that
+  learned it. So no value and no conversation content (user, assistant or tool text: learning
+  reads the system prompt only) is ever stored. At most ``MAX_FACTS`` per template.
 * **Where** (``fleet_id``): one blob (``FACTS``) of a pseudo-session ``telos-fleet:<namespace>:<template>``
   in the session's own store — so under that store's prefix (a ``RedisStore`` key
   ``P{telos-fleet:…}:blobs``: one key, one hash slot, cluster-safe; its TTL is the store's, renewed
@@ -29,14 +30,15 @@ pre-learned spans, each verified on its own prompt before use.
   fleet). ``namespace`` is a digest of the ``isolation`` hint: tenants that set it never share
   facts; without it the namespace is the store itself (docs/sessions.md, "Fleet learning").
 * **Use** (``adopt``): at the first request a process prepares for a conversation that has made no
-  request yet, each fact is checked on this prompt's lifted system segment, layer by layer as it was
-  learned: its pattern must match exactly once in all the system text, in its own block, and cut
-  exactly a whole unit there (whole lines, ``text_units.unit_of`` of those lines is themselves);
-  any other fact is ignored. ``run_turn`` then verifies the lift cut exactly that, as it does for
-  the conversation's own spans. Facts read from the store are untrusted: malformed entries are
-  skipped, and a pattern is only compiled if it is made of what ``volatility`` itself writes
-  (escaped literals, ``\\S+`` holes between whitespace, line / text anchors, look-arounds of
-  literals, one of the two line bodies: ``_well_formed``), so a hostile regex never runs.
+  request yet, each fact is placed on this prompt's lifted system segment, layer by layer in the
+  order it was learned: the unit must be found exactly once (its own line, or the one run between
+  lines of the two skeletons), and the new conversation then learns it the way it would have
+  learned it itself (``volatility.unit_span``: widened to its unit, anchored on *its own* text) —
+  the unit must already be whole, and the pattern must cut nothing in another block; any other
+  fact is ignored. ``run_turn`` then verifies that the lift cuts exactly that, as for the
+  conversation's own spans. Facts read from the store are untrusted: malformed records are
+  skipped, and a skeleton is compiled only if it is made of escaped literals and ``\\S+`` holes
+  with whitespace between two holes (``_skeleton_pieces``), so a hostile regex never runs.
 
 Store I/O here never breaks a call: it goes through the store's circuit breaker, and a failure is
 counted by the breaker, logged at DEBUG and treated as "no facts" (fail open). Publishing merges by
@@ -53,24 +55,24 @@ import json
 import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from telos_wrap.ir.canon import canonical_json
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Api
-from telos_wrap.lift.text_units import regions, unit_of
 from telos_wrap.lift.user_split import DEFAULT_PATTERNS, split_text
 from telos_wrap.sessions.breaker import breaker_of
-from telos_wrap.sessions.records import VolatileSpan
+from telos_wrap.sessions.records import SpanKind, VolatileSpan
 from telos_wrap.sessions.store import AsyncSessionStore, SessionStore
-from telos_wrap.sessions.volatility import VALUE, expected_view
+from telos_wrap.sessions.volatility import MAX_SPAN_LINES, VALUE, expected_view, skeleton_regex, unit_span
 
 __all__ = [
     "FACTS",
     "MAX_FACTS",
     "MAX_PATTERN",
     "MIN_TEMPLATE",
+    "Fact",
     "adopt",
     "afacts_for",
     "alookup",
@@ -79,12 +81,12 @@ __all__ = [
     "decode",
     "encode",
     "facts_for",
+    "facts_of",
     "fleet_id",
     "lookup",
     "namespace",
     "publish",
     "publish_learned",
-    "publishable",
     "template_key",
 ]
 
@@ -184,65 +186,28 @@ def fleet_id(space: str, template: str) -> str:
 
 # -- the facts ---------------------------------------------------------------------------------------
 
-#: The constructs ``volatility`` writes besides literals, longest first.
-_BODIES = (r"^[^\n]*(?:\n[^\n]*)*?$", r"^[^\n]*$")
-_TOKENS = (r"(?=\s*\Z)", r"\S+", r"\A", r"\Z", "^", "$")
 #: What ``re.escape`` escapes (a backslash before anything else is not a literal).
 _ESCAPED = frozenset("()[]{}?*+-|^$\\.&~# \t\n\r\v\f")
 _SPECIAL = frozenset(".^$*+?{}[]\\|()")
+_HOLE = r"\S+"
 
 
-def _literals(pattern: str) -> list[str] | None:
-    """The literal pieces of ``pattern`` if it is made only of what ``volatility`` writes, else None.
-
-    Allowed: escaped / plain literal characters, ``\\S+`` (with whitespace in the literal text
-    between two of them: each hole stays within one token), ``^ $ \\A \\Z``, ``(?=\\s*\\Z)``,
-    look-behind / look-ahead groups of literals only, and at most one of the two line bodies.
-    """
+def _skeleton_pieces(pattern: str) -> list[str] | None:
+    """The literal pieces of a line skeleton (``volatility.skeleton_regex``: escaped or plain literal
+    characters and ``\\S+`` holes, with whitespace between two holes), or ``None`` for anything else."""
     pieces: list[str] = []
     current: list[str] = []
-    i, group, bodies, holes = 0, False, 0, 0
-    last_hole = False  # a \S+ since the last literal with whitespace
-
-    def flush() -> None:
-        if current:
+    i, hole = 0, False  # a hole since the last literal whitespace
+    while i < len(pattern):
+        if pattern.startswith(_HOLE, i):
+            if hole:
+                return None
             pieces.append("".join(current))
             current.clear()
-
-    while i < len(pattern):
-        body = next((b for b in _BODIES if pattern.startswith(b, i)), None)
-        if body is not None:
-            if group or bodies:
-                return None
-            flush()
-            bodies += 1
-            i += len(body)
-            continue
-        token = next((t for t in _TOKENS if pattern.startswith(t, i)), None)
-        if token is not None:
-            if group:
-                return None
-            flush()
-            if token == r"\S+":
-                if last_hole:
-                    return None
-                holes += 1
-                last_hole = True
-            i += len(token)
-            continue
-        if pattern.startswith("(?<=", i) or pattern.startswith("(?=", i):
-            if group:
-                return None
-            flush()
-            group = True
-            i += 4 if pattern.startswith("(?<=", i) else 3
+            hole = True
+            i += len(_HOLE)
             continue
         char = pattern[i]
-        if char == ")" and group:
-            flush()
-            group = False
-            i += 1
-            continue
         if char == "\\":
             if i + 1 >= len(pattern) or pattern[i + 1] not in _ESCAPED:
                 return None
@@ -253,103 +218,217 @@ def _literals(pattern: str) -> list[str] | None:
         else:
             i += 1
         current.append(char)
-        if char.isspace():
-            last_hole = False
-    flush()
-    return None if group else pieces
+        hole = hole and not char.isspace()
+    pieces.append("".join(current))
+    return pieces
 
 
-def _well_formed(span: VolatileSpan) -> bool:
-    """A fact that may be compiled and shared: telos' own grammar, sizes capped, no value in it."""
-    for text in (span.pattern, span.body) if span.body else (span.pattern,):
-        if len(text) > MAX_PATTERN:
-            return False
-        pieces = _literals(text)
-        if pieces is None or any(VALUE.search(piece) is not None for piece in pieces):
-            return False
-    return bool(span.pattern) and 0 <= span.block < 64 and span.line >= 0 and 0 < span.lines <= 64
+def _skeleton_ok(pattern: str | None) -> bool:
+    """A well-formed skeleton with no value in its literal text (``None``: the block's edge)."""
+    if pattern is None:
+        return True
+    if len(pattern) > MAX_PATTERN:
+        return False
+    pieces = _skeleton_pieces(pattern)
+    return pieces is not None and all(VALUE.search(piece) is None for piece in pieces)
 
 
-def publishable(span: VolatileSpan) -> bool:
-    """Whether ``span`` is a fact to share: learned here from what was seen to change, well formed."""
-    return span.origin == "" and span.kind in _SHARED_KINDS and _well_formed(span)
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """What a conversation learned about its template, without its text: where a unit that was seen
+    to change sits, described by the *skeletons* (``volatility.skeleton_regex``: the line's text
+    with ``\\S+`` for each value) of the lines around it.
+
+    Attributes:
+        kind: how it was learned (``value`` / ``list`` at the first change, ``lines`` / ``region``
+            at the second).
+        block: the system block.
+        lines: how many lines the unit had.
+        learned_at: the request of the conversation that learned it.
+        before / after: the skeleton of the line before / after the unit; ``None`` where the unit
+            starts / ends the block.
+        own: the skeleton of the unit's one line (a ``value`` unit), else ``None``.
+    """
+
+    kind: SpanKind
+    block: int
+    lines: int
+    learned_at: int
+    before: str | None
+    after: str | None
+    own: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "block": self.block,
+            "lines": self.lines,
+            "learned_at": self.learned_at,
+            "before": self.before,
+            "after": self.after,
+            "own": self.own,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Fact | None:
+        """The fact of a stored record, or ``None`` if it is malformed (never raises)."""
+        if not isinstance(data, Mapping):
+            return None
+        kind, block, lines, at = (
+            data.get("kind"),
+            data.get("block"),
+            data.get("lines"),
+            data.get("learned_at"),
+        )
+        texts = [data.get(name) for name in ("before", "after", "own")]
+        if kind not in _SHARED_KINDS or not all(type(v) is int for v in (block, lines, at)):
+            return None
+        if not all(text is None or isinstance(text, str) for text in texts) or not all(
+            map(_skeleton_ok, texts)
+        ):
+            return None
+        assert isinstance(block, int) and isinstance(lines, int) and isinstance(at, int)
+        if not (0 <= block < 64 and 0 < lines <= MAX_SPAN_LINES and at >= 0):
+            return None
+        before, after, own = texts
+        return cls(kind, block, lines, at, before, after, own)
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        return (self.kind, self.block, self.before, self.after, self.own)
 
 
-def encode(spans: Iterable[VolatileSpan]) -> str:
+def facts_of(view: Sequence[str | None], learned: Sequence[VolatileSpan]) -> tuple[Fact, ...]:
+    """The facts to share of the spans ``learned`` on the lifted system segment ``view`` (pure):
+    spans this conversation learned from what it saw change, described without their text."""
+    facts: list[Fact] = []
+    for span in learned:
+        if span.origin or span.kind not in _SHARED_KINDS or span.block >= len(view):
+            continue
+        text = view[span.block]
+        if text is None or text.startswith("\x00"):
+            continue
+        lines = text.split("\n")
+        first, last = span.line, span.line + span.lines - 1
+        if not 0 <= first <= last < len(lines):
+            continue
+        fact = Fact(
+            span.kind,
+            span.block,
+            span.lines,
+            span.learned_at,
+            skeleton_regex(lines[first - 1]) if first > 0 else None,
+            skeleton_regex(lines[last + 1]) if last < len(lines) - 1 else None,
+            skeleton_regex(lines[first]) if span.kind == "value" and span.lines == 1 else None,
+        )
+        if all(_skeleton_ok(t) for t in (fact.before, fact.after, fact.own)):
+            facts.append(fact)
+    return tuple(facts)
+
+
+def encode(facts: Iterable[Fact]) -> str:
     """The stored text of a template's facts (JSON, never pickle)."""
-    facts = [span.to_json() for span in spans]
-    return canonical_json({"v": _VERSION, "facts": facts})
+    return canonical_json({"v": _VERSION, "facts": [fact.to_json() for fact in facts]})
 
 
-def decode(text: str | None) -> tuple[VolatileSpan, ...]:
+def decode(text: str | None) -> tuple[Fact, ...]:
     """The well-formed facts of a stored text; anything malformed is skipped (never raises)."""
     if not text or len(text) > MAX_ENTRY:
         return ()
     try:
         data = json.loads(text)
-        facts = data.get("facts") if isinstance(data, dict) and data.get("v") == _VERSION else None
     except ValueError:
         return ()
-    found: dict[str, VolatileSpan] = {}
-    for fact in facts if isinstance(facts, list) else ():
-        try:
-            span = VolatileSpan.from_json(fact)
-        except (TypeError, ValueError, KeyError, AttributeError):
-            continue
-        span = replace(span, origin="")
-        if span.kind in _SHARED_KINDS and _well_formed(span) and span.pattern not in found:
-            found[span.pattern] = span
+    facts = data.get("facts") if isinstance(data, dict) and data.get("v") == _VERSION else None
+    found: dict[tuple[Any, ...], Fact] = {}
+    for record in facts if isinstance(facts, list) else ():
+        fact = Fact.from_json(record)
+        if fact is not None:
+            found.setdefault(fact.key, fact)
         if len(found) >= MAX_FACTS:
             break
     return tuple(found.values())
 
 
-def merged(known: Sequence[VolatileSpan], new: Iterable[VolatileSpan]) -> tuple[VolatileSpan, ...]:
-    """The union of ``known`` and ``new`` (by pattern), the known ones first, capped at ``MAX_FACTS``."""
-    found = {span.pattern: span for span in known}
-    for span in new:
-        found.setdefault(span.pattern, replace(span, origin=""))
+def merged(known: Sequence[Fact], new: Iterable[Fact]) -> tuple[Fact, ...]:
+    """The union of ``known`` and ``new``, the known ones first, capped at ``MAX_FACTS``."""
+    found = {fact.key: fact for fact in known}
+    for fact in new:
+        found.setdefault(fact.key, fact)
     return tuple(found.values())[:MAX_FACTS]
 
 
 # -- use ---------------------------------------------------------------------------------------------
 
 
-def _cuts_a_unit(view: Sequence[str | None], span: VolatileSpan) -> bool:
-    """Whether ``span``'s pattern matches exactly once in the system text ``view``, in its own
-    block, and there exactly a whole unit (whole lines that are their own unit)."""
-    if span.block >= len(view):
-        return False
-    text = view[span.block]
+def _lines_matching(pattern: str, lines: Sequence[str]) -> list[int]:
+    rx = re.compile(pattern)
+    return [number for number, line in enumerate(lines) if rx.fullmatch(line)]
+
+
+def _place(fact: Fact, lines: Sequence[str]) -> tuple[int, int] | None:
+    """Where ``fact``'s unit is in ``lines``: its one line (a ``value``), or the one run between a line
+    of skeleton ``before`` (or the block's start) and the next line of skeleton ``after`` (or the
+    block's end); ``None`` unless exactly one place fits."""
+    last_line = len(lines) - 1
+    if fact.own is not None:
+        found = _lines_matching(fact.own, lines)
+        if len(found) > 1:  # several lines of that skeleton: the one between the same neighbours
+            before = set(_lines_matching(fact.before, lines)) if fact.before is not None else None
+            after = set(_lines_matching(fact.after, lines)) if fact.after is not None else None
+            found = [
+                n
+                for n in found
+                if (n == 0 if before is None else n - 1 in before)
+                and (n == last_line if after is None else n + 1 in after)
+            ]
+        return (found[0], found[0]) if len(found) == 1 else None
+    starts = [0] if fact.before is None else [n + 1 for n in _lines_matching(fact.before, lines)]
+    ends = [last_line] if fact.after is None else [n - 1 for n in _lines_matching(fact.after, lines)]
+    places = []
+    for start in starts:
+        end = next((end for end in ends if end >= start), None)
+        if end is not None and end - start + 1 <= MAX_SPAN_LINES:
+            places.append((start, end))
+    return places[0] if len(places) == 1 else None
+
+
+def _adopt_one(view: Sequence[str | None], fact: Fact) -> VolatileSpan | None:
+    """The span this conversation would have learned for ``fact``'s unit on its own text, if the unit is
+    found exactly once, is whole as it is, and its pattern cuts nothing in another block."""
+    if fact.block >= len(view):
+        return None
+    text = view[fact.block]
     if text is None or text.startswith("\x00"):
-        return False
-    try:
-        rx = re.compile(span.pattern, re.MULTILINE)
-    except re.error:
-        return False
-    found = [m.span() for m in itertools.islice(rx.finditer(text), 2)]
-    if len(found) != 1:
-        return False
-    start, end = found[0]
-    if end <= start or (start > 0 and text[start - 1] != "\n") or (end < len(text) and text[end] != "\n"):
-        return False
-    for number, other in enumerate(view):
-        if number != span.block and other is not None and not other.startswith("\x00") and rx.search(other):
-            return False
+        return None
     lines = text.split("\n")
-    first, last = text.count("\n", 0, start), text.count("\n", 0, end)
-    return unit_of(lines, first, last, regions(lines)) == (first, last)
+    place = _place(fact, lines)
+    if place is None:
+        return None
+    first, last = place
+    span = unit_span(fact.block, text, first, last, fact.learned_at, fact.kind)
+    if span is None or (span.line, span.lines) != (first, last - first + 1):
+        return None
+    rx = re.compile(span.pattern, re.MULTILINE)
+    for number, other in enumerate(view):
+        if number != fact.block and other is not None and not other.startswith("\x00") and rx.search(other):
+            return None
+    return replace(span, origin="fleet")
 
 
-def adopt(view: Sequence[str | None], facts: Sequence[VolatileSpan]) -> tuple[VolatileSpan, ...]:
-    """The facts that cut exactly a whole unit of this lifted system segment ``view``, layer by layer
-    in the order they were learned (each layer on the text the earlier ones left), as ``fleet`` spans.
-    Pure; the caller still checks that the lift cut exactly this (``run_turn``)."""
+def adopt(view: Sequence[str | None], facts: Sequence[Fact]) -> tuple[VolatileSpan, ...]:
+    """The spans ``facts`` give on this lifted system segment ``view``, layer by layer in the order they
+    were learned (each layer on the text the earlier ones left), as ``fleet`` spans. Pure; the
+    caller still checks that the lift cuts exactly this (``run_turn``)."""
     current = tuple(view)
     adopted: list[VolatileSpan] = []
-    ordered = sorted(facts, key=lambda span: span.learned_at)
-    for _, group in itertools.groupby(ordered, key=lambda span: span.learned_at):
-        layer = [replace(span, origin="fleet") for span in group if _cuts_a_unit(current, span)]
+    ordered = sorted(facts, key=lambda fact: fact.learned_at)
+    for _, group in itertools.groupby(ordered, key=lambda fact: fact.learned_at):
+        layer: list[VolatileSpan] = []
+        for fact in group:
+            span = _adopt_one(current, fact)
+            if span is not None and all(span.pattern != s.pattern for s in (*adopted, *layer)):
+                layer.append(span)
         if layer:
             current = tuple(t for t in expected_view(current, layer) if t != "")
             adopted.extend(layer)
@@ -367,7 +446,7 @@ def expected_layers(view: Sequence[str | None], spans: Sequence[VolatileSpan]) -
 # -- the store (fail open) --------------------------------------------------------------------------
 
 
-def lookup(store: SessionStore, space: str, template: str) -> tuple[VolatileSpan, ...]:
+def lookup(store: SessionStore, space: str, template: str) -> tuple[Fact, ...]:
     """The facts the fleet holds for ``template`` in ``space`` (``()`` on any failure)."""
     breaker = breaker_of(store)
     if breaker.is_open:  # left alone for the window; not counted as a session call skipped
@@ -382,7 +461,7 @@ def lookup(store: SessionStore, space: str, template: str) -> tuple[VolatileSpan
     return decode(text)
 
 
-async def alookup(store: SessionStore, space: str, template: str) -> tuple[VolatileSpan, ...]:
+async def alookup(store: SessionStore, space: str, template: str) -> tuple[Fact, ...]:
     """``lookup`` for async code (the store's async client; a sync-only store in a thread)."""
     breaker = breaker_of(store)
     if breaker.is_open:  # left alone for the window; not counted as a session call skipped
@@ -400,9 +479,8 @@ async def alookup(store: SessionStore, space: str, template: str) -> tuple[Volat
     return decode(text)
 
 
-def publish(store: SessionStore, space: str, template: str, spans: Sequence[VolatileSpan]) -> None:
-    """Add ``spans`` (the publishable ones) to the facts of ``template`` in ``space``. Never raises."""
-    new = [span for span in spans if publishable(span)]
+def publish(store: SessionStore, space: str, template: str, new: Sequence[Fact]) -> None:
+    """Add ``new`` to the facts of ``template`` in ``space``. Never raises."""
     breaker = breaker_of(store)
     if not new or breaker.is_open:
         return
@@ -419,9 +497,8 @@ def publish(store: SessionStore, space: str, template: str, spans: Sequence[Vola
     breaker.success()
 
 
-async def apublish(store: SessionStore, space: str, template: str, spans: Sequence[VolatileSpan]) -> None:
+async def apublish(store: SessionStore, space: str, template: str, new: Sequence[Fact]) -> None:
     """``publish`` for async code."""
-    new = [span for span in spans if publishable(span)]
     breaker = breaker_of(store)
     if not new or breaker.is_open:
         return
@@ -450,9 +527,7 @@ def _where(api: Api, body: Mapping[str, Any], hints: TelosHints) -> tuple[str, s
     return None if template is None else (namespace(hints.isolation), template)
 
 
-def facts_for(
-    store: SessionStore, api: Api, body: Mapping[str, Any], hints: TelosHints
-) -> tuple[VolatileSpan, ...]:
+def facts_for(store: SessionStore, api: Api, body: Mapping[str, Any], hints: TelosHints) -> tuple[Fact, ...]:
     """The fleet's facts for the template of ``body``'s system prompt (``()``: none, or a failure)."""
     where = _where(api, body, hints)
     return () if where is None else lookup(store, *where)
@@ -460,27 +535,25 @@ def facts_for(
 
 async def afacts_for(
     store: SessionStore, api: Api, body: Mapping[str, Any], hints: TelosHints
-) -> tuple[VolatileSpan, ...]:
+) -> tuple[Fact, ...]:
     """``facts_for`` for async code."""
     where = _where(api, body, hints)
     return () if where is None else await alookup(store, *where)
 
 
 def publish_learned(
-    store: SessionStore, api: Api, body: Mapping[str, Any], hints: TelosHints, learned: Sequence[VolatileSpan]
+    store: SessionStore, api: Api, body: Mapping[str, Any], hints: TelosHints, facts: Sequence[Fact]
 ) -> None:
-    """Publish what a request learned (the publishable spans) under its template. Never raises."""
-    if any(publishable(span) for span in learned):
-        where = _where(api, body, hints)
-        if where is not None:
-            publish(store, *where, learned)
+    """Publish the facts a request learned (``TurnResult.facts``) under its template. Never raises."""
+    where = _where(api, body, hints) if facts else None
+    if where is not None:
+        publish(store, *where, facts)
 
 
 async def apublish_learned(
-    store: SessionStore, api: Api, body: Mapping[str, Any], hints: TelosHints, learned: Sequence[VolatileSpan]
+    store: SessionStore, api: Api, body: Mapping[str, Any], hints: TelosHints, facts: Sequence[Fact]
 ) -> None:
     """``publish_learned`` for async code."""
-    if any(publishable(span) for span in learned):
-        where = _where(api, body, hints)
-        if where is not None:
-            await apublish(store, *where, learned)
+    where = _where(api, body, hints) if facts else None
+    if where is not None:
+        await apublish(store, *where, facts)

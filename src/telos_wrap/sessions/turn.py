@@ -22,7 +22,7 @@ from telos_wrap.ir.refpool import OwnReferences
 from telos_wrap.lift.user_split import SplitPatterns
 from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks, check_budget, prepare
 from telos_wrap.sessions.breaks import BYTES_PER_TOKEN, detect_break
-from telos_wrap.sessions.fleet import adopt, expected_layers
+from telos_wrap.sessions.fleet import Fact, adopt, expected_layers, facts_of
 from telos_wrap.sessions.folds import apply_pins_and_slug_folds, apply_range_folds
 from telos_wrap.sessions.orders import MAX_ORDERS, stabilize_orders
 from telos_wrap.sessions.prints import message_hash, message_kind, prompt_print
@@ -268,6 +268,7 @@ class TurnResult:
         learned: the first volatile span this request taught, if any (all of them: ``learned_all``).
         learned_all: every volatile span this request taught.
         adopted: the fleet's spans this request started with (``sessions/fleet.py``), verified.
+        facts: what this request learned, to share with the fleet (``fleet.facts_of``).
         wire: this request's conversation as sent, for the session's ``WireLedger`` (kept once the
             state is written).
     """
@@ -280,6 +281,7 @@ class TurnResult:
     learned_all: tuple[VolatileSpan, ...] = ()
     wire: WireEntry | None = None
     adopted: tuple[VolatileSpan, ...] = ()
+    facts: tuple[Fact, ...] = ()
 
 
 def run_turn(
@@ -297,7 +299,7 @@ def run_turn(
     ledger: WireLedger | None = None,
     own: OwnReferences = _NO_OWN,
     own_history_only: bool = False,
-    fleet: Sequence[VolatileSpan] = (),
+    fleet: Sequence[Fact] = (),
 ) -> TurnResult:
     """Prepare request ``state.requests`` of the session (see module docstring).
 
@@ -328,6 +330,7 @@ def run_turn(
     suspects = state.suspects
     learned: tuple[VolatileSpan, ...] = ()
     adopted: tuple[VolatileSpan, ...] = ()
+    facts: tuple[Fact, ...] = ()
     if fleet and learn_volatility and index == 0 and state.app is None and not volatile:
         # -- fleet learning (sessions/fleet.py): start with the application's verified facts --
         hooks, prepared, adopted = _adopt_fleet(
@@ -371,6 +374,7 @@ def run_turn(
             # what they cut from the lifted text (a pattern may also match elsewhere in the request).
             wanted = tuple(t for t in expected_view(hooks.system_view, fresh) if t != "")
             if again.system_view == wanted:
+                facts = facts_of(hooks.system_view, fresh)  # described on the view they were learned on
                 hooks, prepared, learned = again, retried, tuple(fresh)
                 volatile = (*volatile, *learned)
     hooks.after_settle(prepared.ir)
@@ -436,7 +440,7 @@ def run_turn(
     if cache_break is not None and cache_break.reason == "telos_rewrote":
         new_state = replace(new_state, telos_rewrites=new_state.telos_rewrites + 1)
     first = learned[0] if learned else None
-    return TurnResult(index, prepared, new_state, cache_break, first, learned, wire, adopted)
+    return TurnResult(index, prepared, new_state, cache_break, first, learned, wire, adopted, facts)
 
 
 def _adopt_fleet(
@@ -446,7 +450,7 @@ def _adopt_fleet(
     options: PrepareOptions,
     hooks: StateHooks,
     prepared: Prepared,
-    facts: Sequence[VolatileSpan],
+    facts: Sequence[Fact],
     pins: Mapping[str, str],
     memo: HistoryMemo | None,
     own: OwnReferences,
