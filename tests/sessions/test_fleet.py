@@ -243,3 +243,21 @@ def test_template_key() -> None:
     chat = {"messages": [{"role": "system", "content": app_system(1, 0)}, {"role": "user", "content": "hi"}]}
     assert fleet_module.template_key("openai_chat", chat) == key
     assert fleet_module.template_key("openai_responses", {"instructions": app_system(3, 1)}) == key
+
+
+def test_openai_chat_conversations_share_facts(patched: None) -> None:
+    store = MemoryStore()
+    breaks = []
+    for conv in (1, 2):
+        with emulator_over_http() as wire:
+            client = wire.openai()
+            with telos_wrap.session(f"chat-{conv}", store=store) as sess:
+                for turn in range(3):
+                    client.chat.completions.create(
+                        model="gpt-5",
+                        messages=[{"role": "system", "content": app_system(conv, turn)}, *messages_for(turn)],
+                    )
+            client.close()
+        breaks.append(sess.stats.cache_breaks)
+    assert breaks == [1, 0]
+    assert {span.origin for span in sess.volatile_spans} == {"fleet"}
