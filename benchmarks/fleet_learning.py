@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +85,13 @@ class Row:
     on_first: Tally
     off_later: Tally
     on_later: Tally
+    #: Per application: later conversations (fleet off, fleet on).
+    apps: dict[str, tuple[Tally, Tally]] = field(default_factory=dict)
+
+    def lowest(self) -> tuple[str, Tally, Tally] | None:
+        """The application whose later conversations read the least of the bound with fleet on."""
+        measured = [(name, off, on) for name, (off, on) in self.apps.items() if on.efficiency() is not None]
+        return min(measured, key=lambda item: item[2].efficiency() or 0.0, default=None)
 
 
 def _reads(requests: list[Any], store: MemoryStore, fleet: bool) -> list[int]:
@@ -99,8 +106,9 @@ def _reads(requests: list[Any], store: MemoryStore, fleet: bool) -> list[int]:
 
 def run_style(style: str, applications: dict[str, list[list[Any]]]) -> Row:
     row = Row(style, Tally(), Tally(), Tally(), Tally())
-    for sessions in applications.values():
+    for name, sessions in applications.items():
         shared = MemoryStore()
+        app_off, app_on = row.apps.setdefault(name, (Tally(), Tally()))
         for number, session in enumerate(sessions):
             requests, volatile = styled(session, style)
             oracle, causal = SessionBound(), SessionBound(causal=True)
@@ -110,6 +118,9 @@ def run_style(style: str, applications: dict[str, list[list[Any]]]) -> Row:
             on = _reads(requests, shared, fleet=True)
             (row.off_first if number == 0 else row.off_later).add(off, bounds, causal_bounds)
             (row.on_first if number == 0 else row.on_later).add(on, bounds, causal_bounds)
+            if number > 0:
+                app_off.add(off, bounds, causal_bounds)
+                app_on.add(on, bounds, causal_bounds)
     return row
 
 
@@ -120,8 +131,8 @@ def _pct(value: float | None) -> str:
 def table(rows: list[Row]) -> list[str]:
     lines = [
         "| style | conversations (first + later) | first, fleet off | first, fleet on | later, fleet off "
-        "| later, fleet on | later, fleet on vs causal | acceptance |",
-        "|---|---|---|---|---|---|---|---|",
+        "| later, fleet on | later, fleet on vs causal | lowest application, later: off → on | acceptance |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         later = row.on_later.efficiency()
@@ -130,11 +141,17 @@ def table(rows: list[Row]) -> list[str]:
         if row.style in FIRST_CHANGE and later is not None:
             checks.append("later >= 99%: " + ("ok" if later >= TARGET else "FAIL"))
         checks.append("first unchanged: " + ("ok" if same_first else "FAIL"))
+        lowest = row.lowest()
+        worst = (
+            "—"
+            if lowest is None
+            else f"{lowest[0]}: {_pct(lowest[1].efficiency())} → {_pct(lowest[2].efficiency())}"
+        )
         lines.append(
             f"| {row.style} | {row.off_first.conversations} + {row.off_later.conversations} "
             f"| {_pct(row.off_first.efficiency())} | {_pct(row.on_first.efficiency())} "
             f"| {_pct(row.off_later.efficiency())} | {_pct(later)} "
-            f"| {_pct(row.on_later.causal_efficiency())} | {'; '.join(checks)} |"
+            f"| {_pct(row.on_later.causal_efficiency())} | {worst} | {'; '.join(checks)} |"
         )
     return lines
 

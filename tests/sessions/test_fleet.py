@@ -15,12 +15,15 @@ from typing import Any
 
 import anthropic
 import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
 
 import telos_wrap
 from telos_wrap.failopen import failure_counts, reset_failures
 from telos_wrap.sessions import MemoryStore, RedisStore
 from telos_wrap.sessions import fleet as fleet_module
 from telos_wrap.sessions.breaker import breaker_of
+from telos_wrap.sessions.volatility import skeleton_regex
 
 from .fleet_app import MODEL, app_system, converse, messages_for
 from .over_http import emulator_over_http
@@ -261,3 +264,59 @@ def test_openai_chat_conversations_share_facts(patched: None) -> None:
         breaks.append(sess.stats.cache_breaks)
     assert breaks == [1, 0]
     assert {span.origin for span in sess.volatile_spans} == {"fleet"}
+
+
+_PIECES = [*"ab1 :=()[]*?.^$\n{}|\\", "\\S+", "\\ ", "(?<="]
+#: Real line skeletons of the prompt (so some facts place), and hostile text.
+_LINES = app_system(0, 0).split("\n")
+_REAL = [skeleton_regex(line) for line in _LINES[:6] + _LINES[-6:]]
+_TEXT = st.one_of(st.sampled_from(_REAL), st.lists(st.sampled_from(_PIECES), max_size=30).map("".join))
+_RECORD = st.fixed_dictionaries(
+    {},
+    optional={
+        "kind": st.sampled_from(["value", "list", "lines", "region", "present", 3, None]),
+        "block": st.one_of(st.integers(-2, 3), st.text(max_size=2)),
+        "lines": st.integers(-1, 12),
+        "learned_at": st.integers(-1, 5),
+        "before": st.one_of(st.none(), _TEXT),
+        "after": st.one_of(st.none(), _TEXT),
+        "own": st.one_of(st.none(), _TEXT),
+    },
+)
+
+
+_ENV = _LINES.index("HOME=/home/agent")
+#: Facts a conversation of this prompt learns (the clock line; the environment's live lines).
+_GOOD = [
+    {"kind": "value", "block": 0, "lines": 1, "learned_at": 1,
+     "before": _REAL[0], "after": _REAL[2], "own": _REAL[1]},
+    {"kind": "list", "block": 0, "lines": 2, "learned_at": 1, "before": skeleton_regex(_LINES[_ENV]),
+     "after": skeleton_regex(_LINES[-2]), "own": None},
+]  # fmt: skip
+_MUTATED = st.tuples(st.sampled_from(_GOOD), _RECORD).map(lambda pair: {**pair[0], **pair[1]})
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    records=st.lists(
+        st.one_of(_RECORD, st.sampled_from(_GOOD), _MUTATED, st.integers(), st.text(max_size=5)), max_size=12
+    )
+)
+def test_any_stored_facts_are_read_safely(records: list[Any]) -> None:
+    """Whatever a store holds: reading never raises, keeps only line skeletons without values, and
+    every span adopted from it is one whole unit of the prompt, cut exactly once."""
+    facts = fleet_module.decode(json.dumps({"v": 1, "facts": records}))
+    assert len(facts) <= fleet_module.MAX_FACTS
+    view = (app_system(3, 1),)
+    lines = view[0].split("\n")
+    adopted = fleet_module.adopt(view, facts)
+    event(f"adopted {min(len(adopted), 2)}")
+    for span in adopted:
+        assert span.origin == "fleet" and span.kind in ("value", "list", "lines", "region")
+        found = [m.span() for m in re.finditer(span.pattern, view[0], re.MULTILINE)]
+        # Learned on this prompt's own text as the learner would have: whole lines, once (the first
+        # layer; later layers are checked on the text the earlier ones left).
+        if span.learned_at == min(f.learned_at for f in facts):
+            assert len(found) == 1
+            start, end = found[0]
+            assert view[0][start:end] == "\n".join(lines[span.line : span.line + span.lines])
