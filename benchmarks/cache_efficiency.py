@@ -587,7 +587,9 @@ def write_markdown(path: Path, sections: Sequence[Section], meta: dict[str, Any]
         "",
         f"on {meta['traces']} ({meta['elapsed']:.0f} s; telos_wrap {meta['telos_wrap']}, anthropic "
         f"{meta['anthropic']}, openai {meta['openai']}{meta['sampled']}). Every request goes through the "
-        "real SDK to the built-in engine emulator (docs/emulator.md), a fresh emulator per session. "
+        "real SDK to the built-in engine emulator (docs/emulator.md), a fresh emulator per session, "
+        "each session measured alone (fleet learning off; what later conversations of one application "
+        "gain: the *Fleet learning* section). "
         "*efficiency* = cache reads / oracle bound (the tokens of content already sent earlier in the "
         "session, the spans the harness changes every turn cut out, below the vendor's minimum "
         "cacheable length counted as 0; `benchmarks/_bench_bound.py`); *bound* = oracle bound / input "
