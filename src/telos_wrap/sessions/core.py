@@ -50,7 +50,7 @@ from telos_wrap.ir.hints import TelosHints, parse_hints
 from telos_wrap.ir.model import Api, TelosBlock, Transformation, UsageReport
 from telos_wrap.ir.refpool import emitted_references
 from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks
-from telos_wrap.sessions import fleet
+from telos_wrap.sessions import fleet, fleet_io
 from telos_wrap.sessions.arguments import check_session_arguments
 from telos_wrap.sessions.breaker import StoreBreaker, StoreEvent, breaker_of
 from telos_wrap.sessions.folds import FoldError, validate_range, validate_slug
@@ -841,7 +841,7 @@ class Session:
             facts: tuple[fleet.Fact, ...] = ()
             if self._fleet():  # fleet learning (sessions/fleet.py)
                 self._fleet_asked = True
-                facts = fleet.facts_for(self.store, api, body, options.hints)
+                facts = fleet_io.facts_for(self.store, api, body, options.hints)
             plan = self._plan(self._turn_step(api, body, options, facts), strict)
             try:
                 result = self._run(plan)
@@ -851,7 +851,7 @@ class Session:
                 raise TelosStageError("session", exc) from exc
             self._after_turn(api, body, options, result)
         if result.facts and self._fleet_on():  # fleet learning: publish
-            fleet.publish_learned(self.store, api, body, options.hints, result.facts)
+            fleet_io.publish_learned(self.store, api, body, options.hints, result.facts)
         return self._report_turn(result)
 
     async def prepare_request_async(
@@ -861,7 +861,7 @@ class Session:
         facts: tuple[fleet.Fact, ...] = ()
         if self._fleet():  # fleet learning (sessions/fleet.py)
             self._fleet_asked = True
-            facts = await fleet.afacts_for(self.store, api, body, options.hints)
+            facts = await fleet_io.afacts_for(self.store, api, body, options.hints)
         plan = self._plan(self._turn_step(api, body, options, facts), strict)
         try:
             result = await self._arun(plan)
@@ -872,7 +872,7 @@ class Session:
         with self._lock:
             self._after_turn(api, body, options, result)
         if result.facts and self._fleet_on():  # fleet learning: publish
-            await fleet.apublish_learned(self.store, api, body, options.hints, result.facts)
+            await fleet_io.apublish_learned(self.store, api, body, options.hints, result.facts)
         return self._report_turn(result)
 
     def _after_turn(

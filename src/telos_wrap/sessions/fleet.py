@@ -2,10 +2,10 @@
 
 A conversation learns which system lines are volatile (``volatility.py``) the first time they change,
 and pays one cache break for it. Every conversation of the same application pays that break again.
-Fleet learning records the *facts* a conversation learned — its learned span records — in the
-session store, under the application's namespace and the system prompt's *template*, and offers them
-to every new conversation whose system prompt has the same template: it starts with them as
-pre-learned spans, each verified on its own prompt before use.
+Fleet learning records what a conversation learned — where its volatile units sit, as *facts* — in
+the session store, under the application's namespace and the system prompt's *template*, and offers
+them to every new conversation whose system prompt has the same template: it starts with them as
+pre-learned spans, each learned again and verified on its own prompt before use.
 
 * **The template** (``template_key``): a digest of the number of system blocks and, per block, its
   lines that carry no value (``volatility.VALUE``: no digit-bearing token), in order. Two
@@ -40,15 +40,12 @@ pre-learned spans, each verified on its own prompt before use.
   skipped, and a skeleton is compiled only if it is made of escaped literals and ``\\S+`` holes
   with whitespace between two holes (``_skeleton_pieces``), so a hostile regex never runs.
 
-Store I/O here never breaks a call: it goes through the store's circuit breaker, and a failure is
-counted by the breaker, logged at DEBUG and treated as "no facts" (fail open). Publishing merges by
-union (capped) with a read and a write: two conversations publishing at the same moment may lose one
-fact, which the next conversation that learns it publishes again.
+Everything here is pure; the store I/O (fail open, through the store's circuit breaker) is
+``fleet_io.py``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import itertools
 import json
@@ -59,12 +56,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from telos_wrap.ir.canon import canonical_json
-from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Api
 from telos_wrap.lift.user_split import DEFAULT_PATTERNS, split_text
-from telos_wrap.sessions.breaker import breaker_of
 from telos_wrap.sessions.records import SpanKind, VolatileSpan
-from telos_wrap.sessions.store import AsyncSessionStore, SessionStore
 from telos_wrap.sessions.volatility import MAX_SPAN_LINES, VALUE, expected_view, skeleton_regex, unit_span
 
 __all__ = [
@@ -74,19 +68,11 @@ __all__ = [
     "MIN_TEMPLATE",
     "Fact",
     "adopt",
-    "afacts_for",
-    "alookup",
-    "apublish",
-    "apublish_learned",
     "decode",
     "encode",
-    "facts_for",
     "facts_of",
     "fleet_id",
-    "lookup",
     "namespace",
-    "publish",
-    "publish_learned",
     "template_key",
 ]
 
@@ -441,119 +427,3 @@ def expected_layers(view: Sequence[str | None], spans: Sequence[VolatileSpan]) -
     for _, group in itertools.groupby(spans, key=lambda span: span.learned_at):
         current = tuple(t for t in expected_view(current, list(group)) if t != "")
     return current
-
-
-# -- the store (fail open) --------------------------------------------------------------------------
-
-
-def lookup(store: SessionStore, space: str, template: str) -> tuple[Fact, ...]:
-    """The facts the fleet holds for ``template`` in ``space`` (``()`` on any failure)."""
-    breaker = breaker_of(store)
-    if breaker.is_open:  # left alone for the window; not counted as a session call skipped
-        return ()
-    try:
-        text = store.get_blob(fleet_id(space, template), FACTS)
-    except Exception as exc:
-        breaker.failure(exc)
-        logger.debug("telos_wrap: fleet facts could not be read", exc_info=True)
-        return ()
-    breaker.success()
-    return decode(text)
-
-
-async def alookup(store: SessionStore, space: str, template: str) -> tuple[Fact, ...]:
-    """``lookup`` for async code (the store's async client; a sync-only store in a thread)."""
-    breaker = breaker_of(store)
-    if breaker.is_open:  # left alone for the window; not counted as a session call skipped
-        return ()
-    try:
-        if isinstance(store, AsyncSessionStore):
-            text = await store.aget_blob(fleet_id(space, template), FACTS)
-        else:
-            text = await asyncio.to_thread(store.get_blob, fleet_id(space, template), FACTS)
-    except Exception as exc:
-        breaker.failure(exc)
-        logger.debug("telos_wrap: fleet facts could not be read", exc_info=True)
-        return ()
-    breaker.success()
-    return decode(text)
-
-
-def publish(store: SessionStore, space: str, template: str, new: Sequence[Fact]) -> None:
-    """Add ``new`` to the facts of ``template`` in ``space``. Never raises."""
-    breaker = breaker_of(store)
-    if not new or breaker.is_open:
-        return
-    key = fleet_id(space, template)
-    try:
-        known = decode(store.get_blob(key, FACTS))
-        facts = merged(known, new)
-        if facts != known:
-            store.put_blob(key, FACTS, encode(facts))
-    except Exception as exc:
-        breaker.failure(exc)
-        logger.debug("telos_wrap: fleet facts could not be written", exc_info=True)
-        return
-    breaker.success()
-
-
-async def apublish(store: SessionStore, space: str, template: str, new: Sequence[Fact]) -> None:
-    """``publish`` for async code."""
-    breaker = breaker_of(store)
-    if not new or breaker.is_open:
-        return
-    key = fleet_id(space, template)
-    try:
-        if isinstance(store, AsyncSessionStore):
-            known = decode(await store.aget_blob(key, FACTS))
-            facts = merged(known, new)
-            if facts != known:
-                await store.aput_blob(key, FACTS, encode(facts))
-        else:
-            await asyncio.to_thread(publish, store, space, template, new)
-            return
-    except Exception as exc:
-        breaker.failure(exc)
-        logger.debug("telos_wrap: fleet facts could not be written", exc_info=True)
-        return
-    breaker.success()
-
-
-# -- what a session calls (the hook in ``core.py``) ------------------------------------------------
-
-
-def _where(api: Api, body: Mapping[str, Any], hints: TelosHints) -> tuple[str, str] | None:
-    template = template_key(api, body, hints.drop_patterns)
-    return None if template is None else (namespace(hints.isolation), template)
-
-
-def facts_for(store: SessionStore, api: Api, body: Mapping[str, Any], hints: TelosHints) -> tuple[Fact, ...]:
-    """The fleet's facts for the template of ``body``'s system prompt (``()``: none, or a failure)."""
-    where = _where(api, body, hints)
-    return () if where is None else lookup(store, *where)
-
-
-async def afacts_for(
-    store: SessionStore, api: Api, body: Mapping[str, Any], hints: TelosHints
-) -> tuple[Fact, ...]:
-    """``facts_for`` for async code."""
-    where = _where(api, body, hints)
-    return () if where is None else await alookup(store, *where)
-
-
-def publish_learned(
-    store: SessionStore, api: Api, body: Mapping[str, Any], hints: TelosHints, facts: Sequence[Fact]
-) -> None:
-    """Publish the facts a request learned (``TurnResult.facts``) under its template. Never raises."""
-    where = _where(api, body, hints) if facts else None
-    if where is not None:
-        publish(store, *where, facts)
-
-
-async def apublish_learned(
-    store: SessionStore, api: Api, body: Mapping[str, Any], hints: TelosHints, facts: Sequence[Fact]
-) -> None:
-    """``publish_learned`` for async code."""
-    where = _where(api, body, hints) if facts else None
-    if where is not None:
-        await apublish(store, *where, facts)
