@@ -8,7 +8,7 @@ them to every new conversation whose system prompt has the same template: it sta
 pre-learned spans, each learned again and verified on its own prompt before use.
 
 * **The template** (``template_key``): a digest of the number of system blocks and, per block, its
-  lines that carry no value (``volatility.VALUE``: no digit-bearing token), in order. Two
+  lines that hold no digit (so no value: ``volatility.VALUE`` tokens are digit-bearing), in order. Two
   conversations of one application whose system prompts differ only in values (a clock, a job list,
   counts, ids) have one template; another application, or a prompt edited in words, has another.
   A prompt with fewer than ``MIN_TEMPLATE`` characters of value-free text has no template (it is
@@ -46,6 +46,7 @@ Everything here is pure; the store I/O (fail open, through the store's circuit b
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import itertools
 import json
@@ -88,6 +89,8 @@ MAX_PATTERN = 2_000
 MAX_ENTRY = 64_000
 #: Characters of value-free system text a prompt needs to have a template.
 MIN_TEMPLATE = 40
+#: A whole line without a digit.
+_NO_DIGIT_LINE = re.compile(r"^[^\d\n]+$", re.MULTILINE)
 #: Kinds learned from what was seen to change (``present`` is learned on sight by everyone).
 _SHARED_KINDS = frozenset({"value", "list", "lines", "region"})
 _VERSION = 1
@@ -146,8 +149,10 @@ def template_key(api: Api, body: Mapping[str, Any], drop_patterns: Sequence[str]
         digest.update(f"{len(texts)}\x00".encode())
         for text in texts:
             pin = split_text(text, patterns, with_fold=False).pin
-            for line in pin.split("\n"):
-                if VALUE.search(line) is None and line.strip():
+            # One pass over the text (a prompt of 5,000 timestamped lines costs no per-line scan).
+            for found in _NO_DIGIT_LINE.finditer(pin):
+                line = found.group()
+                if line.strip():
                     stable += len(line.strip())
                     digest.update(line.encode("utf-8", "surrogatepass") + b"\n")
             digest.update(b"\x00")
@@ -347,21 +352,31 @@ def merged(known: Sequence[Fact], new: Iterable[Fact]) -> tuple[Fact, ...]:
 # -- use ---------------------------------------------------------------------------------------------
 
 
-def _lines_matching(pattern: str, lines: Sequence[str]) -> list[int]:
-    rx = re.compile(pattern)
-    return [number for number, line in enumerate(lines) if rx.fullmatch(line)]
+class _Text:
+    """A block's text and where each of its lines starts (to find lines in one pass of a regex)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.starts = [0, *(found.end() for found in re.finditer("\n", text))]
+
+    def matching(self, pattern: str) -> list[int]:
+        """The lines that ``pattern`` matches whole (one pass over the text, not one per line)."""
+        rx = re.compile(f"^(?:{pattern})$", re.MULTILINE)
+        return sorted(
+            {bisect.bisect_right(self.starts, found.start()) - 1 for found in rx.finditer(self.text)}
+        )
 
 
-def _place(fact: Fact, lines: Sequence[str]) -> tuple[int, int] | None:
+def _place(fact: Fact, lines: _Text) -> tuple[int, int] | None:
     """Where ``fact``'s unit is in ``lines``: its one line (a ``value``), or the one run between a line
     of skeleton ``before`` (or the block's start) and the next line of skeleton ``after`` (or the
     block's end); ``None`` unless exactly one place fits."""
-    last_line = len(lines) - 1
+    last_line = len(lines.starts) - 1
     if fact.own is not None:
-        found = _lines_matching(fact.own, lines)
+        found = lines.matching(fact.own)
         if len(found) > 1:  # several lines of that skeleton: the one between the same neighbours
-            before = set(_lines_matching(fact.before, lines)) if fact.before is not None else None
-            after = set(_lines_matching(fact.after, lines)) if fact.after is not None else None
+            before = set(lines.matching(fact.before)) if fact.before is not None else None
+            after = set(lines.matching(fact.after)) if fact.after is not None else None
             found = [
                 n
                 for n in found
@@ -369,8 +384,8 @@ def _place(fact: Fact, lines: Sequence[str]) -> tuple[int, int] | None:
                 and (n == last_line if after is None else n + 1 in after)
             ]
         return (found[0], found[0]) if len(found) == 1 else None
-    starts = [0] if fact.before is None else [n + 1 for n in _lines_matching(fact.before, lines)]
-    ends = [last_line] if fact.after is None else [n - 1 for n in _lines_matching(fact.after, lines)]
+    starts = [0] if fact.before is None else [n + 1 for n in lines.matching(fact.before)]
+    ends = [last_line] if fact.after is None else [n - 1 for n in lines.matching(fact.after)]
     places = []
     for start in starts:
         end = next((end for end in ends if end >= start), None)
@@ -387,8 +402,7 @@ def _adopt_one(view: Sequence[str | None], fact: Fact) -> VolatileSpan | None:
     text = view[fact.block]
     if text is None or text.startswith("\x00"):
         return None
-    lines = text.split("\n")
-    place = _place(fact, lines)
+    place = _place(fact, _Text(text))
     if place is None:
         return None
     first, last = place
