@@ -43,12 +43,13 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import inspect
 import json
 import multiprocessing
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _bench_reference as reference
 from _bench_bound import SessionBound
 
+import telos_wrap
 from telos_wrap.emulator import RENDER_MODES
 from telos_wrap.emulator.flavour_router import chat_to_messages
 from telos_wrap.replay import (
@@ -326,10 +328,20 @@ def run_session(
 ONLY_WHAT_PAYS = True
 
 
+@contextlib.contextmanager
+def single_conversations() -> Iterator[None]:
+    """``patched()`` with fleet learning off: every session is measured as one conversation alone,
+    whatever was replayed before it in the process (and so whatever ``--jobs`` is). What later
+    conversations of one application gain: ``benchmarks/fleet_learning.py``."""
+    with patched(only_what_pays=ONLY_WHAT_PAYS):
+        telos_wrap.patch(fleet_learning=False)
+        yield
+
+
 def _worker(
     vendor: str, source: str, session: Sequence[TraceRequest], styles: Sequence[str], modes: Sequence[str]
 ) -> Cells:
-    with patched(only_what_pays=ONLY_WHAT_PAYS):
+    with single_conversations():
         return run_session(vendor, source, session, styles, modes)
 
 
@@ -359,7 +371,7 @@ def run_section(
         # Longest sessions first, so the last worker to finish is not the one with the longest.
         work.sort(key=lambda item: -sum(len(str(r.kwargs)) for r in item[1][-1:]))
         # The SDKs import their types lazily on the first call: once, before forking.
-        with patched(only_what_pays=ONLY_WHAT_PAYS):
+        with single_conversations():
             replay([work[0][1][:1]], AS_SENT, engine=section.vendor)
         context = multiprocessing.get_context("fork")
         with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
@@ -376,7 +388,7 @@ def run_section(
     progress = Progress(
         per_run * len(section.styles) * len(section.modes) * len(section.strategies), enabled=show_progress
     )
-    with patched(only_what_pays=ONLY_WHAT_PAYS):
+    with single_conversations():
         for source, session in work:
             _merge(
                 section,
@@ -575,7 +587,9 @@ def write_markdown(path: Path, sections: Sequence[Section], meta: dict[str, Any]
         "",
         f"on {meta['traces']} ({meta['elapsed']:.0f} s; telos_wrap {meta['telos_wrap']}, anthropic "
         f"{meta['anthropic']}, openai {meta['openai']}{meta['sampled']}). Every request goes through the "
-        "real SDK to the built-in engine emulator (docs/emulator.md), a fresh emulator per session. "
+        "real SDK to the built-in engine emulator (docs/emulator.md), a fresh emulator per session, "
+        "each session measured alone (fleet learning off; what later conversations of one application "
+        "gain: the *Fleet learning* section). "
         "*efficiency* = cache reads / oracle bound (the tokens of content already sent earlier in the "
         "session, the spans the harness changes every turn cut out, below the vendor's minimum "
         "cacheable length counted as 0; `benchmarks/_bench_bound.py`); *bound* = oracle bound / input "

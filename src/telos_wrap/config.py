@@ -49,6 +49,9 @@ class PatchConfig:
             (below the model's minimum cacheable prefix, docs/engines.md).
         time_budget: CPU seconds telos may spend preparing one request; past it the SDK's own request
             goes out (``None``: no budget). docs/reliability.md.
+        fleet_learning: offer what one conversation learned about its system prompt's template to
+            the next conversations of that template, through the session store (docs/sessions.md,
+            "Fleet learning"); a session's own ``fleet_learning=`` overrides it.
     """
 
     strict: bool = False
@@ -58,6 +61,7 @@ class PatchConfig:
     keep_past_drop: bool = False
     only_what_pays: bool = True
     time_budget: float | None = 2.0
+    fleet_learning: bool = True
 
 
 #: ``patch()``'s options, in the order of its signature.
@@ -69,8 +73,9 @@ OPTION_NAMES = (
     "keep_past_drop",
     "only_what_pays",
     "time_budget",
+    "fleet_learning",
 )
-_FLAGS = ("strict", "enabled", "keep_past_drop", "only_what_pays")
+_FLAGS = ("strict", "enabled", "keep_past_drop", "only_what_pays", "fleet_learning")
 
 
 def updated(base: PatchConfig, changes: Mapping[str, Any]) -> PatchConfig:

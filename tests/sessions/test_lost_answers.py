@@ -153,6 +153,8 @@ def test_an_async_session_turn_whose_write_answer_was_lost_is_counted_once(
                     model=MODEL, max_tokens=16, system=system_prompt(turn), messages=messages_for(turn)
                 )
             await session.aflush()
+        await client.close()
+        await store.aclose()  # the redis.asyncio client of this event loop
 
     asyncio.run(converse())
     assert dropper.dropped == 2

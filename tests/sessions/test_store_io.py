@@ -105,7 +105,9 @@ def test_async_clients_use_only_the_async_store(patched: None) -> None:
     sessions: list[Session] = []
 
     async def conversation(client: anthropic.AsyncAnthropic, n: int) -> None:
-        async with telos_wrap.session(f"a-{n}", store=store) as sess:
+        # Fleet learning's own reads and writes (one per conversation, tests/sessions/test_fleet.py)
+        # are left out: this counts the session's.
+        async with telos_wrap.session(f"a-{n}", store=store, fleet_learning=False) as sess:
             sessions.append(sess)
             for turn in range(4):
                 await client.messages.create(
@@ -167,9 +169,14 @@ def test_one_store_write_per_call_and_none_when_nothing_changed(claude: anthropi
     with telos_wrap.session("one-write", store=store) as sess:
         for turn in range(6):
             _ask(claude, turn)
-        assert store.calls == Counter(load=1, swap=6), "the usage rode along with the next turn's write"
+        # Fleet learning (docs/sessions.md): one read of the template's facts at the first request,
+        # one read and one write when the clock line is learned (request 1).
+        fleet = Counter(get_blob=2, put_blob=1)
+        assert store.calls == Counter(load=1, swap=6) + fleet, (
+            "the usage rode along with the next turn's write"
+        )
         claude.messages.count_tokens(model=MODEL, messages=messages_for(6))
-        assert store.calls == Counter(load=1, swap=6), "a token count changes nothing durable: no I/O"
+        assert store.calls == Counter(load=1, swap=6) + fleet, "a token count changes nothing durable: no I/O"
         sess.flush()
         assert store.calls["swap"] == 7  # the last call's usage
         sess.flush()
@@ -276,7 +283,9 @@ def test_a_call_already_waiting_when_the_window_opened_is_late_not_a_new_failure
 
 def test_a_failed_probe_doubles_the_window(lenient: anthropic.Anthropic, clock: ManualClock) -> None:
     store = _broken(clock)
-    with telos_wrap.session("probe", store=store):
+    # Without fleet learning, whose read at the first request would be the call that opens the window
+    # (then the session's own read is a skipped one): the counts below are the session's.
+    with telos_wrap.session("probe", store=store, fleet_learning=False):
         store.down = True
         _ask(lenient, 0)
         clock.advance(5.0)

@@ -218,6 +218,7 @@ def patch(
     keep_past_drop: bool | _Keep = KEEP,
     only_what_pays: bool | _Keep = KEEP,
     time_budget: float | _Keep | None = KEEP,
+    fleet_learning: bool | _Keep = KEEP,
 ) -> dict[str, bool]:
     """Patch the installed ``anthropic`` and ``openai`` SDKs.
 
@@ -246,6 +247,10 @@ def patch(
             a slow store has its own timeout);
             past it the request goes out as the SDK built it, counted as stage ``'budget'`` in
             ``failure_counts()`` and logged (docs/reliability.md). ``None``: no budget; default 2.0.
+        fleet_learning: a new conversation starts with what earlier conversations of the same
+            system-prompt template learned was volatile (verified before use), and publishes what
+            it learns, in its session store under the ``isolation`` hint's namespace
+            (docs/sessions.md, "Fleet learning"). Default True.
 
     Returns:
         ``coverage()``: which targets are wrapped.
@@ -258,6 +263,7 @@ def patch(
         "keep_past_drop": keep_past_drop,
         "only_what_pays": only_what_pays,
         "time_budget": time_budget,
+        "fleet_learning": fleet_learning,
     }
     with _lock:
         base = current_config() if rewriting() else PatchConfig()

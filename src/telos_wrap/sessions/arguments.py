@@ -46,6 +46,7 @@ def check_session_arguments(
     on_cache_break: Any,
     clock: Any,
     prices: Any,
+    fleet_learning: Any = None,
 ) -> None:
     """Raise ``TelosHintError`` for the first argument of ``session(...)`` that cannot be right."""
     if session_id is not None and (not isinstance(session_id, str) or not session_id.strip()):
@@ -65,6 +66,10 @@ def check_session_arguments(
     for name, value in (("learn_volatility", learn_volatility), ("diagnostics", diagnostics)):
         if not isinstance(value, bool):
             raise TelosHintError(f"session({name}={value!r}) must be True or False")
+    if fleet_learning is not None and not isinstance(fleet_learning, bool):
+        raise TelosHintError(
+            f"session(fleet_learning={fleet_learning!r}) must be True, False or None (patch()'s setting)"
+        )
     for name, value in (("on_cache_break", on_cache_break), ("clock", clock)):
         if value is not None and not callable(value):
             raise TelosHintError(f"session({name}={value!r}) must be a callable (or None)")

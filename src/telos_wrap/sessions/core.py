@@ -31,7 +31,7 @@ import time
 import uuid
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Generator, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import replace
 from types import TracebackType
 from typing import Any, TypeVar
@@ -46,7 +46,7 @@ from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Api, TelosBlock, UsageReport
 from telos_wrap.ir.refpool import emitted_references
 from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks
-from telos_wrap.sessions import drivers
+from telos_wrap.sessions import drivers, fleet, fleet_io
 from telos_wrap.sessions.breaker import StoreBreaker, breaker_of
 from telos_wrap.sessions.explain import Explained, RequestRecord, explain
 from telos_wrap.sessions.folds import FoldError, validate_slug
@@ -126,8 +126,12 @@ class Session:
         prices: Mapping[str, PriceMultipliers] | None = None,
         clock: Callable[[], float] | None = None,
         history_limit: int = 64,
+        fleet_learning: bool | None = None,
     ) -> None:
         self.id = session_id or f"s-{uuid.uuid4().hex[:16]}"
+        #: Fleet learning for this session (``None``: ``patch(fleet_learning=...)``); see ``_fleet``.
+        self.fleet_learning = fleet_learning
+        self._fleet_asked = False
         self._store = store
         self.hints = hints or TelosHints()
         self.strict = strict
@@ -287,8 +291,27 @@ class Session:
             report_failure(TelosStageError("session", exc), strict=strict)
             return SessionHooks()
 
+    # -- fleet learning: the hook (the logic is sessions/fleet.py and sessions/fleet_io.py) ---------
+
+    def _fleet_on(self) -> bool:
+        on = self.fleet_learning if self.fleet_learning is not None else current_config().fleet_learning
+        return on and self.learn_volatility
+
+    def _fleet(self) -> bool:
+        """Whether to ask the fleet for facts now: fleet learning is on, and this is the first request
+        this process prepares for the session while the conversation has made none."""
+        parsed = self._sync.parsed
+        fresh = parsed is None or parsed[2].requests == 0
+        return fresh and not self._fleet_asked and self._fleet_on()
+
+    # -- end of the fleet learning hook ------------------------------------------------------------
+
     def _turn_step(
-        self, api: Api, body: Mapping[str, Any], options: PrepareOptions
+        self,
+        api: Api,
+        body: Mapping[str, Any],
+        options: PrepareOptions,
+        facts: Sequence[fleet.Fact] = (),
     ) -> Callable[[SessionState], tuple[SessionState, TurnResult]]:
         now = self.clock()
 
@@ -306,6 +329,7 @@ class Session:
                 ledger=self._ledger,
                 own=dict(self._own),
                 own_history_only=self.implicit and not tells_users_apart(api, body, options.hints.isolation),
+                fleet=facts,
             )
             return result.state, result
 
@@ -321,8 +345,12 @@ class Session:
         layer then fails open or, with ``strict``, raises it); a store failure raises only if
         ``strict``.
         """
-        plan = self._plan(self._turn_step(api, body, options), strict)
         with self._lock:
+            facts: tuple[fleet.Fact, ...] = ()
+            if self._fleet():  # fleet learning (sessions/fleet.py)
+                self._fleet_asked = True
+                facts = fleet_io.facts_for(self.store, api, body, options.hints)
+            plan = self._plan(self._turn_step(api, body, options, facts), strict)
             try:
                 result = self._run(plan)
             except TelosStageError:
@@ -330,13 +358,19 @@ class Session:
             except Exception as exc:
                 raise TelosStageError("session", exc) from exc
             self._after_turn(api, body, options, result)
+        if result.facts and self._fleet_on():  # fleet learning: publish
+            fleet_io.publish_learned(self.store, api, body, options.hints, result.facts)
         return self._report_turn(result)
 
     async def prepare_request_async(
         self, api: Api, body: Mapping[str, Any], options: PrepareOptions, *, strict: bool | None = None
     ) -> tuple[int, Prepared]:
         """``prepare_request`` for async clients: the same turn, with the store's async I/O."""
-        plan = self._plan(self._turn_step(api, body, options), strict)
+        facts: tuple[fleet.Fact, ...] = ()
+        if self._fleet():  # fleet learning (sessions/fleet.py)
+            self._fleet_asked = True
+            facts = await fleet_io.afacts_for(self.store, api, body, options.hints)
+        plan = self._plan(self._turn_step(api, body, options, facts), strict)
         try:
             result = await self._arun(plan)
         except TelosStageError:
@@ -345,6 +379,8 @@ class Session:
             raise TelosStageError("session", exc) from exc
         with self._lock:
             self._after_turn(api, body, options, result)
+        if result.facts and self._fleet_on():  # fleet learning: publish
+            await fleet_io.apublish_learned(self.store, api, body, options.hints, result.facts)
         return self._report_turn(result)
 
     def _after_turn(
@@ -364,6 +400,7 @@ class Session:
                 Explained.of(result.prepared),
                 result.cache_break,
                 result.learned,
+                adopted=result.adopted,
             )
         )
 

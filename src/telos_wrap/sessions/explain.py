@@ -71,6 +71,7 @@ class RequestRecord:
         explained: what telos did to it (``None`` unless ``kind == "telos"``).
         cache_break / learned: what ``run_turn`` found.
         usage: the response's usage once recorded.
+        adopted: the fleet's spans the request started with (``sessions/fleet.py``).
     """
 
     index: int
@@ -81,6 +82,7 @@ class RequestRecord:
     cache_break: CacheBreak | None = None
     learned: VolatileSpan | None = None
     usage: UsageReport | None = None
+    adopted: tuple[VolatileSpan, ...] = ()
 
 
 def explain(
@@ -115,6 +117,11 @@ def explain(
         )
     if record.learned is not None:
         lines.append(f"  learned volatile span: {record.learned.pattern!r}")
+    lines.extend(
+        f"  adopted from the fleet (learned by another conversation of this template at its "
+        f"request {span.learned_at}, verified here): {span.pattern!r}"
+        for span in record.adopted
+    )
     if record.cache_break is not None or brk is not None:
         lines.append(_break_line(record.cache_break or brk))  # type: ignore[arg-type]
     if record.usage is not None:

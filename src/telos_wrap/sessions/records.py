@@ -109,6 +109,9 @@ class VolatileSpan:
             span is whole lines, widened to the unit they belong to (``lift/text_units.py``).
         body: ``pattern`` without its anchors (what the span's DROP text itself matches; for
             ``explain``); empty for spans stored by older versions.
+        origin: ``""`` when this conversation learned it; ``"fleet"`` when another conversation of
+            the same application template learned it (``learned_at`` is then that conversation's
+            request) and this one adopted it after verifying it (``sessions/fleet.py``).
     """
 
     pattern: str
@@ -118,9 +121,10 @@ class VolatileSpan:
     learned_at: int
     kind: SpanKind = "lines"
     body: str = ""
+    origin: Literal["", "fleet"] = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "pattern": self.pattern,
             "block": self.block,
             "line": self.line,
@@ -129,6 +133,9 @@ class VolatileSpan:
             "kind": self.kind,
             "body": self.body,
         }
+        if self.origin:  # written only when set: the stored bytes of every other span stay as they were
+            data["origin"] = self.origin
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> VolatileSpan:
@@ -141,6 +148,7 @@ class VolatileSpan:
             learned_at=int(data["learned_at"]),
             kind=kind if kind in ("value", "lines", "region", "list", "present") else "lines",
             body=str(data.get("body", "")),
+            origin="fleet" if data.get("origin") == "fleet" else "",
         )
 
 

@@ -39,6 +39,7 @@ def session(
     diagnostics: bool = False,
     prices: Mapping[str, PriceMultipliers] | None = None,
     clock: Callable[[], float] | None = None,
+    fleet_learning: bool | None = None,
 ) -> Session:
     """Create a session; use it as ``with telos_wrap.session(...):`` or ``async with``.
 
@@ -58,6 +59,9 @@ def session(
             ``cache_miss_reason`` lands in each ``UsageReport``.
         prices: price multipliers per engine over ``DEFAULT_PRICES`` (for ``stats.cost``).
         clock: seconds clock for TTL reasoning (default ``time.time``).
+        fleet_learning: start from what earlier conversations of the same system-prompt template
+            learned, and publish what this one learns (docs/sessions.md, "Fleet learning");
+            ``None``: ``patch(fleet_learning=...)``, on by default.
 
     Raises ``TelosHintError`` saying what is valid for an invalid argument (a session id that is
     not a string, an unknown engine or ttl, ...) or hints (listing the valid keys).
@@ -72,6 +76,7 @@ def session(
         on_cache_break=on_cache_break,
         clock=clock,
         prices=prices,
+        fleet_learning=fleet_learning,
     )
     parsed = parse_hints(hints)
     if engine is not None or ttl is not None:
@@ -88,6 +93,7 @@ def session(
         diagnostics=diagnostics,
         prices=prices,
         clock=clock,
+        fleet_learning=fleet_learning,
     )
 
 

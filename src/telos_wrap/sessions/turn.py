@@ -22,6 +22,7 @@ from telos_wrap.ir.refpool import OwnReferences
 from telos_wrap.lift.user_split import SplitPatterns
 from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks, check_budget, prepare
 from telos_wrap.sessions.breaks import BYTES_PER_TOKEN, detect_break
+from telos_wrap.sessions.fleet import Fact, adopt, expected_layers, facts_of
 from telos_wrap.sessions.folds import apply_pins_and_slug_folds, apply_range_folds
 from telos_wrap.sessions.orders import MAX_ORDERS, stabilize_orders
 from telos_wrap.sessions.prints import message_hash, message_kind, prompt_print
@@ -105,10 +106,11 @@ class StateHooks(SessionHooks):
     def patterns(self, base: SplitPatterns) -> SplitPatterns:
         if not self.volatile:
             return base
-        # Spans learned at one request were learned together, on the text the earlier ones left.
-        layers: dict[int, list[str]] = {}
+        # Spans learned at one request were learned together, on the text the earlier ones left
+        # (spans adopted from the fleet come first, layered by the request that learned them there).
+        layers: dict[tuple[str, int], list[str]] = {}
         for span in self.volatile:
-            layers.setdefault(span.learned_at, []).append(span.pattern)
+            layers.setdefault((span.origin, span.learned_at), []).append(span.pattern)
         return base.layered(layers.values())
 
     def before_bridge(self, ir: TelosIR) -> TelosIR:
@@ -153,6 +155,15 @@ class StateHooks(SessionHooks):
                 "region": f"these lines were replaced twice (the second time at request {span.learned_at})",
                 "list": f"lines carrying values came and went here at request {span.learned_at}",
             }[span.kind]
+            if span.origin == "fleet":
+                seen = "changed twice there" if span.kind in ("lines", "region") else "changed there"
+                why = (
+                    f"learned by another conversation of this application (same system-prompt template) "
+                    f"at its request {span.learned_at}: these lines {seen} ({span.kind}); verified on "
+                    "this prompt before use (fleet learning, docs/sessions.md)"
+                )
+            else:
+                why = f"learned by this conversation: {why}"
             count = "line" if span.lines == 1 else f"{span.lines} lines"
             records.append(
                 Transformation(
@@ -254,6 +265,8 @@ class TurnResult:
         cache_break: the break this request causes, if any.
         learned: the first volatile span this request taught, if any (all of them: ``learned_all``).
         learned_all: every volatile span this request taught.
+        adopted: the fleet's spans this request started with (``sessions/fleet.py``), verified.
+        facts: what this request learned, to share with the fleet (``fleet.facts_of``).
         wire: this request's conversation as sent, for the session's ``WireLedger`` (kept once the
             state is written).
     """
@@ -265,6 +278,8 @@ class TurnResult:
     learned: VolatileSpan | None
     learned_all: tuple[VolatileSpan, ...] = ()
     wire: WireEntry | None = None
+    adopted: tuple[VolatileSpan, ...] = ()
+    facts: tuple[Fact, ...] = ()
 
 
 def run_turn(
@@ -282,6 +297,7 @@ def run_turn(
     ledger: WireLedger | None = None,
     own: OwnReferences = _NO_OWN,
     own_history_only: bool = False,
+    fleet: Sequence[Fact] = (),
 ) -> TurnResult:
     """Prepare request ``state.requests`` of the session (see module docstring).
 
@@ -295,6 +311,9 @@ def run_turn(
     ``own_history_only``: learn from the previous request only if this one extends its history (an
     implicit session where nothing tells users apart: two users who open alike share it, and one
     must never teach telos what to move in the other's prompt; docs/security.md).
+    ``fleet``: facts other conversations of the application learned (``sessions/fleet.py``), used
+    only by the first request of a conversation, each verified here (``fleet.adopt``, then the lift
+    must cut exactly that) or ignored.
     Raises ``TelosStageError`` when a pipeline stage fails (the bridge re-checks every invariant).
     """
     index = state.requests
@@ -308,6 +327,14 @@ def run_turn(
         return TurnResult(index, prepared, state, None, None)
     suspects = state.suspects
     learned: tuple[VolatileSpan, ...] = ()
+    adopted: tuple[VolatileSpan, ...] = ()
+    facts: tuple[Fact, ...] = ()
+    if fleet and learn_volatility and index == 0 and state.app is None and not volatile:
+        # -- fleet learning (sessions/fleet.py): start with the application's verified facts --
+        hooks, prepared, adopted = _adopt_fleet(
+            state, api, body, options, hooks, prepared, fleet, pins, memo, own
+        )
+        volatile = adopted
     previous = state.app.system if state.app is not None else None
     if learn_volatility and len(volatile) < MAX_LEARNED:
         check_budget("session.learn")
@@ -345,6 +372,7 @@ def run_turn(
             # what they cut from the lifted text (a pattern may also match elsewhere in the request).
             wanted = tuple(t for t in expected_view(hooks.system_view, fresh) if t != "")
             if again.system_view == wanted:
+                facts = facts_of(hooks.system_view, fresh)  # described on the view they were learned on
                 hooks, prepared, learned = again, retried, tuple(fresh)
                 volatile = (*volatile, *learned)
     hooks.after_settle(prepared.ir)
@@ -410,7 +438,31 @@ def run_turn(
     if cache_break is not None and cache_break.reason == "telos_rewrote":
         new_state = replace(new_state, telos_rewrites=new_state.telos_rewrites + 1)
     first = learned[0] if learned else None
-    return TurnResult(index, prepared, new_state, cache_break, first, learned, wire)
+    return TurnResult(index, prepared, new_state, cache_break, first, learned, wire, adopted, facts)
+
+
+def _adopt_fleet(
+    state: SessionState,
+    api: Api,
+    body: Mapping[str, Any],
+    options: PrepareOptions,
+    hooks: StateHooks,
+    prepared: Prepared,
+    facts: Sequence[Fact],
+    pins: Mapping[str, str],
+    memo: HistoryMemo | None,
+    own: OwnReferences,
+) -> tuple[StateHooks, Prepared, tuple[VolatileSpan, ...]]:
+    """The fleet's facts that cut exactly a whole unit here (``fleet.adopt``), used only if the lift
+    then cuts exactly what they cut from the lifted text; else nothing is adopted."""
+    adopted = adopt(hooks.system_view, facts)
+    if not adopted:
+        return hooks, prepared, ()
+    again = StateHooks(state, pins, adopted, memo=memo, own=own)
+    retried = prepare(api, body, options, again)
+    if again.system_view != expected_layers(hooks.system_view, adopted):
+        return hooks, prepared, ()
+    return again, retried, adopted
 
 
 def _with_orders(entries: tuple[str, ...], new: Mapping[str, str]) -> tuple[str, ...]:

@@ -78,8 +78,10 @@ __all__ = [
     "fingerprint",
     "learn",
     "present_spans",
+    "skeleton_regex",
     "span_matches",
     "system_view",
+    "unit_span",
 ]
 
 #: The longest run of changed lines (not a live value) that is learned.
@@ -618,6 +620,22 @@ def _matches_exactly(pattern: str, text: str, start: int, end: int) -> bool:
     except re.error:  # pragma: no cover - escaped literals always compile
         return False
     return found == [(start, end)]
+
+
+# -- for fleet learning (sessions/fleet.py) -----------------------------------------------------------
+
+
+def skeleton_regex(line: str) -> str:
+    """``line`` as a regular expression with ``\\S+`` for each of its values (no value in it)."""
+    return _skeleton_regex(line)[0]
+
+
+def unit_span(
+    block: int, text: str, first: int, last: int, index: int, kind: SpanKind
+) -> VolatileSpan | None:
+    """The span this module would learn for lines ``first..last`` of ``text`` (widened to their
+    unit, anchored on the text around it), or ``None`` (see ``_unit_span``)."""
+    return _unit_span(block, _Lines(text), first, last, index, kind)
 
 
 # -- what the model then sees --------------------------------------------------------------------------

@@ -1,0 +1,134 @@
+"""Promise F2 (docs/security.md): fleet facts stay in their namespace and carry no content.
+
+Conversations of one application template, each with secret canaries — a value in a system line
+next to a line that changes every turn (so learning could anchor on it), and in every user and
+assistant message — run over real HTTP to the emulator, on in-process stores and on real Redis
+with several key prefixes and ``isolation`` hints. Checked: every fleet entry the store holds is
+free of every canary and of the isolation key in clear; a conversation adopts facts only from its
+own store, prefix and isolation key; what one tenant learned never moves anything in another's
+prompt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import telos_wrap
+from telos_wrap.sessions import MemoryStore, RedisStore
+from telos_wrap.sessions import fleet as fleet_module
+
+from .wire import Wire, emulator_over_http
+
+MODEL = "claude-opus-4-8"
+RULES = "".join(f"Rule {n}: answer precisely and politely, citing the billing policy.\n" for n in range(60))
+
+
+def _canary(conv: int) -> str:
+    return f"CANARY{7_731_000 + conv}"
+
+
+def _system(conv: int, turn: int) -> str:
+    return (
+        "You are the billing assistant of Example Corp; answer billing questions only.\n"
+        f"Account reference: {_canary(conv)}\n"
+        f"{17 * turn + conv}s\n"  # too little text to match by itself: anchored on its neighbours
+        f"Server clock: 2026-05-01 10:{turn:02d}:07\n{RULES}Be concise."
+    )
+
+
+def _messages(conv: int, turn: int) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    for t in range(turn + 1):
+        messages.append({"role": "user", "content": f"My card {_canary(conv)}-U{t} was charged twice. " * 4})
+        if t < turn:
+            messages.append({"role": "assistant", "content": f"Refund {_canary(conv)}-A{t} is on its way."})
+    return messages
+
+
+@pytest.fixture
+def wire(patched: None) -> Iterator[Wire]:
+    with emulator_over_http() as wire:
+        yield wire
+
+
+def _converse(wire: Wire, store: Any, conv: int, isolation: str | None = None, turns: int = 4) -> Any:
+    client = wire.anthropic()
+    hints = {"isolation": isolation} if isolation else None
+    with telos_wrap.session(f"s-{conv}", store=store, hints=hints) as sess:
+        for turn in range(turns):
+            client.messages.create(
+                model=MODEL, max_tokens=16, system=_system(conv, turn), messages=_messages(conv, turn)
+            )
+    client.close()
+    return sess
+
+
+def _fleet_entries(store: MemoryStore) -> dict[str, str]:
+    return {
+        key: text
+        for key, entry in store._entries.items()
+        if key.startswith(fleet_module.FLEET_PREFIX)
+        for text in entry.blobs.values()
+    }
+
+
+def _assert_clean(entries: dict[str, str], convs: range, secrets: tuple[str, ...] = ()) -> None:
+    assert entries
+    for key, text in entries.items():
+        for conv in convs:
+            assert _canary(conv)[6:] not in key + text  # not even its digits
+        for secret in secrets:
+            assert secret not in key + text
+
+
+def test_no_value_or_content_in_fleet_facts(wire: Wire) -> None:
+    store = MemoryStore()
+    first = _converse(wire, store, 1, "tenant-a")
+    # It learned the anchored line for itself (its own state, anchored on its canary); what it shares
+    # describes that line by the skeletons of the lines around it, which hold no value.
+    assert any(_canary(1)[6:] in span.pattern for span in first.volatile_spans)
+    _assert_clean(_fleet_entries(store), range(1, 2), ("tenant-a",))
+    facts = fleet_module.decode(next(iter(_fleet_entries(store).values())))
+    assert sorted(fact.kind for fact in facts) == ["value", "value"]
+    second = _converse(wire, store, 2, "tenant-a")
+    # Both lines are adopted, each re-anchored on conversation 2's own text (its own canary).
+    assert [span.origin for span in second.volatile_spans] == ["fleet", "fleet"]
+    assert not any(_canary(1)[6:] in span.pattern for span in second.volatile_spans)
+    assert any(_canary(2)[6:] in span.pattern for span in second.volatile_spans)
+    assert second.stats.cache_breaks == 0
+    _assert_clean(_fleet_entries(store), range(1, 3), ("tenant-a",))
+
+
+def test_facts_never_cross_isolation_keys_or_stores(wire: Wire) -> None:
+    store, other_store = MemoryStore(), MemoryStore()
+    _converse(wire, store, 1, "tenant-a")
+    for isolation, on in (("tenant-b", store), (None, store), ("tenant-a", other_store)):
+        sess = _converse(wire, on, 2, isolation)
+        assert all(span.origin == "" for span in sess.volatile_spans), (isolation, on is store)
+        assert sess.stats.cache_breaks >= 1
+    same = _converse(wire, store, 3, "tenant-a")
+    assert any(span.origin == "fleet" for span in same.volatile_spans)
+
+
+@pytest.mark.redis
+def test_facts_never_cross_redis_prefixes(wire: Wire, redis_url: str, redis_prefix: str) -> None:
+    mine = RedisStore(redis_url, prefix=redis_prefix + "a:")
+    theirs = RedisStore(redis_url, prefix=redis_prefix + "b:")
+    _converse(wire, mine, 1)
+    stranger = _converse(wire, theirs, 2)
+    assert all(span.origin == "" for span in stranger.volatile_spans)
+    again = _converse(wire, mine, 3)
+    assert any(span.origin == "fleet" for span in again.volatile_spans)
+    raw = mine.redis
+    entries = {
+        key.decode(): "".join(v.decode() for v in raw.hgetall(key).values())
+        for key in raw.scan_iter(match=f"{redis_prefix}*telos-fleet*", count=1000)
+    }
+    assert len(entries) == 2  # one per prefix (the stranger learned and published on its own)
+    assert sum(key.startswith(redis_prefix + "a:") for key in entries) == 1
+    _assert_clean(entries, range(1, 4))
+    mine.close()
+    theirs.close()

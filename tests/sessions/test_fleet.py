@@ -1,0 +1,322 @@
+"""Fleet learning (sessions/fleet.py): what one conversation of an application learned about its system
+prompt's template serves the next conversations of that template.
+
+Real SDK clients over real HTTP to the emulator (a fresh emulator per conversation: the second one
+cannot read the first one's cache, only the facts); real Redis, single server and cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from typing import Any
+
+import anthropic
+import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+import telos_wrap
+from telos_wrap.failopen import failure_counts, reset_failures
+from telos_wrap.sessions import MemoryStore, RedisStore
+from telos_wrap.sessions import fleet as fleet_module
+from telos_wrap.sessions.breaker import breaker_of
+from telos_wrap.sessions.volatility import skeleton_regex
+
+from .fleet_app import MODEL, app_system, converse, messages_for
+from .over_http import emulator_over_http
+
+TURNS = 5
+
+
+def _conversation(
+    store: Any, conv: int, *, turns: int = TURNS, fleet: bool | None = None, **system: Any
+) -> tuple[telos_wrap.Session, list[tuple[int, int]]]:
+    with emulator_over_http() as wire:
+        client = wire.anthropic()
+        with telos_wrap.session(f"conv-{conv}", store=store, fleet_learning=fleet) as sess:
+            usage = converse(client, conv, turns, **system)
+        client.close()
+    return sess, usage
+
+
+def _no_break_after_first(usage: list[tuple[int, int]]) -> bool:
+    """Every request reads at least everything the previous one read or wrote."""
+    return all(usage[t][0] >= usage[t - 1][0] + usage[t - 1][1] for t in range(1, len(usage)))
+
+
+def _facts(store: MemoryStore) -> dict[str, str]:
+    return {
+        key: blob
+        for key, entry in store._entries.items()
+        if key.startswith(fleet_module.FLEET_PREFIX)
+        for blob in entry.blobs.values()
+    }
+
+
+def test_second_conversation_does_not_pay_the_first_change(patched: None) -> None:
+    store = MemoryStore()
+    first, usage1 = _conversation(store, 1)
+    assert first.stats.cache_breaks == 1 and not _no_break_after_first(usage1)  # the first change
+    second, usage2 = _conversation(store, 2)
+    assert second.stats.cache_breaks == 0
+    assert _no_break_after_first(usage2), usage2
+    assert usage2[1][0] >= usage2[0][1] > 1000  # request 1 reads what request 0 wrote
+    assert {span.origin for span in second.volatile_spans} == {"fleet"}
+    # explain says where each fact came from: another conversation, at its request 1.
+    explained = second.explain(0)
+    assert "learned by another conversation of this application" in explained
+    assert "at its request 1" in explained
+    assert "adopted from the fleet" in explained
+    assert "learned by this conversation" in first.explain(1)
+    # Control: without fleet learning the same second conversation pays the break.
+    third, usage3 = _conversation(store, 3, fleet=False)
+    assert third.stats.cache_breaks == 1 and not _no_break_after_first(usage3)
+
+
+def test_patch_option_and_session_option(patched: None) -> None:
+    store = MemoryStore()
+    _conversation(store, 1)
+    telos_wrap.patch(fleet_learning=False)
+    off, _ = _conversation(store, 2)
+    assert off.stats.cache_breaks == 1
+    on, _ = _conversation(store, 3, fleet=True)  # the session's own option wins
+    assert on.stats.cache_breaks == 0
+    with pytest.raises(telos_wrap.TelosOptionError, match="fleet_learning"):
+        telos_wrap.patch(fleet_learning="yes")  # type: ignore[arg-type]
+    with pytest.raises(telos_wrap.TelosHintError, match="fleet_learning"):
+        telos_wrap.session("x", fleet_learning=1)  # type: ignore[arg-type]
+
+
+def test_a_one_off_edit_is_never_offered(patched: None) -> None:
+    store = MemoryStore()
+    # Conversation 1 edits its tone line once (turn 2 on): a suspect, never learned, never published.
+    first, _ = _conversation(store, 1, edit=lambda turn: turn >= 2)
+    assert all(span.kind in ("value", "list") for span in first.volatile_spans)
+    text = next(iter(_facts(store).values()))
+    facts = fleet_module.decode(text)
+    assert facts and "formal" not in text and all(fact.kind in ("value", "list") for fact in facts)
+    # Conversation 2 makes the same edit: it pays its own break there (nothing moves it in advance).
+    second, usage = _conversation(store, 2, edit=lambda turn: turn >= 2)
+    assert second.stats.cache_breaks == 1
+    assert usage[2][0] < usage[1][0] + usage[1][1]
+    assert not any("Tone" in span.pattern for span in second.volatile_spans)
+
+
+def test_what_moves_is_a_whole_unit_seen_to_change(patched: None) -> None:
+    store = MemoryStore()
+    first, _ = _conversation(store, 1)
+    with emulator_over_http() as wire:
+        client = wire.anthropic()
+        with telos_wrap.session("conv-2", store=store) as second:
+            client.messages.create(
+                model=MODEL, max_tokens=16, system=app_system(2, 0), messages=messages_for(0)
+            )
+        sent = json.loads(wire.bodies[0])
+        client.close()
+    learned = {(s.block, s.kind, s.pattern) for s in first.volatile_spans}
+    assert {(s.block, s.kind, s.pattern) for s in second.volatile_spans} == learned
+    # On the wire: the system prompt minus exactly the lines conversation 1 saw change (the clock
+    # line; the environment's UPTIME and JOB lines between its stable HOME and LANG lines).
+    system = "".join(block["text"] for block in sent["system"])
+    prompt = app_system(2, 0).split("\n")
+    moved = [line for line in prompt if line.startswith(("Server clock:", "UPTIME=", "JOB_"))]
+    assert system.split("\n") == [line for line in prompt if line not in moved]
+    tail = json.dumps(sent["messages"][-1])
+    assert all(json.dumps(line)[1:-1] in tail for line in moved)
+
+
+def test_poisoned_entries_are_ignored(patched: None) -> None:
+    store = MemoryStore()
+    _conversation(store, 1)
+    [key] = _facts(store)
+    good = fleet_module.decode(_facts(store)[key])
+    assert {fact.kind for fact in good} == {"value", "list"}
+
+    def fact(**changes: Any) -> dict[str, Any]:
+        return {**good[0].to_json(), **changes}
+
+    hostile = [
+        fact(own="(a+)+$"),  # catastrophic backtracking: not a line skeleton, never compiled
+        fact(before=r"(?<=x)\d+"),  # not telos' grammar
+        fact(own=r"\S+\S+\S+\S+\S+\S+\S+\S+x"),  # holes with no whitespace between them
+        fact(own=r"Server\ clock:\ 2026\-05\-01\ \S+"),  # a value in its literal text
+        fact(kind="present"),  # learned on sight: never shared
+        fact(block=-1),
+        fact(lines=10_000),
+        fact(own=r"You\ are\ somebody\ else"),  # another prompt's line (a wrong template)
+        fact(kind="list", own=None, before=r"HOME=/home/agent", after=r"HOME=/home/agent"),  # no place
+    ]
+    entries = [
+        "not json",
+        json.dumps({"v": 1, "facts": [{"kind": 3}, "x", None, {}]}),
+        json.dumps({"v": 1, "facts": hostile}),
+        json.dumps({"v": 1, "facts": hostile}) + " " * 70_000,
+        json.dumps({"v": 2, "facts": [good[0].to_json()]}),
+    ]
+    for n, entry in enumerate(entries):
+        store.put_blob(key, fleet_module.FACTS, entry)
+        reset_failures()
+        started = time.perf_counter()
+        sess, _ = _conversation(store, 10 + n)
+        assert time.perf_counter() - started < 20
+        assert failure_counts() == {}
+        assert sess.stats.cache_breaks == 1  # as a conversation without facts: learned at first change
+        assert all(span.origin == "" for span in sess.volatile_spans)
+    # Read back: only the records made of line skeletons with no value in them; those two are then
+    # refused by the check on the prompt (the line is not there; no single place fits).
+    kept = fleet_module.decode(json.dumps({"v": 1, "facts": hostile}))
+    assert [f.to_json() for f in kept] == hostile[-2:]
+    view = (app_system(30, 0),)
+    assert fleet_module.adopt(view, kept) == ()
+    assert len(fleet_module.adopt(view, good)) == len(good)
+    # Another template is offered nothing, whatever the store holds for this one.
+    store.put_blob(key, fleet_module.FACTS, fleet_module.encode(good))
+    other, _ = _conversation(store, 20, app="Another Corp")
+    assert other.stats.cache_breaks == 1 and all(span.origin == "" for span in other.volatile_spans)
+
+
+def test_a_failing_store_never_breaks_the_call(patched_lenient: None) -> None:
+    class Failing(MemoryStore):
+        def get_blob(self, session_id: str, key: str) -> str | None:
+            if session_id.startswith(fleet_module.FLEET_PREFIX):
+                raise ConnectionError("down")
+            return super().get_blob(session_id, key)
+
+        def put_blob(self, session_id: str, key: str, text: str) -> None:
+            if session_id.startswith(fleet_module.FLEET_PREFIX):
+                raise ConnectionError("down")
+            super().put_blob(session_id, key, text)
+
+    store = Failing()
+    reset_failures()
+    _first, usage = _conversation(store, 1)
+    # Every call answered and rewritten; the fleet read's failure went to the store's breaker (the
+    # session then goes on with this process's state, as for any store failure: docs/sessions.md).
+    assert len(usage) == TURNS and usage[-1][0] > 1000
+    assert set(failure_counts()) == {"session.store"}
+    assert breaker_of(store).is_open  # counted by the store's breaker (one warning per window)
+
+
+def test_async_conversations_share_facts(patched: None) -> None:
+    store = MemoryStore()
+    _conversation(store, 1)
+
+    async def second() -> tuple[telos_wrap.Session, list[int]]:
+        with emulator_over_http() as wire:
+            http = anthropic.AsyncAnthropic(api_key="test", base_url=wire.url, max_retries=0)
+            reads = []
+            async with telos_wrap.session("conv-async", store=store) as sess:
+                for turn in range(3):
+                    reply = await http.messages.create(
+                        model=MODEL, max_tokens=16, system=app_system(7, turn), messages=messages_for(turn)
+                    )
+                    reads.append(reply.usage.cache_read_input_tokens or 0)
+            await http.close()
+        return sess, reads
+
+    sess, reads = asyncio.run(second())
+    assert sess.stats.cache_breaks == 0 and reads[1] > 1000
+
+
+@pytest.mark.redis
+def test_fleet_on_redis(patched: None, store_url: str, redis_prefix: str) -> None:
+    store = RedisStore(store_url, prefix=redis_prefix, ttl=300)
+    first, _ = _conversation(store, 1)
+    assert first.stats.cache_breaks == 1
+    second, usage = _conversation(store, 2)
+    assert second.stats.cache_breaks == 0 and _no_break_after_first(usage)
+    keys = [k.decode() for k in store.redis.scan_iter(match=f"{redis_prefix}*", count=1000)]
+    [fleet_key] = [k for k in keys if fleet_module.FLEET_PREFIX in k]
+    assert re.fullmatch(re.escape(redis_prefix) + r"\{telos-fleet:shared:[0-9a-f]{32}\}:blobs", fleet_key)
+    assert 0 < store.redis.ttl(fleet_key) <= 300
+    store.close()
+
+
+def test_template_key() -> None:
+    body = {"system": app_system(1, 0), "messages": []}
+    key = fleet_module.template_key("anthropic", body)
+    assert key is not None
+    assert fleet_module.template_key("anthropic", {"system": app_system(2, 5)}) == key  # values only
+    assert fleet_module.template_key("anthropic", {"system": app_system(1, 0, edit=True)}) != key
+    assert fleet_module.template_key("anthropic", {"system": app_system(1, 0, app="Other Inc")}) != key
+    assert fleet_module.template_key("anthropic", {"system": "Today 10:00\nBe brief."}) is None  # too little
+    chat = {"messages": [{"role": "system", "content": app_system(1, 0)}, {"role": "user", "content": "hi"}]}
+    assert fleet_module.template_key("openai_chat", chat) == key
+    assert fleet_module.template_key("openai_responses", {"instructions": app_system(3, 1)}) == key
+
+
+def test_openai_chat_conversations_share_facts(patched: None) -> None:
+    store = MemoryStore()
+    breaks = []
+    for conv in (1, 2):
+        with emulator_over_http() as wire:
+            client = wire.openai()
+            with telos_wrap.session(f"chat-{conv}", store=store) as sess:
+                for turn in range(3):
+                    client.chat.completions.create(
+                        model="gpt-5",
+                        messages=[{"role": "system", "content": app_system(conv, turn)}, *messages_for(turn)],
+                    )
+            client.close()
+        breaks.append(sess.stats.cache_breaks)
+    assert breaks == [1, 0]
+    assert {span.origin for span in sess.volatile_spans} == {"fleet"}
+
+
+_PIECES = [*"ab1 :=()[]*?.^$\n{}|\\", "\\S+", "\\ ", "(?<="]
+#: Real line skeletons of the prompt (so some facts place), and hostile text.
+_LINES = app_system(0, 0).split("\n")
+_REAL = [skeleton_regex(line) for line in _LINES[:6] + _LINES[-6:]]
+_TEXT = st.one_of(st.sampled_from(_REAL), st.lists(st.sampled_from(_PIECES), max_size=30).map("".join))
+_RECORD = st.fixed_dictionaries(
+    {},
+    optional={
+        "kind": st.sampled_from(["value", "list", "lines", "region", "present", 3, None]),
+        "block": st.one_of(st.integers(-2, 3), st.text(max_size=2)),
+        "lines": st.integers(-1, 12),
+        "learned_at": st.integers(-1, 5),
+        "before": st.one_of(st.none(), _TEXT),
+        "after": st.one_of(st.none(), _TEXT),
+        "own": st.one_of(st.none(), _TEXT),
+    },
+)
+
+
+_ENV = _LINES.index("HOME=/home/agent")
+#: Facts a conversation of this prompt learns (the clock line; the environment's live lines).
+_GOOD = [
+    {"kind": "value", "block": 0, "lines": 1, "learned_at": 1,
+     "before": _REAL[0], "after": _REAL[2], "own": _REAL[1]},
+    {"kind": "list", "block": 0, "lines": 2, "learned_at": 1, "before": skeleton_regex(_LINES[_ENV]),
+     "after": skeleton_regex(_LINES[-2]), "own": None},
+]  # fmt: skip
+_MUTATED = st.tuples(st.sampled_from(_GOOD), _RECORD).map(lambda pair: {**pair[0], **pair[1]})
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    records=st.lists(
+        st.one_of(_RECORD, st.sampled_from(_GOOD), _MUTATED, st.integers(), st.text(max_size=5)), max_size=12
+    )
+)
+def test_any_stored_facts_are_read_safely(records: list[Any]) -> None:
+    """Whatever a store holds: reading never raises, keeps only line skeletons without values, and
+    every span adopted from it is one whole unit of the prompt, cut exactly once."""
+    facts = fleet_module.decode(json.dumps({"v": 1, "facts": records}))
+    assert len(facts) <= fleet_module.MAX_FACTS
+    view = (app_system(3, 1),)
+    lines = view[0].split("\n")
+    adopted = fleet_module.adopt(view, facts)
+    event(f"adopted {min(len(adopted), 2)}")
+    for span in adopted:
+        assert span.origin == "fleet" and span.kind in ("value", "list", "lines", "region")
+        found = [m.span() for m in re.finditer(span.pattern, view[0], re.MULTILINE)]
+        # Learned on this prompt's own text as the learner would have: whole lines, once (the first
+        # layer; later layers are checked on the text the earlier ones left).
+        if span.learned_at == min(f.learned_at for f in facts):
+            assert len(found) == 1
+            start, end = found[0]
+            assert view[0][start:end] == "\n".join(lines[span.line : span.line + span.lines])
