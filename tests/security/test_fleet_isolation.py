@@ -54,8 +54,10 @@ def wire(patched: None) -> Iterator[Wire]:
         yield wire
 
 
-def _converse(wire: Wire, store: Any, conv: int, isolation: str | None = None, turns: int = 4) -> Any:
-    client = wire.anthropic()
+def _converse(
+    wire: Wire, store: Any, conv: int, isolation: str | None = None, turns: int = 4, **client_args: Any
+) -> Any:
+    client = wire.anthropic(**client_args)
     hints = {"isolation": isolation} if isolation else None
     with telos_wrap.session(f"s-{conv}", store=store, hints=hints) as sess:
         for turn in range(turns):
@@ -111,6 +113,21 @@ def test_facts_never_cross_isolation_keys_or_stores(wire: Wire) -> None:
         assert sess.stats.cache_breaks >= 1
     same = _converse(wire, store, 3, "tenant-a")
     assert any(span.origin == "fleet" for span in same.volatile_spans)
+
+
+def test_facts_never_cross_api_keys_or_base_urls(wire: Wire) -> None:
+    """Without an ``isolation`` hint the namespace is the caller's credentials and base URL (as for
+    implicit sessions, T1): two tenants of one store, each with its own API key, never share."""
+    store = MemoryStore()
+    _converse(wire, store, 1, api_key="sk-tenant-a")
+    for args in ({"api_key": "sk-tenant-b"}, {"api_key": "sk-tenant-a", "base_url": "https://eu.example.com"}):
+        other = _converse(wire, store, 2, **args)
+        assert all(span.origin == "" for span in other.volatile_spans), args
+        assert other.stats.cache_breaks >= 1
+    same = _converse(wire, store, 3, api_key="sk-tenant-a")
+    assert any(span.origin == "fleet" for span in same.volatile_spans)
+    assert same.stats.cache_breaks == 0
+    _assert_clean(_fleet_entries(store), range(1, 4), ("sk-tenant-a", "sk-tenant-b", "eu.example.com"))
 
 
 @pytest.mark.redis

@@ -43,6 +43,31 @@ class Redirect(sdk_http.HTTPTransport):
         return super().handle_request(moved)
 
 
+class AsyncRedirect(sdk_http.AsyncHTTPTransport):
+    """``Redirect`` for async clients."""
+
+    def __init__(self, base: str, bodies: list[bytes], headers: list[dict[str, str]]) -> None:
+        super().__init__()
+        self.base = base
+        self.bodies = bodies
+        self.headers = headers
+
+    async def handle_async_request(self, request: sdk_http.Request) -> sdk_http.Response:
+        body = await request.aread()
+        self.bodies.append(body)
+        self.headers.append({key.lower(): value for key, value in request.headers.items()})
+        headers = request.headers.copy()
+        del headers["host"]
+        moved = sdk_http.Request(
+            request.method,
+            f"{self.base}{request.url.raw_path.decode('ascii')}",
+            headers=headers,
+            content=body,
+            extensions=request.extensions,
+        )
+        return await super().handle_async_request(moved)
+
+
 @dataclass
 class Wire:
     """The emulator (its clock) behind a real local HTTP server, and clients talking to it."""
@@ -65,6 +90,10 @@ class Wire:
     def anthropic(self, **kwargs: object) -> anthropic.Anthropic:
         http = sdk_http.Client(transport=Redirect(self.url, self.bodies, self.headers))
         return anthropic.Anthropic(api_key="test", http_client=http, max_retries=0, **kwargs)  # type: ignore[arg-type]
+
+    def async_anthropic(self, **kwargs: object) -> anthropic.AsyncAnthropic:
+        http = sdk_http.AsyncClient(transport=AsyncRedirect(self.url, self.bodies, self.headers))
+        return anthropic.AsyncAnthropic(api_key="test", http_client=http, max_retries=0, **kwargs)  # type: ignore[arg-type]
 
 
 @contextmanager

@@ -13,7 +13,6 @@ import re
 import time
 from typing import Any
 
-import anthropic
 import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
@@ -206,7 +205,7 @@ def test_async_conversations_share_facts(patched: None) -> None:
 
     async def second() -> tuple[telos_wrap.Session, list[int]]:
         with emulator_over_http() as wire:
-            http = anthropic.AsyncAnthropic(api_key="test", base_url=wire.url, max_retries=0)
+            http = wire.async_anthropic()  # the same key and base URL as the first: one tenant
             reads = []
             async with telos_wrap.session("conv-async", store=store) as sess:
                 for turn in range(3):
@@ -230,7 +229,8 @@ def test_fleet_on_redis(patched: None, store_url: str, redis_prefix: str) -> Non
     assert second.stats.cache_breaks == 0 and _no_break_after_first(usage)
     keys = [k.decode() for k in store.redis.scan_iter(match=f"{redis_prefix}*", count=1000)]
     [fleet_key] = [k for k in keys if fleet_module.FLEET_PREFIX in k]
-    assert re.fullmatch(re.escape(redis_prefix) + r"\{telos-fleet:shared:[0-9a-f]{32}\}:blobs", fleet_key)
+    pattern = r"\{telos-fleet:[0-9a-f]{32}:[0-9a-f]{32}\}:blobs"  # namespace: the tenant's digest
+    assert re.fullmatch(re.escape(redis_prefix) + pattern, fleet_key)
     assert 0 < store.redis.ttl(fleet_key) <= 300
     store.close()
 

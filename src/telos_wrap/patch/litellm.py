@@ -58,6 +58,7 @@ from telos_wrap.patch.mode import rewriting
 from telos_wrap.patch.wrappers import _resolve_session
 from telos_wrap.pipeline import PrepareOptions
 from telos_wrap.sessions import Session
+from telos_wrap.sessions.identity import tenant_digest
 from telos_wrap.usage import attach_usage
 
 __all__ = ["completion_wrapper", "engine_for"]
@@ -145,7 +146,8 @@ def _rewrite(
             refpool_threshold=config.refpool_threshold,
             only_what_pays=config.only_what_pays,
         )
-        index, prepared = session.prepare_request(_API, body, options, strict=strict)
+        tenant = tenant_digest(hints.isolation, call.get("api_key"), call.get("api_base"))
+        index, prepared = session.prepare_request(_API, body, options, strict=strict, tenant=tenant)
     except TelosStageError as error:
         report_failure(error, strict=strict)
         return args, call, None

@@ -264,6 +264,7 @@ class _Turn:
     strict: bool
     is_turn: bool  # False for a token count or a compaction: rewritten, never a turn of the session
     prepare_options: PrepareOptions | None  # None: telos is disabled for this call (pass-through)
+    tenant: str  # the call's tenant digest (``_tenant``): scopes fleet learning
 
     def context(self, index: int) -> CallContext | None:
         """The context of a request sent as the SDK built it; ``None`` if its engine cannot be had.
@@ -343,7 +344,8 @@ def _route(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None
             only_what_pays=config.only_what_pays,
         )
     is_turn = route.turn and not route.count_only
-    turn = _Turn(options, route.api, route.engine, body, session, strict, is_turn, prepare_options)
+    tenant = _tenant(client, hints)
+    turn = _Turn(options, route.api, route.engine, body, session, strict, is_turn, prepare_options, tenant)
     return options, None, turn
 
 
@@ -402,7 +404,9 @@ def _prepare_within_budget(sdk: str, client: Any, options: Any) -> tuple[Any, Ca
     try:
         if not turn.is_turn:
             return turn.rewritten(-1, prepare(turn.api, turn.body, po, session.hooks(strict=turn.strict)))
-        return turn.rewritten(*session.prepare_request(turn.api, turn.body, po, strict=turn.strict))
+        return turn.rewritten(
+            *session.prepare_request(turn.api, turn.body, po, strict=turn.strict, tenant=turn.tenant)
+        )
     except TelosStageError as error:
         record = turn.failed(error)
         index = session.note_passthrough(turn.api, turn.engine_name, turn.body) if record else -1
@@ -433,7 +437,9 @@ async def _aprepare_within_budget(sdk: str, client: Any, options: Any) -> tuple[
             hooks = await session.ahooks(strict=turn.strict)
             return turn.rewritten(-1, prepare(turn.api, turn.body, po, hooks))
         return turn.rewritten(
-            *await session.prepare_request_async(turn.api, turn.body, po, strict=turn.strict)
+            *await session.prepare_request_async(
+                turn.api, turn.body, po, strict=turn.strict, tenant=turn.tenant
+            )
         )
     except TelosStageError as error:
         record = turn.failed(error)

@@ -336,20 +336,27 @@ class Session:
         return step
 
     def prepare_request(
-        self, api: Api, body: Mapping[str, Any], options: PrepareOptions, *, strict: bool | None = None
+        self,
+        api: Api,
+        body: Mapping[str, Any],
+        options: PrepareOptions,
+        *,
+        strict: bool | None = None,
+        tenant: str | None = None,
     ) -> tuple[int, Prepared]:
         """Prepare one request of this session; returns ``(request index, prepared)``.
 
         One compare-and-set on the store (none while its circuit breaker is open: the turn then runs
         on this process's state). Raises ``TelosStageError`` on any failure of telos (the patch
         layer then fails open or, with ``strict``, raises it); a store failure raises only if
-        ``strict``.
+        ``strict``. ``tenant``: the call's tenant digest (``identity.tenant_digest``), which scopes
+        fleet learning (``fleet.namespace``).
         """
         with self._lock:
             facts: tuple[fleet.Fact, ...] = ()
             if self._fleet():  # fleet learning (sessions/fleet.py)
                 self._fleet_asked = True
-                facts = fleet_io.facts_for(self.store, api, body, options.hints)
+                facts = fleet_io.facts_for(self.store, api, body, options.hints, tenant)
             plan = self._plan(self._turn_step(api, body, options, facts), strict)
             try:
                 result = self._run(plan)
@@ -359,17 +366,23 @@ class Session:
                 raise TelosStageError("session", exc) from exc
             self._after_turn(api, body, options, result)
         if result.facts and self._fleet_on():  # fleet learning: publish
-            fleet_io.publish_learned(self.store, api, body, options.hints, result.facts)
+            fleet_io.publish_learned(self.store, api, body, options.hints, result.facts, tenant)
         return self._report_turn(result)
 
     async def prepare_request_async(
-        self, api: Api, body: Mapping[str, Any], options: PrepareOptions, *, strict: bool | None = None
+        self,
+        api: Api,
+        body: Mapping[str, Any],
+        options: PrepareOptions,
+        *,
+        strict: bool | None = None,
+        tenant: str | None = None,
     ) -> tuple[int, Prepared]:
         """``prepare_request`` for async clients: the same turn, with the store's async I/O."""
         facts: tuple[fleet.Fact, ...] = ()
         if self._fleet():  # fleet learning (sessions/fleet.py)
             self._fleet_asked = True
-            facts = await fleet_io.afacts_for(self.store, api, body, options.hints)
+            facts = await fleet_io.afacts_for(self.store, api, body, options.hints, tenant)
         plan = self._plan(self._turn_step(api, body, options, facts), strict)
         try:
             result = await self._arun(plan)
@@ -380,7 +393,7 @@ class Session:
         with self._lock:
             self._after_turn(api, body, options, result)
         if result.facts and self._fleet_on():  # fleet learning: publish
-            await fleet_io.apublish_learned(self.store, api, body, options.hints, result.facts)
+            await fleet_io.apublish_learned(self.store, api, body, options.hints, result.facts, tenant)
         return self._report_turn(result)
 
     def _after_turn(

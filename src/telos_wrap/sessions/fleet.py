@@ -162,11 +162,17 @@ def template_key(api: Api, body: Mapping[str, Any], drop_patterns: Sequence[str]
         return None
 
 
-def namespace(isolation: str | None) -> str:
-    """The fleet namespace within a store: a digest of the ``isolation`` hint (never in clear)."""
-    if not isolation:
+def namespace(isolation: str | None, tenant: str | None = None) -> str:
+    """The fleet namespace within a store: a digest of the call's tenant signals (``tenant``: the
+    patch layer's ``identity.tenant_digest`` of the ``isolation`` hint and the client's credentials
+    and base URL, already hashed), else of the ``isolation`` hint alone; ``"shared"`` with neither.
+    Never a signal in clear."""
+    if tenant:
+        material = f"tenant\x00{tenant}".encode("utf-8", "surrogatepass")
+    elif isolation:
+        material = f"isolation\x00{isolation}".encode("utf-8", "surrogatepass")
+    else:
         return "shared"
-    material = f"isolation\x00{isolation}".encode("utf-8", "surrogatepass")
     return hashlib.blake2b(material, digest_size=16).hexdigest()
 
 

@@ -113,38 +113,53 @@ async def apublish(store: SessionStore, space: str, template: str, new: Sequence
 # -- what a session calls (the hook in ``core.py``) ------------------------------------------------
 
 
-def _where(api: Api, body: Mapping[str, Any], hints: TelosHints) -> tuple[str, str] | None:
+def _where(
+    api: Api, body: Mapping[str, Any], hints: TelosHints, tenant: str | None
+) -> tuple[str, str] | None:
     template = template_key(api, body, hints.drop_patterns)
-    return None if template is None else (namespace(hints.isolation), template)
+    return None if template is None else (namespace(hints.isolation, tenant), template)
 
 
-def facts_for(store: SessionStore, api: Api, body: Mapping[str, Any], hints: TelosHints) -> tuple[Fact, ...]:
-    """The fleet's facts for the template of ``body``'s system prompt (``()``: none, or a failure)."""
-    where = _where(api, body, hints)
+def facts_for(
+    store: SessionStore, api: Api, body: Mapping[str, Any], hints: TelosHints, tenant: str | None = None
+) -> tuple[Fact, ...]:
+    """The fleet's facts for the template of ``body``'s system prompt (``()``: none, or a failure);
+    ``tenant``: the call's tenant digest (``fleet.namespace``)."""
+    where = _where(api, body, hints, tenant)
     return () if where is None else lookup(store, *where)
 
 
 async def afacts_for(
-    store: SessionStore, api: Api, body: Mapping[str, Any], hints: TelosHints
+    store: SessionStore, api: Api, body: Mapping[str, Any], hints: TelosHints, tenant: str | None = None
 ) -> tuple[Fact, ...]:
     """``facts_for`` for async code."""
-    where = _where(api, body, hints)
+    where = _where(api, body, hints, tenant)
     return () if where is None else await alookup(store, *where)
 
 
 def publish_learned(
-    store: SessionStore, api: Api, body: Mapping[str, Any], hints: TelosHints, facts: Sequence[Fact]
+    store: SessionStore,
+    api: Api,
+    body: Mapping[str, Any],
+    hints: TelosHints,
+    facts: Sequence[Fact],
+    tenant: str | None = None,
 ) -> None:
     """Publish the facts a request learned (``TurnResult.facts``) under its template. Never raises."""
-    where = _where(api, body, hints) if facts else None
+    where = _where(api, body, hints, tenant) if facts else None
     if where is not None:
         publish(store, *where, facts)
 
 
 async def apublish_learned(
-    store: SessionStore, api: Api, body: Mapping[str, Any], hints: TelosHints, facts: Sequence[Fact]
+    store: SessionStore,
+    api: Api,
+    body: Mapping[str, Any],
+    hints: TelosHints,
+    facts: Sequence[Fact],
+    tenant: str | None = None,
 ) -> None:
     """``publish_learned`` for async code."""
-    where = _where(api, body, hints) if facts else None
+    where = _where(api, body, hints, tenant) if facts else None
     if where is not None:
         await apublish(store, *where, facts)
