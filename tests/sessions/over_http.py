@@ -18,6 +18,19 @@ from telos_wrap.emulator import Emulator, ManualClock, serve
 from tests.sdk_http import sdk_http
 
 
+def _moved(request: sdk_http.Request, base: str, body: bytes) -> sdk_http.Request:
+    """``request`` sent to ``{base}{path}`` instead of its vendor's host."""
+    headers = request.headers.copy()
+    del headers["host"]
+    return sdk_http.Request(
+        request.method,
+        f"{base}{request.url.raw_path.decode('ascii')}",
+        headers=headers,
+        content=body,
+        extensions=request.extensions,
+    )
+
+
 class Redirect(sdk_http.HTTPTransport):
     """Sends every request to ``{base}{path}`` over real HTTP; ``bodies`` / ``headers``: what was sent."""
 
@@ -31,16 +44,7 @@ class Redirect(sdk_http.HTTPTransport):
         body = request.read()
         self.bodies.append(body)
         self.headers.append({key.lower(): value for key, value in request.headers.items()})
-        headers = request.headers.copy()
-        del headers["host"]
-        moved = sdk_http.Request(
-            request.method,
-            f"{self.base}{request.url.raw_path.decode('ascii')}",
-            headers=headers,
-            content=body,
-            extensions=request.extensions,
-        )
-        return super().handle_request(moved)
+        return super().handle_request(_moved(request, self.base, body))
 
 
 class AsyncRedirect(sdk_http.AsyncHTTPTransport):
@@ -56,16 +60,7 @@ class AsyncRedirect(sdk_http.AsyncHTTPTransport):
         body = await request.aread()
         self.bodies.append(body)
         self.headers.append({key.lower(): value for key, value in request.headers.items()})
-        headers = request.headers.copy()
-        del headers["host"]
-        moved = sdk_http.Request(
-            request.method,
-            f"{self.base}{request.url.raw_path.decode('ascii')}",
-            headers=headers,
-            content=body,
-            extensions=request.extensions,
-        )
-        return await super().handle_async_request(moved)
+        return await super().handle_async_request(_moved(request, self.base, body))
 
 
 @dataclass
