@@ -94,17 +94,18 @@ class Row:
         return min(measured, key=lambda item: item[2].efficiency() or 0.0, default=None)
 
 
-def _reads(requests: list[Any], store: MemoryStore, fleet: bool) -> list[int]:
+def _reads(requests: list[Any], store: MemoryStore, fleet: bool, mode: str = "rendered") -> list[int]:
     run = replay(
         [requests],
         TELOS,
         engine="anthropic",
+        emulator_mode=mode,
         session_factory=lambda sid: telos_wrap.session(sid, store=store, fleet_learning=fleet),
     )
     return [turn.read for turn in run.turns]
 
 
-def run_style(style: str, applications: dict[str, list[list[Any]]]) -> Row:
+def run_style(style: str, applications: dict[str, list[list[Any]]], mode: str = "rendered") -> Row:
     row = Row(style, Tally(), Tally(), Tally(), Tally())
     for name, sessions in applications.items():
         shared = MemoryStore()
@@ -114,8 +115,8 @@ def run_style(style: str, applications: dict[str, list[list[Any]]]) -> Row:
             oracle, causal = SessionBound(), SessionBound(causal=True)
             bounds = [oracle.add(r.api, r.kwargs, v) for r, v in zip(requests, volatile, strict=True)]
             causal_bounds = [causal.add(r.api, r.kwargs, v) for r, v in zip(requests, volatile, strict=True)]
-            off = _reads(requests, MemoryStore(), fleet=False)
-            on = _reads(requests, shared, fleet=True)
+            off = _reads(requests, MemoryStore(), fleet=False, mode=mode)
+            on = _reads(requests, shared, fleet=True, mode=mode)
             (row.off_first if number == 0 else row.off_later).add(off, bounds, causal_bounds)
             (row.on_first if number == 0 else row.on_later).add(on, bounds, causal_bounds)
             if number > 0:
@@ -166,6 +167,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--quick", action="store_true", help=f"{QUICK_SESSIONS} conversations, {QUICK_TURNS} turns"
     )
+    parser.add_argument(
+        "--mode",
+        choices=("rendered", "byte-exact"),
+        default="rendered",
+        help="the emulator's render mode (docs/emulator.md, 'Render modes')",
+    )
     parser.add_argument("--write-md", type=Path, default=None, help="write the table to this file")
     args = parser.parse_args(argv)
     limit, turns = args.sessions_per_source, args.max_turns
@@ -187,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with patched():
         for style in [s for s in args.styles.split(",") if s]:
-            rows.append(run_style(style, applications))
+            rows.append(run_style(style, applications, args.mode))
             print(table(rows)[-1], file=sys.stderr, flush=True)
     out = [
         "Applications (sessions of one source and one system-prompt template, 2+ of them; "
