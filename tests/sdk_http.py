@@ -21,4 +21,18 @@ if sdk_http_library("openai") is not sdk_http:  # pragma: no cover - an environm
 #: The emulator's transports for ``sdk_http``.
 EmulatorTransport, AsyncEmulatorTransport = _transport_classes(sdk_http.__name__)
 
-__all__ = ["AsyncEmulatorTransport", "EmulatorTransport", "sdk_http"]
+__all__ = ["AsyncEmulatorTransport", "EmulatorTransport", "redirected", "sdk_http"]
+
+
+def redirected(request: sdk_http.Request, base: str, body: bytes) -> sdk_http.Request:
+    """``request`` (its ``body`` already read) sent to ``{base}{path}`` instead of its vendor's host:
+    how the suite's redirecting transports reach a local emulator server over real HTTP."""
+    headers = request.headers.copy()
+    del headers["host"]
+    return sdk_http.Request(
+        request.method,
+        f"{base}{request.url.raw_path.decode('ascii')}",
+        headers=headers,
+        content=body,
+        extensions=request.extensions,
+    )

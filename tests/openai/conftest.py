@@ -19,7 +19,7 @@ import pytest
 
 import telos_wrap
 from telos_wrap.emulator import Emulator, ManualClock, serve
-from tests.sdk_http import AsyncEmulatorTransport, EmulatorTransport, sdk_http
+from tests.sdk_http import AsyncEmulatorTransport, EmulatorTransport, redirected, sdk_http
 
 #: The API key every test client sends: distinctive, so a scan of the cassettes can prove it is absent.
 API_KEY = "sk-telos-test-0000"
@@ -131,12 +131,7 @@ def _redirect(request: sdk_http.Request, emulator_url: str) -> sdk_http.Request:
     method, headers (but ``Host``), body and extensions (timeouts) are kept.
     """
     flavour = _ROUTER.flavour_for_url(str(request.url))
-    target = sdk_http.URL(f"{emulator_url}/{flavour}{request.url.raw_path.decode('ascii')}")
-    headers = request.headers.copy()
-    del headers["host"]
-    return sdk_http.Request(
-        request.method, target, headers=headers, content=request.read(), extensions=request.extensions
-    )
+    return redirected(request, f"{emulator_url}/{flavour}", request.read())
 
 
 class EmulatorRedirect(sdk_http.HTTPTransport):

@@ -18,19 +18,7 @@ import anthropic
 import openai
 
 from telos_wrap.emulator import Emulator, ManualClock, serve
-from tests.sdk_http import sdk_http
-
-
-def _moved(request: sdk_http.Request, base: str, body: bytes) -> sdk_http.Request:
-    headers = request.headers.copy()
-    del headers["host"]
-    return sdk_http.Request(
-        request.method,
-        f"{base}{request.url.raw_path.decode('ascii')}",
-        headers=headers,
-        content=body,
-        extensions=request.extensions,
-    )
+from tests.sdk_http import redirected, sdk_http
 
 
 class _Sent:
@@ -53,7 +41,7 @@ class Redirect(sdk_http.HTTPTransport):
     def handle_request(self, request: sdk_http.Request) -> sdk_http.Response:
         body = request.read()
         self.sent.add(body)
-        return super().handle_request(_moved(request, self.base, body))
+        return super().handle_request(redirected(request, self.base, body))
 
 
 class AsyncRedirect(sdk_http.AsyncHTTPTransport):
@@ -64,7 +52,7 @@ class AsyncRedirect(sdk_http.AsyncHTTPTransport):
     async def handle_async_request(self, request: sdk_http.Request) -> sdk_http.Response:
         body = await request.aread()
         self.sent.add(body)
-        return await super().handle_async_request(_moved(request, self.base, body))
+        return await super().handle_async_request(redirected(request, self.base, body))
 
 
 @dataclass

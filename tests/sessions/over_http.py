@@ -15,20 +15,7 @@ import anthropic
 import openai
 
 from telos_wrap.emulator import Emulator, ManualClock, serve
-from tests.sdk_http import sdk_http
-
-
-def _moved(request: sdk_http.Request, base: str, body: bytes) -> sdk_http.Request:
-    """``request`` sent to ``{base}{path}`` instead of its vendor's host."""
-    headers = request.headers.copy()
-    del headers["host"]
-    return sdk_http.Request(
-        request.method,
-        f"{base}{request.url.raw_path.decode('ascii')}",
-        headers=headers,
-        content=body,
-        extensions=request.extensions,
-    )
+from tests.sdk_http import redirected, sdk_http
 
 
 class Redirect(sdk_http.HTTPTransport):
@@ -44,7 +31,7 @@ class Redirect(sdk_http.HTTPTransport):
         body = request.read()
         self.bodies.append(body)
         self.headers.append({key.lower(): value for key, value in request.headers.items()})
-        return super().handle_request(_moved(request, self.base, body))
+        return super().handle_request(redirected(request, self.base, body))
 
 
 class AsyncRedirect(sdk_http.AsyncHTTPTransport):
@@ -60,7 +47,7 @@ class AsyncRedirect(sdk_http.AsyncHTTPTransport):
         body = await request.aread()
         self.bodies.append(body)
         self.headers.append({key.lower(): value for key, value in request.headers.items()})
-        return await super().handle_async_request(_moved(request, self.base, body))
+        return await super().handle_async_request(redirected(request, self.base, body))
 
 
 @dataclass
