@@ -6,7 +6,7 @@
 An *application* is the Anthropic-shaped sessions of one trace source whose system prompts have one
 template (``sessions/fleet.py``: sessions of one source with other tools or another agent are
 other applications); each session, rebuilt by one careless-harness style
-(``telos_wrap.harnesses``), is one of its conversations, sent in order through the
+(``telos_wrap.testing.harnesses``), is one of its conversations, sent in order through the
 real SDK to the built-in emulator (a fresh emulator per conversation: one conversation never reads
 another's cache) with ``telos_wrap.patch()``, one ``telos_wrap.session`` per conversation:
 

@@ -141,18 +141,3 @@ def test_pinned_texts_are_fetched_once_and_then_cached(host: Host) -> None:
     assert answer(plan, "the text") == ("done", None)
     assert sync.cached_pins(stored) == {"doc": "the text"}
     assert answer(sync.plan(unchanged, strict=False, readonly=True), None) == ("done", None)
-
-
-def test_names_sessions_core_exported_before_the_split_still_import_with_a_deprecation() -> None:
-    import telos_wrap
-    from telos_wrap.sessions import core, explain, registry
-
-    with pytest.warns(
-        DeprecationWarning, match=r"sessions\.core\.session moved to telos_wrap\.sessions\.registry"
-    ):
-        from telos_wrap.sessions.core import session
-    assert session is registry.session is telos_wrap.session
-    with pytest.warns(DeprecationWarning):
-        assert core.anchor is explain.anchor
-    with pytest.raises(AttributeError):
-        core.no_such_name  # noqa: B018

@@ -24,12 +24,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib
 import logging
 import threading
 import time
 import uuid
-import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -71,33 +69,6 @@ _OWN_TEXTS = 4
 _OWN_SLUGS = 256
 T = TypeVar("T")
 CacheBreakCallback = Callable[[CacheBreak], None]
-
-
-#: Names ``sessions.core`` exported before the split (issue 28), and the module that has them now:
-#: still importable from here, with a ``DeprecationWarning`` (``telos_wrap`` and
-#: ``telos_wrap.sessions`` export the public ones without one). Looked up on first use, because
-#: ``registry`` imports this module.
-_MOVED = {
-    "session": "telos_wrap.sessions.registry",
-    "current_session": "telos_wrap.sessions.registry",
-    "implicit_session": "telos_wrap.sessions.registry",
-    "named_session": "telos_wrap.sessions.registry",
-    "anchor": "telos_wrap.sessions.explain",
-    "change": "telos_wrap.sessions.explain",
-    "Anchor": "telos_wrap.sessions.explain",
-    "Change": "telos_wrap.sessions.explain",
-    "MAX_ATTEMPTS": "telos_wrap.sessions.plans",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _MOVED.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"telos_wrap.sessions.core.{name} moved to {module}.{name}", DeprecationWarning, stacklevel=2
-    )
-    return getattr(importlib.import_module(module), name)
 
 
 def _blob_key(text: str) -> str:

@@ -44,7 +44,7 @@ Every style, what the harness does every turn, and what it declares volatile:
 * ``kitchen-sink``: ``clock-midline`` + ``env-dump`` + ``volatile-block`` + ``system-reminder`` +
   ``shuffle``. Volatile: the union.
 
-The zoo lives in ``telos_wrap.testing`` (it was ``telos_wrap.harnesses``, still an alias) and is
+The zoo lives in ``telos_wrap.testing`` and is
 public: it is what a cache budget is checked against when no recording of a careless harness is at
 hand — ``rewrite_session(trace, "clock-first")`` then ``testing.replay_requests`` (docs/testing.md)
 — and the styles of the cache-efficiency benchmark (``BENCHMARKS.md``) and of the suite's zoo and
