@@ -58,6 +58,9 @@ SCRIPT = [
     ToolCall("get_weather", {"city": "Faro"}),
 ]
 REQUESTS = len(SCRIPT) + 1
+#: The shorter scenario of the frameworks added in issue 32: the first three calls, then the answer —
+#: four model requests a run (a few turns keep each framework's environment inside CI's budget).
+FEW_CALLS = SCRIPT[:3]
 
 
 def lookup_order(order_id: str) -> str:
@@ -149,6 +152,19 @@ class Run:
         return total
 
 
+#: The roles each API accepts (Messages: user / assistant; Chat Completions: the rest too). The
+#: emulator does not refuse an unknown role the way the APIs do (a 400), so the suite checks the wire.
+_ROLES = {
+    True: frozenset({"user", "assistant"}),
+    False: frozenset({"system", "developer", "user", "assistant", "tool", "function"}),
+}
+
+
+def _roles(record: Any) -> set[Any]:
+    messages = record.body.get("messages") if isinstance(record.body, Mapping) else None
+    return {m.get("role") for m in messages or () if isinstance(m, Mapping)}
+
+
 def _via_router(record: Any) -> bool:
     return record.flavour in ("openrouter", "litellm") and is_claude(record.model)
 
@@ -214,6 +230,8 @@ def check(plain: Run, patched: Run, *, requests: int = REQUESTS, margin: float =
     ]
     assert patched.result == plain.result
     assert patched.failures == {}, patched.failures
+    for record in patched.emulator.requests:
+        assert _roles(record) <= _ROLES[record.flavour == "anthropic"], (record.flavour, _roles(record))
     bound = patched.bound()
     # Efficiency = cache reads / the oracle bound (the same bound for both runs: same content).
     # Not the raw hit ratio: telos may send another number of prompt tokens than the application
