@@ -55,11 +55,12 @@ class Otel:
                             found.append((dict(point.attributes), value if value is not None else point.sum))
         return found
 
-    def total(self, name: str, **where: str) -> float:
+    def total(self, name: str, where: dict[str, str] | None = None) -> float:
+        """The sum of metric ``name``'s points whose attributes include ``where``."""
         return sum(
             value
             for attributes, value in self.points(name)
-            if all(attributes.get(key.replace("_", ".")) == want for key, want in where.items())
+            if all(attributes.get(key) == want for key, want in (where or {}).items())
         )
 
 
@@ -75,6 +76,20 @@ def otel() -> Iterator[Otel]:
         telemetry.reset()
         recorder.tracer_provider.shutdown()
         recorder.meter_provider.shutdown()
+
+
+@pytest.fixture
+def track() -> Iterator[Any]:
+    """``track(client)`` returns the client and closes it after the test (no socket left open)."""
+    clients: list[Any] = []
+
+    def keep(client: Any) -> Any:
+        clients.append(client)
+        return client
+
+    yield keep
+    for client in clients:
+        client.close()
 
 
 @pytest.fixture
