@@ -224,3 +224,23 @@ def test_openllmetry_span_gets_telos_attributes(
     _check_calls(spans, 5)
     assert [event["telos.break.reason"] for event in _break_events(spans)] == ["system_changed"]
     _canary(spans, all_attributes=False)  # OpenLLMetry records prompts itself; telos' own never
+
+
+@pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecatedSince20")
+def test_openllmetry_and_the_sdks_tracing_together(
+    otel: Otel, emulator: str, track: Any, openllmetry: list[Any]
+) -> None:
+    """Two spans per call (OpenLLMetry's around the SDK's): telos' attributes on one, the outer one."""
+    for instrumentor in openllmetry:
+        instrumentor.instrument(tracer_provider=otel.tracer_provider)
+    client = track(
+        anthropic.Anthropic(
+            api_key="k", base_url=emulator, open_telemetry={"tracer_provider": otel.tracer_provider}
+        )
+    )
+    run_session(client, "both-1", stream_last=False)
+    spans = otel.spans()
+    assert sorted(span.name for span in spans) == ["anthropic.chat"] * 3 + ["anthropic.messages.create"] * 3
+    ours = _check_calls(spans, 3)
+    assert {span.name for span in ours} == {"anthropic.chat"}
+    assert [event["telos.break.reason"] for event in _break_events(spans)] == ["system_changed"]
