@@ -244,3 +244,13 @@ def test_openllmetry_and_the_sdks_tracing_together(
     ours = _check_calls(spans, 3)
     assert {span.name for span in ours} == {"anthropic.chat"}
     assert [event["telos.break.reason"] for event in _break_events(spans)] == ["system_changed"]
+
+
+def test_token_count_is_no_turn(otel: Otel, emulator: str, track: Any) -> None:
+    client = track(anthropic.Anthropic(api_key="k", base_url=emulator, open_telemetry=False))
+    client.messages.count_tokens(
+        model="claude-opus-5", system=SYSTEM, messages=[{"role": "user", "content": "hi"}]
+    )
+    (span,) = otel.spans()
+    assert span.attributes["telos.turn"] is False and "telos.outcome" not in span.attributes
+    assert otel.total("telos.requests") == 0

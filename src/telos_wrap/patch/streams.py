@@ -157,6 +157,8 @@ def hook_stream(stream: Any, ctx: CallContext) -> None:
     if getattr(stream, "_telos_hooked", False):
         return
     accumulator = ctx.engine.stream_usage()
+    if ctx.telemetry is not None:  # its span waits for the stream's usage
+        ctx.telemetry.streaming = True
     original = stream._iterator
     if hasattr(original, "__anext__"):
         stream._iterator = _aobserve(original, accumulator, stream, ctx)

@@ -56,6 +56,8 @@ class CallTelemetry:
         self.sdk_span = False  # the span is the anthropic SDK's own (it records no metrics)
         self.report: UsageReport | None = None
         self.usage_done = False
+        self.streaming = False  # a stream is being read: telos' own span ends with it
+        self.ended = False  # telos' own span has ended
         self.returned_ok = False
         self.start_time = time.time_ns()
         self.parent = otel.current_context()
@@ -142,8 +144,13 @@ class CallTelemetry:
                 )
                 self.own = True
                 self.claim(own)
-        if self.own and (error is not None or self.usage_done):
-            otel.end_span(self.span, error)
+        # telos' own span ends now unless a stream's usage is still to come (a response without
+        # usage, a token count, or a raw response parsed later: it ends without usage attributes).
+        if self.own and (error is not None or self.usage_done or not self.streaming):
+            with self._lock:
+                ended, self.ended = self.ended, True
+            if not ended:
+                otel.end_span(self.span, error)
 
     # -- usage ------------------------------------------------------------------------------------
 
@@ -166,7 +173,10 @@ class CallTelemetry:
         if self.meter is not None and self.counted:
             self._usage_metrics(report)
         if self.own and self.span is not None:
-            otel.end_span(self.span)
+            with self._lock:
+                ended, self.ended = self.ended, True
+            if not ended:
+                otel.end_span(self.span)
 
     def _usage_metrics(self, report: UsageReport) -> None:
         assert self.meter is not None

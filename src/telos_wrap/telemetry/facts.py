@@ -83,15 +83,14 @@ def request_attributes(
     engine: str, session_id: str, index: int, record: RequestRecord | None, fell_back: bool
 ) -> dict[str, Any]:
     """The ``telos.*`` attributes of a call, known once telos prepared its request."""
+    attributes: dict[str, Any] = {"telos.engine": engine, "telos.session": session_hash(session_id)}
+    if index < 0:  # a token count or a compaction: not a turn of the session, no record of it
+        attributes["telos.turn"] = False
+        return attributes
     kind, reason = outcome(record, fell_back)
-    attributes: dict[str, Any] = {
-        "telos.engine": engine,
-        "telos.session": session_hash(session_id),
-        "telos.outcome": kind,
-        "telos.rewritten": kind == "rewritten",
-    }
-    if index >= 0:
-        attributes["telos.request.index"] = index
+    attributes["telos.outcome"] = kind
+    attributes["telos.rewritten"] = kind == "rewritten"
+    attributes["telos.request.index"] = index
     if reason is not None:
         attributes["telos.untouched.reason"] = reason
     explained = record.explained if record is not None else None
