@@ -254,3 +254,28 @@ def test_token_count_is_no_turn(otel: Otel, emulator: str, track: Any) -> None:
     (span,) = otel.spans()
     assert span.attributes["telos.turn"] is False and "telos.outcome" not in span.attributes
     assert otel.total("telos.requests") == 0
+
+
+def test_a_telemetry_bug_never_breaks_the_call(
+    otel: Otel, emulator: str, track: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from telos_wrap.telemetry import call, facts
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("telemetry bug")
+
+    client = track(anthropic.Anthropic(api_key="k", base_url=emulator, open_telemetry=False))
+    before = telos_wrap.failure_counts()
+    monkeypatch.setattr(facts, "request_attributes", broken)
+    reply = client.messages.create(
+        model="claude-opus-5", max_tokens=8, messages=[{"role": "user", "content": "hi"}]
+    )
+    assert telos_wrap.usage_of(reply) is not None
+    monkeypatch.undo()
+    monkeypatch.setattr(call.CallTelemetry, "usage", broken)
+    monkeypatch.setattr(call.CallTelemetry, "returned", broken)
+    with client.messages.stream(
+        model="claude-opus-5", max_tokens=8, messages=[{"role": "user", "content": "hi"}]
+    ) as stream:
+        assert stream.get_final_text()
+    assert telos_wrap.failure_counts() == before  # telos' stages all ran: nothing fell back
