@@ -144,3 +144,46 @@ def test_without_a_provider_nothing_is_recorded_or_imported(emulator: str) -> No
     imported, otel_module = result.stdout.splitlines()
     assert imported == "[]"
     assert otel_module == "False"
+
+
+def test_global_providers_need_no_configure(emulator: str) -> None:
+    """The usual set-up: global providers (set once per process, so in a fresh one), nothing given to
+    telos; the SDK's own span (global provider) carries telos' attributes, the metrics are recorded."""
+    script = textwrap.dedent(
+        f"""
+        import anthropic, telos_wrap
+        from opentelemetry import metrics, trace
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+        from telos_wrap import telemetry
+
+        telos_wrap.patch()
+        client = anthropic.Anthropic(api_key="k", base_url="{emulator}")
+        hi = [{{"role": "user", "content": "hi"}}]
+        client.messages.create(model="claude-opus-5", max_tokens=8, messages=hi)
+        assert not telemetry.enabled()
+        exporter, reader = InMemorySpanExporter(), InMemoryMetricReader()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)
+        metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+        client.messages.create(model="claude-opus-5", max_tokens=8, messages=hi)
+        assert telemetry.enabled()
+        (span,) = exporter.get_finished_spans()
+        print(span.name, span.attributes["telos.outcome"])
+        data = reader.get_metrics_data()
+        names = [m.name for r in data.resource_metrics for s in r.scope_metrics for m in s.metrics]
+        print(sorted(set(names)))
+        """
+    )
+    env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    span, names = result.stdout.splitlines()
+    assert span == "anthropic.messages.create untouched"
+    assert "telos.requests" in names and "telos.token.usage" in names
