@@ -103,13 +103,21 @@ def enabled() -> bool:
     """Whether a tracer or meter provider is configured (global, or given to ``configure``)."""
     if _seen[0]:
         return True
-    if _given["tracer"] is None and _given["meter"] is None and "opentelemetry" not in sys.modules:
-        return False
+    if _given["tracer"] is None and _given["meter"] is None and _unset("tracer") and _unset("meter"):
+        return False  # the common case: nothing set, nothing named (a few look-ups per signal)
     tracer, meter = _providers()
     if tracer is None and meter is None:
         return False
     _activate()
     return True
+
+
+def _unset(kind: str) -> bool:
+    """Cheaply: no global provider of ``kind`` is set and the environment names none (``False``
+    until ``_global`` has looked at the environment once)."""
+    name, slot, _ = _SLOTS[kind]
+    module = sys.modules.get(name)
+    return module is None or (module.__dict__.get(slot, _MISSING) is None and _named.get(kind) is False)
 
 
 def _activate() -> None:
