@@ -10,16 +10,20 @@ import logging
 import sys
 import threading
 from collections import Counter
+from collections.abc import Callable
 
 from telos_wrap.config import current_config
 from telos_wrap.errors import TelosStageError
 
-__all__ = ["failure_counts", "report_failure", "reset_failures"]
+__all__ = ["FAILURE_LISTENERS", "failure_counts", "report_failure", "reset_failures"]
 
 logger = logging.getLogger("telos_wrap")
 _lock = threading.Lock()
 _failures: Counter[str] = Counter()
 _warned: set[tuple[str, str, str]] = set()
+#: Called with every failure counted here (``telos_wrap.telemetry`` adds one while it records);
+#: a listener must not raise. Empty, it costs one list check per failure.
+FAILURE_LISTENERS: list[Callable[[TelosStageError], None]] = []
 _SKIP = (
     "telos_wrap",
     "anthropic",
@@ -51,6 +55,12 @@ def report_failure(error: TelosStageError, *, strict: bool | None = None, warn: 
     ``warn=False``: count it and log it at DEBUG only, for failures that warn on their own schedule
     (the session store's circuit breaker warns once per back-off window).
     """
+    if FAILURE_LISTENERS:
+        for listener in list(FAILURE_LISTENERS):
+            try:
+                listener(error)
+            except Exception:
+                logger.debug("telos_wrap: a failure listener raised", exc_info=True)
     if strict if strict is not None else current_config().strict:
         raise error
     if not warn:

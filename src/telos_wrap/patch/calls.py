@@ -110,6 +110,7 @@ class CallContext:
         strict: raise instead of failing open.
         hide_usage_chunk: telos asked for stream usage the caller did not: swallow the usage-only chunk.
         stream_failed: the stream observer failed once and stopped observing.
+        telemetry: the call's ``telemetry.call.CallTelemetry`` when a provider is configured.
     """
 
     engine: EngineAdapter
@@ -118,6 +119,7 @@ class CallContext:
     strict: bool
     hide_usage_chunk: bool = False
     stream_failed: bool = False
+    telemetry: Any = None
 
 
 #: The call whose request is in flight (lets ``parse()`` inside ``request()`` find its context).

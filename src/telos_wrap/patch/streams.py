@@ -53,7 +53,9 @@ def _feed(accumulator: StreamUsage, event: Any, stream: Any, ctx: CallContext, k
         return False
     if kind in _USAGE_EVENTS:
         accumulator.feed(_usage_event(kind, event))
-        attach_usage(stream, accumulator.report())
+        attach_usage(stream, report := accumulator.report())
+        if ctx.telemetry is not None:  # the SDK's own span ends before the stream's last event
+            ctx.telemetry.observe(report, final=False)
         return False
     usage = getattr(event, "usage", None)
     if usage is not None and hasattr(usage, "model_dump"):
@@ -120,6 +122,8 @@ def _finish(accumulator: StreamUsage, stream: Any, ctx: CallContext) -> None:
         if ctx.index >= 0:
             ctx.session.record_usage(ctx.index, report)
         notify_usage(ctx, report)
+        if ctx.telemetry is not None:
+            ctx.telemetry.observe(report)
     except Exception as exc:
         report_failure(TelosStageError("stream-usage", exc), strict=ctx.strict)
 
@@ -153,6 +157,8 @@ def hook_stream(stream: Any, ctx: CallContext) -> None:
     if getattr(stream, "_telos_hooked", False):
         return
     accumulator = ctx.engine.stream_usage()
+    if ctx.telemetry is not None:  # its span waits for the stream's usage
+        ctx.telemetry.streaming = True
     original = stream._iterator
     if hasattr(original, "__anext__"):
         stream._iterator = _aobserve(original, accumulator, stream, ctx)

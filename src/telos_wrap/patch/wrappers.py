@@ -51,6 +51,7 @@ from telos_wrap.patch.streams import hook_stream, is_stream
 from telos_wrap.pipeline import Prepared, PrepareOptions, prepare, time_budget
 from telos_wrap.sessions import Session, current_session, default_store, implicit_session, named_session
 from telos_wrap.sessions.identity import tenant_digest
+from telos_wrap.telemetry import begin as telemetry_begin
 from telos_wrap.usage import attach_usage, json_mapping
 
 __all__ = [
@@ -489,14 +490,18 @@ def make_request_wrapper(sdk: str) -> Wrapper:
         options, ctx = _prepare(sdk, instance, original)
         if OBSERVERS:
             notify_request(_trace_api(sdk, original), ctx, _plain_body(original))
+        tel = telemetry_begin(ctx, original)  # None unless an OpenTelemetry provider is configured
         args, kwargs = _swap_options(args, kwargs, options)
         if ctx is None:
             return wrapped(*args, **kwargs)
         token = current_call.set(ctx)
+        flight = tel.sending() if tel is not None else None
         try:
             result = wrapped(*args, **kwargs)
         finally:
             current_call.reset(token)
+            if tel is not None:
+                tel.sent(flight)
         _after(result, ctx)
         return result
 
@@ -513,14 +518,18 @@ def make_async_request_wrapper(sdk: str) -> Callable[..., Awaitable[Any]]:
         options, ctx = await _aprepare(sdk, instance, original)
         if OBSERVERS:
             notify_request(_trace_api(sdk, original), ctx, _plain_body(original))
+        tel = telemetry_begin(ctx, original)  # None unless an OpenTelemetry provider is configured
         args, kwargs = _swap_options(args, kwargs, options)
         if ctx is None:
             return await wrapped(*args, **kwargs)
         token = current_call.set(ctx)
+        flight = tel.sending() if tel is not None else None
         try:
             result = await wrapped(*args, **kwargs)
         finally:
             current_call.reset(token)
+            if tel is not None:
+                tel.sent(flight)
         _after(result, ctx)
         return result
 
@@ -543,6 +552,8 @@ def _observe_result(result: Any, ctx: CallContext) -> None:
         report = ctx.engine.parse_usage(usage.model_dump(mode="json"), diagnostics=json_mapping(diagnostics))
         attach_usage(result, report)
         notify_usage(ctx, report)
+        if ctx.telemetry is not None:
+            ctx.telemetry.observe(report)
         if ctx.index >= 0:
             response_id = getattr(result, "id", None)
             ctx.session.record_usage(

@@ -618,6 +618,12 @@ class Session:
         """Exact counters of the session across every worker (read from the store)."""
         return SessionStats.of(self.state, self.prices)
 
+    def request_record(self, index: int) -> RequestRecord | None:
+        """What this process remembers of request ``index`` (``None``: not prepared here, or too old).
+        No I/O: the telemetry reads it right after the request was prepared."""
+        with self._lock:
+            return self._records.get(index)
+
     @property
     def cache_breaks(self) -> tuple[CacheBreak, ...]:
         """The most recent cache breaks (all are counted in ``stats.cache_breaks``)."""
