@@ -8,6 +8,7 @@ messages, a mid-conversation system message turned into a user message, ``name``
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -207,8 +208,9 @@ def test_large_system_text_goes_to_the_ref_pool_and_is_still_sent() -> None:
     assert not [r for r in prepared.ir.records if r.kind == "ref-stub"]
 
 
-def test_large_system_text_before_other_system_text_keeps_its_stub() -> None:
-    # With system text after it, the stub pays: a fold of the document keeps that text cached.
+def test_large_system_text_before_other_system_text_stays_where_the_caller_put_it() -> None:
+    # A document, then an instruction about it: no fold was declared, so no stub; the caller's
+    # messages go out in the caller's order with only the caller's text.
     document = "policy line\n" * 300
     body = {
         "model": "m",
@@ -220,16 +222,11 @@ def test_large_system_text_before_other_system_text_keeps_its_stub() -> None:
     }
     prepared = prepare("openai_chat", body, PrepareOptions(engine="generic"))
     assert prepared.body["messages"][:2] == [
-        {"role": "system", "content": "[ref:system-doc-0]"},
-        {
-            "role": "developer",
-            "content": [
-                {"text": "Answer briefly.", "type": "text"},
-                {"text": "[ref:system-doc-0]\n" + document, "type": "text"},
-            ],
-        },
+        {"role": "system", "content": document},
+        {"role": "developer", "content": "Answer briefly."},
     ]
-    assert [r.kind for r in prepared.ir.records if r.kind == "ref-stub"] == ["ref-stub"]
+    assert "[ref:" not in json.dumps(prepared.body)
+    assert not [r for r in prepared.ir.records if r.kind == "ref-stub"]
 
 
 def test_message_with_only_volatile_system_text_leaves_no_empty_message() -> None:

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 import telos_wrap
 from telos_wrap.failopen import failure_counts
-from telos_wrap.ir.refpool import emitted_references
+from telos_wrap.ir.model import TelosIR
+from telos_wrap.ir.refpool import RefPool, emitted_references
 from telos_wrap.pipeline import PrepareOptions, SessionHooks, prepare
 
 from .wire import Wire, emulator_over_http
@@ -102,8 +104,15 @@ def test_telos_own_output_in_its_session_is_recognized() -> None:
     """Idempotence keeps working where telos can prove the text is its own (same session)."""
 
     class Remembering(SessionHooks):
+        """A session that declared a fold of the policy (stubs are rendered only for a declared fold)."""
+
         def __init__(self) -> None:
             self.own: dict[str, tuple[str, ...]] = {}
+
+        def before_bridge(self, ir: TelosIR) -> TelosIR:
+            pool = RefPool(ir.ref_pool.values())
+            pool.fold("system-doc-0", "The policy, summarized.")
+            return replace(ir, ref_pool=pool.snapshot())
 
         def own_references(self) -> dict[str, tuple[str, ...]]:
             return self.own

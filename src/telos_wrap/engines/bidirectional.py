@@ -28,7 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 from telos_wrap.engines.base import EngineAdapter, ProbeResult
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Band, TelosIR, TelosMessage
-from telos_wrap.ir.refpool import IN_PLACE, RefPool, entry_payload_text, in_place
+from telos_wrap.ir.refpool import IN_PLACE, RefPool, entry_payload_text, in_place, is_rendered_entry
 
 __all__ = [
     "BidirectionalEngine",
@@ -151,8 +151,8 @@ def fold_ref(ir: TelosIR, slug: str, summary: str) -> TelosIR:
     pool = RefPool(ir.ref_pool.values())
     folded = pool.fold(slug, summary)
     system = tuple(
-        (in_place(folded, block.extra) if block.extra.get(IN_PLACE) else folded)
-        if block.ref_slug == slug and block.band is Band.FOLD
+        (replace(in_place(folded, block.extra), band=block.band) if block.extra.get(IN_PLACE) else folded)
+        if is_rendered_entry(block, slug)
         else block
         for block in ir.system
     )
@@ -165,7 +165,7 @@ def entry_digest(ir: TelosIR, slug: str) -> str | None:
     That is the entry's block in ``ir.system`` (with its reference line, or its content alone where it
     stands in place of its stub) when the pool was rendered, else the pool entry itself.
     """
-    rendered = (b for b in ir.system if b.ref_slug == slug and b.band is Band.FOLD)
+    rendered = (b for b in ir.system if is_rendered_entry(b, slug))
     block = next(rendered, None) or ir.ref_pool.get(slug)
     if block is None:
         return None

@@ -48,6 +48,7 @@ from telos_wrap.engines.bidirectional import entry_digest, probe_body, read_prob
 from telos_wrap.engines.vllm import derive_isolation_key
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Band, TelosIR
+from telos_wrap.ir.refpool import is_rendered_entry
 
 __all__ = ["SGLangEngine"]
 
@@ -101,7 +102,7 @@ class SGLangEngine(OpenAICompatEngine):
         """``fork_and_replace`` + ``cache_control.fork_from_path`` / ``replace_suffix`` for entry ``slug``."""
         stable = [block for block in ir.system if block.band is not Band.DROP]
         position = next(
-            (i for i, block in enumerate(stable) if block.ref_slug == slug and block.band is Band.FOLD),
+            (i for i, block in enumerate(stable) if is_rendered_entry(block, slug)),
             len(stable),
         )
         return {

@@ -48,7 +48,8 @@ from telos_wrap.engines._openai_compat import (
 from telos_wrap.engines.base import EmitPlan, EngineProfile, PrefixTables, ProbeResult
 from telos_wrap.engines.bidirectional import entry_digest, probe_body, read_probe_usage
 from telos_wrap.ir.hints import TelosHints
-from telos_wrap.ir.model import Band, TelosIR
+from telos_wrap.ir.model import TelosIR
+from telos_wrap.ir.refpool import is_rendered_entry
 
 __all__ = ["MAX_SALT_CHARS", "VLLMEngine", "derive_isolation_key", "validate_cache_salt"]
 
@@ -136,7 +137,7 @@ class VLLMEngine(OpenAICompatEngine):
         """``cache_policy.evict_span`` for ref-pool entry ``slug`` of ``ir`` (before the fold)."""
         span: dict[str, Any] = {"ref": slug, "sha256": entry_digest(ir, slug)}
         for index, block in enumerate(ir.system):
-            if block.ref_slug == slug and block.band is Band.FOLD:
+            if is_rendered_entry(block, slug):
                 span["at"] = wire_pointer(ir, ("system", None, index))
                 break
         return {"cache_policy": {"evict_span": dict(sorted(span.items()))}}

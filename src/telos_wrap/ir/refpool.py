@@ -26,6 +26,7 @@ __all__ = [
     "entry_payload_text",
     "in_place",
     "is_own_reference",
+    "is_rendered_entry",
     "make_entry",
     "own_stubs_only",
     "parse_rendered",
@@ -200,6 +201,12 @@ def in_place(entry: TelosBlock, extra: Mapping[str, Any]) -> TelosBlock:
     return replace(
         entry, payload={**entry.payload, "text": text}, extra={**merged, **entry.extra, IN_PLACE: True}
     )
+
+
+def is_rendered_entry(block: TelosBlock, slug: str) -> bool:
+    """Whether ``block`` of a rendered system segment is pool entry ``slug`` (its own FOLD block, or
+    its content in its stub's place: ``in_place``, PIN where no fold was declared), not a stub."""
+    return block.ref_slug == slug and (block.band is Band.FOLD or bool(block.extra.get(IN_PLACE)))
 
 
 def entry_payload_text(block: TelosBlock) -> str:

@@ -4,7 +4,9 @@ Banding rules (seeds: harness rules):
 
 * ``tools[]`` → PIN ``tool_def``;
 * system text ≤ ``refpool_threshold`` characters → PIN; larger → a ref-pool FOLD entry
-  ``system-doc-{i}`` plus a PIN stub ``[ref:system-doc-{i}]`` where it stood; DROP envelopes found
+  ``system-doc-{i}`` plus a PIN stub ``[ref:system-doc-{i}]`` where it stood (the bridge sends the
+  stub only where a fold of it was declared, else the text in the stub's place as written:
+  ``bridge/refpool_render.py``); DROP envelopes found
   in system text (``Current time: …``, ``<environment_info>``, learned volatile spans) → DROP;
 * user text → split into PIN (the question) / FOLD (``<prev>`` echo) / DROP (envelope); in a user
   message that carries ``tool_result`` blocks, the text is FOLD (tool results must stay first);

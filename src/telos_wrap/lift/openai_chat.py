@@ -6,10 +6,12 @@ Banding rules (seeds: harness rules, adapted to the chat wire):
 * the *leading* ``system`` / ``developer`` messages (the run of them at ``messages[0..k)``) form the
   IR ``system`` segment: their text is split for DROP envelopes (``Current time: …``, learned volatile
   spans) like the Anthropic lift, and a PIN piece longer than ``refpool_threshold`` characters moves
-  into the ref-pool (``system-doc-{n}``) with a PIN stub where it stood. Every system block carries its
-  message of origin (``extra["oai_message"]``: wire index, role, content form, other keys such as
-  ``name``), so the engine re-emits one wire message per original message, each with its own role:
-  system messages are never merged and a ``developer`` message stays a ``developer`` message;
+  into the ref-pool (``system-doc-{n}``) with a PIN stub where it stood (sent only where a fold of
+  it was declared, else the text as written in its place: ``bridge/refpool_render.py``). Every
+  system block carries its message of origin (``extra["oai_message"]``: wire index, role, content
+  form, other keys such as ``name``), so the engine re-emits one wire message per original
+  message, each with its own role: system messages are never merged and a ``developer`` message
+  stays a ``developer`` message;
 * user text → split into PIN (the question) / FOLD (``<prev>`` echo) / DROP (envelope); every other
   user part (``image_url``, ``input_audio``, ``file``, unknown) is PIN and travels verbatim, so a
   band sort never moves it relative to the question;
