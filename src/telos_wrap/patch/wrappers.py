@@ -525,7 +525,9 @@ def _prepare_turn(turn: _Turn, *, again: bool) -> tuple[Any, CallContext | None]
         if read is not None:
             return _prepare_turn(read, again=False)
         record = turn.failed(error)
-        index = session.note_passthrough(turn.api, turn.engine_name, turn.body) if record else -1
+        index = (
+            session.note_passthrough(turn.api, turn.engine_name, turn.body, failed=error) if record else -1
+        )
         return options, turn.context(index)
 
 
@@ -567,7 +569,11 @@ async def _aprepare_turn(turn: _Turn, *, again: bool) -> tuple[Any, CallContext 
         if read is not None:
             return await _aprepare_turn(read, again=False)
         record = turn.failed(error)
-        index = await session.note_passthrough_async(turn.api, turn.engine_name, turn.body) if record else -1
+        index = (
+            await session.note_passthrough_async(turn.api, turn.engine_name, turn.body, failed=error)
+            if record
+            else -1
+        )
         return options, turn.context(index)
 
 
