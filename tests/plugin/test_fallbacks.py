@@ -84,3 +84,39 @@ def test_a_conversation_that_keeps_falling_back_is_said_once_loudly(
     assert "patch(strict=True)" in message
     assert stats.fallbacks == 4 and stats.requests == 4
     assert telos_wrap.failure_counts() == {"plan": 4}
+
+
+def test_the_fixture_sees_sdk_objects_as_the_sdk_sends_them() -> None:
+    """Anthropic's tool-use loop (``response.content`` appended) in a ``telos_cache`` fixture: no
+    fallback, and the captured requests are plain JSON (the replay reads them)."""
+    from telos_wrap.emulator import ToolCall, tool_loop
+    from telos_wrap.testing.pytest_plugin import TelosCache
+
+    telos_wrap.unpatch()
+    tools = [{"name": "lookup", "input_schema": {"type": "object", "properties": {"id": {"type": "string"}}}}]
+    script = [ToolCall("lookup", {"id": "1"}), ToolCall("lookup", {"id": "2"})]
+    with serve(Emulator(replier=tool_loop(script, "done"))) as url, TelosCache("t-objects") as cache:
+        client = anthropic.Anthropic(api_key="k", base_url=url, max_retries=0)
+        messages: list[dict[str, object]] = [{"role": "user", "content": "find them"}]
+        while True:
+            response = client.messages.create(
+                model="claude-sonnet-4-5",
+                max_tokens=64,
+                system="You are terse.\n" * 600,
+                tools=tools,
+                messages=messages,
+            )
+            messages.append({"role": "assistant", "content": response.content})
+            if response.stop_reason != "tool_use":
+                break
+            results = [
+                {"type": "tool_result", "tool_use_id": b.id, "content": "ok"}
+                for b in response.content
+                if b.type == "tool_use"
+            ]
+            messages.append({"role": "user", "content": results})
+        assert cache.fallbacks == {}
+        assert cache.stats.requests == 3 and cache.stats.fallbacks == 0
+        assert len(cache.requests) == 3
+        assert cache.requests[-1].kwargs["messages"][1]["content"][0]["type"] == "tool_use"
+        assert cache.report().requests == 3

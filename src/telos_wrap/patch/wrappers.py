@@ -211,6 +211,23 @@ def _as_sdk_sends(sdk: str, options: Any, body: dict[str, Any]) -> tuple[Any, di
     )
 
 
+def _observed_body(sdk: str, options: Any) -> dict[str, Any] | None:
+    """The body observers (``record()``, the pytest plugin) see: what the caller sent, as the SDK
+    serializes it when it is not plain JSON (only while someone observes: it walks the whole body)."""
+    body = _plain_body(options)
+    try:
+        if body is not None:
+            require_plain(body)
+        return body
+    except NotPlainJSON:
+        pass
+    merged = _merged_body(options)
+    try:
+        return None if merged is None else _well_formed(sdk_plain(sdk, merged), options.url)
+    except Exception:
+        return body
+
+
 def _all_messages(messages: list[Any]) -> bool:
     """Whether every item is a mapping with a string ``role``."""
     # The common case (plain dicts, str roles) in C-level passes: this runs on every call over the
@@ -618,7 +635,7 @@ def make_request_wrapper(sdk: str) -> Wrapper:
         original = _original_options(args, kwargs)
         options, ctx = _prepare(sdk, instance, original)
         if OBSERVERS:
-            notify_request(_trace_api(sdk, original), ctx, _plain_body(original))
+            notify_request(_trace_api(sdk, original), ctx, _observed_body(sdk, original))
         args, kwargs = _swap_options(args, kwargs, options)
         if ctx is None:
             return wrapped(*args, **kwargs)
@@ -642,7 +659,7 @@ def make_async_request_wrapper(sdk: str) -> Callable[..., Awaitable[Any]]:
         original = _original_options(args, kwargs)
         options, ctx = await _aprepare(sdk, instance, original)
         if OBSERVERS:
-            notify_request(_trace_api(sdk, original), ctx, _plain_body(original))
+            notify_request(_trace_api(sdk, original), ctx, _observed_body(sdk, original))
         args, kwargs = _swap_options(args, kwargs, options)
         if ctx is None:
             return await wrapped(*args, **kwargs)
