@@ -18,6 +18,7 @@ to it, not the whole conversation.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import chain
 from typing import Any
 
 from telos_wrap.errors import NotPlainJSON
@@ -37,9 +38,8 @@ def require_plain(body: Mapping[str, Any], *, skip: range = range(0)) -> None:
         if kind in _SCALARS:
             continue
         if key == "messages" and kind is list:
-            for index in range(len(value)):
-                if index not in skip:
-                    _walk(value[index], f"messages[{index}]")
+            for index in chain(range(min(skip.start, len(value))), range(max(skip.stop, 0), len(value))):
+                _walk(value[index], f"messages[{index}]")
             continue
         _walk(value, key)
 

@@ -124,8 +124,13 @@ def _plain_body(options: Any) -> dict[str, Any] | None:
     return None if body is None else _well_formed(body, options.url)
 
 
-def _well_formed(body: dict[str, Any], url: Any) -> dict[str, Any] | None:
-    """``body`` if it has the message list (or Responses input items) of its endpoint, else ``None``."""
+def _well_formed(body: dict[str, Any], url: Any, *, checked: bool = False) -> dict[str, Any] | None:
+    """``body`` if it has the message list (or Responses input items) of its endpoint, else ``None``.
+
+    ``checked``: ``_top_plain`` already found every message a dict with a ``str`` role.
+    """
+    if checked and not _is_responses_url(url):
+        return body if type(body.get("messages")) is list else None
     if _is_responses_url(url):
         items = body.get("input")
         if isinstance(items, list) and not all(isinstance(item, Mapping) for item in items):
@@ -186,7 +191,7 @@ def _readable(sdk: str, options: Any) -> tuple[Any, dict[str, Any] | None]:
     if body is None:
         return options, None
     if _top_plain(body):
-        return options, _well_formed(body, options.url)
+        return options, _well_formed(body, options.url, checked=True)
     return _as_sdk_sends(sdk, options, body)
 
 
