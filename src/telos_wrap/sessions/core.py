@@ -507,12 +507,13 @@ class Session:
             )
             return -1
 
-    #: Fallbacks of one session in this process before it is said loudly (the first may be a one-off;
-    #: the second means the conversation keeps going out without a saving).
-    FALLBACKS_BEFORE_WARNING = 2
+    #: Fallbacks of one session in this process before it is said loudly: the first is warned about at
+    #: its call site (``failopen``), a second may be a retry of the same request; at the third the
+    #: conversation keeps going out without a saving.
+    FALLBACKS_BEFORE_WARNING = 3
 
     def _fell_back(self, error: TelosStageError) -> None:
-        """Count a fallback; at the second of this session in this process, one WARNING with the cause
+        """Count a fallback; at the third of this session in this process, one WARNING with the cause
         and what to do (type and stage only: request content is never logged above DEBUG)."""
         with self._lock:
             self._fallbacks_here += 1
