@@ -9,6 +9,7 @@ The tree::
     ├── TelosOptionError (+ValueError) a ``patch()`` option is invalid (raised before anything is patched)
     ├── TelosStageError             a stage failed; raised only with ``strict=True`` (else fail open)
     ├── TelosBudgetError            preparing a request took longer than ``patch(time_budget=)``
+    ├── NotPlainJSON (+TypeError)   a body value is not plain JSON (then read as the SDK serializes it)
     ├── StoreConflictError          a session store update lost an optimistic-concurrency race too many times
     ├── StoreEntryError             the store holds a malformed entry for one session (reset, never a trip)
     └── StoreUnavailableError       the session store's circuit breaker is open (strict mode only)
@@ -20,6 +21,7 @@ wrapped or mapped: they reach the caller exactly as the SDK raised them.
 from __future__ import annotations
 
 __all__ = [
+    "NotPlainJSON",
     "RefPoolError",
     "StoreConflictError",
     "StoreEntryError",
@@ -90,6 +92,21 @@ class TelosStageError(TelosError):
 class TelosBudgetError(TelosError):
     """Preparing one request took longer than ``patch(time_budget=...)``: the request goes out as the
     SDK built it (chained in ``TelosStageError("budget", ...)``; docs/reliability.md)."""
+
+
+class NotPlainJSON(TelosError, TypeError):
+    """A request body holds a value that is not plain JSON where telos reads it: an SDK response
+    model passed back as a param, a ``str`` Enum, a tuple, a ``Mapping`` that is not a dict...
+
+    Raised by the lift (``lift.plain``) before telos reads such a value; the patch layer then reads
+    the body the way the SDK serializes it and prepares it again (``patch/sdk_json.py``). ``path``
+    says where (``messages[2].content[0]``), ``kind`` the value's type name.
+    """
+
+    def __init__(self, path: str, kind: str) -> None:
+        super().__init__(f"{path} is a {kind}, not plain JSON")
+        self.path = path
+        self.kind = kind
 
 
 class StoreConflictError(TelosError):

@@ -26,6 +26,7 @@ from telos_wrap.ir.model import Api, TelosIR, TelosMessage
 from telos_wrap.ir.order import TURN_ROLES
 from telos_wrap.ir.refpool import OwnReferences
 from telos_wrap.lift import conversation, lift_request
+from telos_wrap.lift.plain import require_plain
 from telos_wrap.lift.user_split import DEFAULT_PATTERNS, SplitPatterns
 
 __all__ = [
@@ -227,6 +228,8 @@ def prepare(
             settled = memo.reusable(memo_key, raw, latest)
         else:
             memo = None
+        # Plain JSON only (lift/plain.py): what the memo just matched by ``==`` is, the rest is checked.
+        require_plain(body, skip=range(lifted[0], lifted[0] + len(settled)) if lifted else range(0))
         ir = lift_request(
             api,
             body,

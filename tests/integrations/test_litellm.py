@@ -84,7 +84,18 @@ def _step(messages: list[dict[str, Any]], message: Any) -> bool:
     return bool(calls)
 
 
-def agent(mode: str, clock: bool, provider: str = "openai") -> Any:
+def _step_objects(messages: list[Any], message: Any) -> bool:
+    """LiteLLM's function-calling docs, as written: the response's ``Message`` object appended."""
+    messages.append(message)
+    for c in message.tool_calls or []:
+        result = TOOL_FUNCTIONS[c.function.name](**json.loads(c.function.arguments))
+        messages.append({"role": "tool", "tool_call_id": c.id, "content": str(result)})
+    return bool(message.tool_calls)
+
+
+def agent(mode: str, clock: bool, provider: str = "openai", objects: bool = False) -> Any:
+    step = _step_objects if objects else _step
+
     def run(url: str) -> Any:
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": ""},
@@ -100,8 +111,8 @@ def agent(mode: str, clock: bool, provider: str = "openai") -> Any:
                 while True:
                     system()
                     response = await litellm.acompletion(**_kwargs(url, messages, False, provider))
-                    if not _step(messages, response.choices[0].message):
-                        return messages[1:]
+                    if not step(messages, response.choices[0].message):
+                        return _plain(messages[1:])
 
             return asyncio.run(main())
         while True:
@@ -120,8 +131,8 @@ def agent(mode: str, clock: bool, provider: str = "openai") -> Any:
                     assert report.cache_write == usage.cache_creation_input_tokens
                     assert report.raw_input is not None
                     assert report.raw_input + report.cache_read + report.cache_write == usage.prompt_tokens
-            if not _step(messages, response.choices[0].message):
-                return messages[1:]
+            if not step(messages, response.choices[0].message):
+                return _plain(messages[1:])
 
     return run
 
@@ -154,6 +165,71 @@ def test_litellm_anthropic_provider_agent(
     check(plain, patched)
     assert all(r.flavour == "anthropic" for r in patched.emulator.requests)
     assert plain.cache_read() == 0
+
+
+def _plain(messages: list[Any]) -> list[Any]:
+    """The transcript as plain data, so runs compare by value whatever the loop appended."""
+    return [m.model_dump(exclude_none=True) if hasattr(m, "model_dump") else m for m in messages]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async", "stream"])
+def test_litellm_loop_with_message_objects(mode: str, record_property: Any) -> None:
+    """LiteLLM's function-calling docs append ``response.choices[0].message`` (a ``Message`` object)
+    to ``messages``: read as LiteLLM sends it, no fallback, >= 0.95 of the bound (issue 32)."""
+    plain, patched = run_both(agent(mode, False, "anthropic", objects=True))
+    record_property("summary", summary(f"litellm-anthropic-{mode}-message-objects", plain, patched))
+    check(plain, patched)
+    # The same conversation written as dicts sends the same bytes.
+    _, as_dicts = run_both(agent(mode, False, "anthropic"))
+    assert [r.body for r in patched.emulator.requests] == [r.body for r in as_dicts.emulator.requests]
+
+
+_ONCE = """
+import json, os, sys
+import telos_wrap
+from telos_wrap.patch import litellm as hook
+
+telos_wrap.patch()  # before LiteLLM is imported: its dispatcher then holds the wrapped main.completion
+import litellm
+
+rewrites = []
+original = hook._rewrite
+hook._rewrite = lambda *args: rewrites.append(1) or original(*args)
+url = os.environ["EMULATOR_URL"]
+messages = [{"role": "system", "content": "You are terse.\\n" * 400}, {"role": "user", "content": "hi"}]
+kwargs = dict(model="anthropic/claude-sonnet-4-5", api_base=url, api_key="x", max_retries=0)
+with telos_wrap.session("once") as s:
+    litellm.completion(messages=messages, **kwargs)
+    litellm.completion(messages=messages + [{"role": "assistant", "content": "ok"},
+                                            {"role": "user", "content": "again"}], **kwargs)
+print(json.dumps({"rewrites": len(rewrites), "requests": s.stats.requests,
+                  "breaks": s.stats.cache_breaks, "failures": telos_wrap.failure_counts()}))
+"""
+
+
+def test_each_litellm_call_is_rewritten_once() -> None:
+    """telos wraps ``litellm.completion`` and ``litellm.main.completion``; LiteLLM's dispatcher
+    (``litellm.completion`` in 1.110+) calls the second, holding it from import time, so an
+    application that patches before importing LiteLLM goes through both wrappers. Only the outermost
+    call rewrites: two calls, two rewrites, no cache break (a re-entrancy guard, patch/litellm.py)."""
+    import subprocess
+    import sys
+
+    from .agent_kit import served
+
+    with served() as (emulator, url):
+        env = {**os.environ, "EMULATOR_URL": url, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+        done = subprocess.run(
+            [sys.executable, "-c", _ONCE], env=env, capture_output=True, text=True, timeout=300, check=False
+        )
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(emulator.requests) == 2
+    assert seen == {"rewrites": 2, "requests": 2, "breaks": 0, "failures": {}}, seen
+
+
+def _messages() -> list[dict[str, Any]]:
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": QUESTION}]
 
 
 def _one_call(url: str) -> Any:

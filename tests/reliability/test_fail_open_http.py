@@ -165,7 +165,7 @@ def test_a_bug_between_the_stages_sends_the_original(
     emulator, url = served
     original = _original(sdk, url, emulator)
     telos_wrap.patch()
-    monkeypatch.setattr(wrappers, "_plain_body", fail)
+    monkeypatch.setattr(wrappers, "_readable", fail)  # where the request layer reads the body
 
     _call(sdk, _client(sdk, url))
 

@@ -39,7 +39,9 @@ added usage chunk could not be kept from the caller the way the SDK patches do (
 
 from __future__ import annotations
 
+import contextvars
 import copy
+import json
 import sys
 from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
@@ -50,7 +52,7 @@ from telos_wrap.bridge import BridgeOptions
 from telos_wrap.config import current_config
 from telos_wrap.engines.chat_breakpoints import caches_at_breakpoints
 from telos_wrap.engines.registry import get_engine
-from telos_wrap.errors import TelosStageError
+from telos_wrap.errors import NotPlainJSON, TelosStageError
 from telos_wrap.failopen import report_failure
 from telos_wrap.ir.hints import parse_hints
 from telos_wrap.ir.model import Api
@@ -90,16 +92,26 @@ def _provider(model: str, kwargs: Mapping[str, Any]) -> str | None:
     return provider if isinstance(provider, str) else None
 
 
+#: Set while a wrapped ``completion`` runs: LiteLLM's ``litellm.completion`` (1.110+) is a dispatcher
+#: that calls ``litellm.main.completion``, and telos wraps both names; the outermost call rewrites,
+#: a call made inside it passes through, so each logical call is rewritten once.
+_inside: contextvars.ContextVar[bool] = contextvars.ContextVar("telos_wrap_litellm_inside", default=False)
+
+
 def completion_wrapper(
     wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     """wrapt wrapper of ``litellm.completion`` (module docstring)."""
     hint = kwargs.pop("telos_hint", None)
-    if not rewriting() or not current_config().enabled:
+    if _inside.get() or not rewriting() or not current_config().enabled:
         return wrapped(*args, **kwargs)
     hints = parse_hints(hint)  # bad input: a clear error before any I/O, as on the SDK entry points
     args, kwargs, finish = _rewrite(args, kwargs, hints)
-    result = wrapped(*args, **kwargs)
+    token = _inside.set(True)
+    try:
+        result = wrapped(*args, **kwargs)
+    finally:
+        _inside.reset(token)
     if finish is None:
         return result
     if isinstance(result, Coroutine):  # acompletion=True: LiteLLM awaits what completion returns
@@ -147,7 +159,16 @@ def _rewrite(
             only_what_pays=config.only_what_pays,
         )
         tenant = tenant_digest(hints.isolation, call.get("api_key"), call.get("api_base"))
-        index, prepared = session.prepare_request(_API, body, options, strict=strict, tenant=tenant)
+        try:
+            index, prepared = session.prepare_request(_API, body, options, strict=strict, tenant=tenant)
+        except TelosStageError as error:
+            if not isinstance(error.__cause__, NotPlainJSON):
+                raise
+            # LiteLLM's own ``Message`` objects, a str Enum role...: read as LiteLLM sends them, and
+            # the call is made with that plain form (what it sends is the same; lift/plain.py).
+            body = as_litellm_sends(body)
+            call.update((key, body[key]) for key in ("messages", "tools") if key in body)
+            index, prepared = session.prepare_request(_API, body, options, strict=strict, tenant=tenant)
     except TelosStageError as error:
         report_failure(error, strict=strict)
         return args, call, None
@@ -163,6 +184,28 @@ def _rewrite(
     if "tools" in prepared.body:
         rewritten["tools"] = copy.deepcopy(prepared.body["tools"])
     return args, rewritten, finish
+
+
+def _litellm_value(value: Any) -> Any:
+    """A value the JSON encoder cannot write, as LiteLLM reads it: its pydantic objects (``Message``,
+    ``ChatCompletionMessageToolCall``) by their fields that are set to something, as LiteLLM's
+    provider transformations read a message (a ``None`` field is never sent)."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json", exclude_none=True)
+    raise TypeError(f"{type(value).__name__} is not something LiteLLM sends")
+
+
+_ENCODER = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_litellm_value
+)
+
+
+def as_litellm_sends(body: Mapping[str, Any]) -> dict[str, Any]:
+    """``body`` in plain JSON: pydantic objects by their set fields, ``str`` Enums by their value,
+    tuples as lists (``_litellm_value``). Raises ``TypeError`` for anything else."""
+    plain = json.loads(_ENCODER.encode(dict(body)))
+    return plain if isinstance(plain, dict) else {}
 
 
 def _finisher(session: Session, index: int, engine: str, strict: bool) -> Callable[[Any], Any]:

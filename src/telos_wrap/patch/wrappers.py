@@ -11,12 +11,13 @@
 Vendor exceptions are never caught here: ``wrapped(...)`` is always called outside any ``try`` that
 could swallow or alter its errors.
 
-Why one module of ~580 lines: the three wrapper kinds share one contract, the ``CallContext`` that
+Why one module of ~720 lines: the three wrapper kinds share one contract, the ``CallContext`` that
 the request layer attaches and ``parse()`` reads back, and one rule, no ``try`` around
 ``wrapped(...)``; reading them side by side is how that rule is kept. Most of the length is the
-request layer's routing (session, tenant, hint and header resolution) that every SDK call passes
-through once; streams, observers, routing tables and the LiteLLM hook are already modules of their
-own (``streams``, ``observers``, ``routing``, ``litellm``).
+request layer's routing (session, tenant, hint and header resolution, reading a body that is not
+plain JSON as the SDK serializes it) that every SDK call passes through once; the SDK's serializer
+itself, streams, observers, routing tables and the LiteLLM hook are already modules of their
+own (``sdk_json``, ``streams``, ``observers``, ``routing``, ``litellm``).
 """
 
 from __future__ import annotations
@@ -31,10 +32,11 @@ from typing import Any
 from telos_wrap.bridge import BridgeOptions
 from telos_wrap.config import current_config
 from telos_wrap.engines.registry import get_engine
-from telos_wrap.errors import TelosHintError, TelosStageError
+from telos_wrap.errors import NotPlainJSON, TelosHintError, TelosStageError
 from telos_wrap.failopen import report_failure
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Api
+from telos_wrap.lift.plain import require_plain
 from telos_wrap.patch.calls import (
     BUILT_OUTSIDE,
     HINT_HEADER,
@@ -47,6 +49,7 @@ from telos_wrap.patch.calls import (
 from telos_wrap.patch.mode import rewriting
 from telos_wrap.patch.observers import OBSERVERS, notify_request, notify_usage
 from telos_wrap.patch.routing import Route, route_request
+from telos_wrap.patch.sdk_json import sdk_plain
 from telos_wrap.patch.streams import hook_stream, is_stream
 from telos_wrap.pipeline import Prepared, PrepareOptions, prepare, time_budget
 from telos_wrap.sessions import Session, current_session, default_store, implicit_session, named_session
@@ -99,8 +102,8 @@ def _is_sentinel(value: Any) -> bool:
     return name in ("Omit", "NotGiven") and type(value).__module__.split(".")[0] in ("anthropic", "openai")
 
 
-def _plain_body(options: Any) -> dict[str, Any] | None:
-    """The body the SDK would send: ``json_data`` merged with ``extra_json``, sentinels removed."""
+def _merged_body(options: Any) -> dict[str, Any] | None:
+    """``json_data`` merged with ``extra_json``, top-level sentinels removed (as the SDK merges them)."""
     data = options.json_data
     if not isinstance(data, Mapping):
         return None
@@ -113,7 +116,23 @@ def _plain_body(options: Any) -> dict[str, Any] | None:
                 body.pop(key, None)
             else:
                 body[key] = value
-    if _is_responses_url(options.url):
+    return body
+
+
+def _plain_body(options: Any) -> dict[str, Any] | None:
+    """The body the SDK would send: ``json_data`` merged with ``extra_json``, sentinels removed."""
+    body = _merged_body(options)
+    return None if body is None else _well_formed(body, options.url)
+
+
+def _well_formed(body: dict[str, Any], url: Any, *, checked: bool = False) -> dict[str, Any] | None:
+    """``body`` if it has the message list (or Responses input items) of its endpoint, else ``None``.
+
+    ``checked``: ``_top_plain`` already found every message a dict with a ``str`` role.
+    """
+    if checked and not _is_responses_url(url):
+        return body if type(body.get("messages")) is list else None
+    if _is_responses_url(url):
         items = body.get("input")
         if isinstance(items, list) and not all(isinstance(item, Mapping) for item in items):
             return None  # malformed: let the SDK / API produce its own error
@@ -140,6 +159,79 @@ def _is_responses_url(url: Any) -> bool:
 
 
 _ROLE_KEYS = repeat("role")  # an endless "role", "role", ... for map(dict.get, ...)
+
+
+def _top_plain(body: dict[str, Any]) -> bool:
+    """Whether ``body`` is plain JSON at the top, in its message (or input item) list and roles, in
+    its first message and tools (which name an implicit session): C-level passes in the common case.
+    Deeper values are checked by the pipeline (``lift/plain.py``), past what a session has settled."""
+    if not set(map(type, body.values())) <= _PLAIN:
+        return False
+    for key in ("messages", "input"):
+        items = body.get(key)
+        if type(items) is list and items:
+            if not set(map(type, items)) <= {dict}:
+                return False
+            if key == "messages" and not set(map(type, map(dict.get, items, _ROLE_KEYS))) <= {str}:
+                return False
+            try:
+                require_plain({"first": items[0]})
+            except NotPlainJSON:
+                return False
+    tools = body.get("tools")
+    return type(tools) is not list or set(map(type, tools)) <= {dict}
+
+
+def _readable(sdk: str, options: Any) -> tuple[Any, dict[str, Any] | None]:
+    """The options to send and the plain body telos reads from them (``None``: not for telos).
+
+    A body that is plain JSON at the top is read as it is; any other is read as the SDK serializes
+    it (``_as_sdk_sends``).
+    """
+    body = _merged_body(options)
+    if body is None:
+        return options, None
+    if _top_plain(body):
+        return options, _well_formed(body, options.url, checked=True)
+    return _as_sdk_sends(sdk, options, body)
+
+
+def _as_sdk_sends(sdk: str, options: Any, body: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
+    """``body`` as the SDK serializes it (``patch/sdk_json.py``), and options that send exactly that.
+
+    If the SDK's serializer rejects a value, the request goes out as built (the SDK then raises its
+    own error), with a log line saying so; nothing is guessed.
+    """
+    try:
+        plain = sdk_plain(sdk, body)
+    except Exception as exc:
+        logger.warning(
+            "telos_wrap: the %s SDK cannot serialize this request's body (%s); telos leaves it as "
+            "built and the SDK reports the error",
+            sdk,
+            type(exc).__name__,
+        )
+        return options, None
+    return options.model_copy(update={"json_data": plain, "extra_json": None}), _well_formed(
+        plain, options.url
+    )
+
+
+def _observed_body(sdk: str, options: Any) -> dict[str, Any] | None:
+    """The body observers (``record()``, the pytest plugin) see: what the caller sent, as the SDK
+    serializes it when it is not plain JSON (only while someone observes: it walks the whole body)."""
+    body = _plain_body(options)
+    try:
+        if body is not None:
+            require_plain(body)
+        return body
+    except NotPlainJSON:
+        pass
+    merged = _merged_body(options)
+    try:
+        return None if merged is None else _well_formed(sdk_plain(sdk, merged), options.url)
+    except Exception:
+        return body
 
 
 def _all_messages(messages: list[Any]) -> bool:
@@ -266,6 +358,15 @@ class _Turn:
     is_turn: bool  # False for a token count or a compaction: rewritten, never a turn of the session
     prepare_options: PrepareOptions | None  # None: telos is disabled for this call (pass-through)
     tenant: str  # the call's tenant digest (``_tenant``): scopes fleet learning
+    #: The same call made for its body as the SDK serializes it (``None``: it cannot be read).
+    read_as_sdk: Callable[[], _Turn | None]
+
+    def unread(self, error: TelosStageError) -> _Turn | None:
+        """The turn to prepare instead when ``error`` says the body is not plain JSON, else ``None``."""
+        if not isinstance(error.__cause__, NotPlainJSON):
+            return None
+        logger.debug("telos_wrap: %s; reading the body as the SDK serializes it", error.__cause__)
+        return self.read_as_sdk()
 
     def context(self, index: int) -> CallContext | None:
         """The context of a request sent as the SDK built it; ``None`` if its engine cannot be had.
@@ -327,9 +428,30 @@ def _route(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None
     observe_only = not config.enabled or not rewriting()
     if observe_only and not OBSERVERS:
         return options, None, None
-    body = _plain_body(options)
+    if observe_only:  # a recording sees the request as the SDK builds it; nothing is read for sending
+        body = _plain_body(options)
+    else:
+        options, body = _readable(sdk, options)
     if body is None:
         return options, None, None
+    return options, None, _turn(sdk, client, options, body, route, hints, carried, named, observe_only)
+
+
+def _turn(
+    sdk: str,
+    client: Any,
+    options: Any,
+    body: dict[str, Any],
+    route: Route,
+    hints: TelosHints,
+    carried: Session | str | None,
+    named: str | None,
+    observe_only: bool,
+) -> _Turn:
+    """The call's turn, for ``body`` (``options`` send it); ``_Turn.read_as_sdk`` makes it again for
+    the body as the SDK serializes it."""
+    config = current_config()
+    raw_hints = hints
     session = _resolve_session(route.api, body, hints, carried, named, client)
     hints = hints.merged_over(session.hints)
     strict = session.strict if session.strict is not None else config.strict
@@ -346,8 +468,16 @@ def _route(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None
         )
     is_turn = route.turn and not route.count_only
     tenant = _tenant(client, hints)
-    turn = _Turn(options, route.api, route.engine, body, session, strict, is_turn, prepare_options, tenant)
-    return options, None, turn
+
+    def again() -> _Turn | None:
+        read, plain = _as_sdk_sends(sdk, options, body)
+        if plain is None:
+            return None
+        return _turn(sdk, client, read, plain, route, raw_hints, carried, named, observe_only)
+
+    return _Turn(
+        options, route.api, route.engine, body, session, strict, is_turn, prepare_options, tenant, again
+    )
 
 
 def _guarded(
@@ -398,6 +528,11 @@ def _prepare_within_budget(sdk: str, client: Any, options: Any) -> tuple[Any, Ca
     options, ctx, turn = _route(sdk, client, options)
     if turn is None:
         return options, ctx
+    return _prepare_turn(turn, again=True)
+
+
+def _prepare_turn(turn: _Turn, *, again: bool) -> tuple[Any, CallContext | None]:
+    options = turn.options
     session, po = turn.session, turn.prepare_options
     if po is None:
         index = session.note_passthrough(turn.api, turn.engine_name, turn.body) if turn.is_turn else -1
@@ -409,8 +544,13 @@ def _prepare_within_budget(sdk: str, client: Any, options: Any) -> tuple[Any, Ca
             *session.prepare_request(turn.api, turn.body, po, strict=turn.strict, tenant=turn.tenant)
         )
     except TelosStageError as error:
+        read = turn.unread(error) if again else None
+        if read is not None:
+            return _prepare_turn(read, again=False)
         record = turn.failed(error)
-        index = session.note_passthrough(turn.api, turn.engine_name, turn.body) if record else -1
+        index = (
+            session.note_passthrough(turn.api, turn.engine_name, turn.body, failed=error) if record else -1
+        )
         return options, turn.context(index)
 
 
@@ -425,6 +565,11 @@ async def _aprepare_within_budget(sdk: str, client: Any, options: Any) -> tuple[
     options, ctx, turn = _route(sdk, client, options)
     if turn is None:
         return options, ctx
+    return await _aprepare_turn(turn, again=True)
+
+
+async def _aprepare_turn(turn: _Turn, *, again: bool) -> tuple[Any, CallContext | None]:
+    options = turn.options
     session, po = turn.session, turn.prepare_options
     if po is None:
         index = (
@@ -443,8 +588,15 @@ async def _aprepare_within_budget(sdk: str, client: Any, options: Any) -> tuple[
             )
         )
     except TelosStageError as error:
+        read = turn.unread(error) if again else None
+        if read is not None:
+            return await _aprepare_turn(read, again=False)
         record = turn.failed(error)
-        index = await session.note_passthrough_async(turn.api, turn.engine_name, turn.body) if record else -1
+        index = (
+            await session.note_passthrough_async(turn.api, turn.engine_name, turn.body, failed=error)
+            if record
+            else -1
+        )
         return options, turn.context(index)
 
 
@@ -489,7 +641,7 @@ def make_request_wrapper(sdk: str) -> Wrapper:
         original = _original_options(args, kwargs)
         options, ctx = _prepare(sdk, instance, original)
         if OBSERVERS:
-            notify_request(_trace_api(sdk, original), ctx, _plain_body(original))
+            notify_request(_trace_api(sdk, original), ctx, _observed_body(sdk, original))
         tel = telemetry_begin(ctx, original)  # None unless an OpenTelemetry provider is configured
         args, kwargs = _swap_options(args, kwargs, options)
         if ctx is None:
@@ -517,7 +669,7 @@ def make_async_request_wrapper(sdk: str) -> Callable[..., Awaitable[Any]]:
         original = _original_options(args, kwargs)
         options, ctx = await _aprepare(sdk, instance, original)
         if OBSERVERS:
-            notify_request(_trace_api(sdk, original), ctx, _plain_body(original))
+            notify_request(_trace_api(sdk, original), ctx, _observed_body(sdk, original))
         tel = telemetry_begin(ctx, original)  # None unless an OpenTelemetry provider is configured
         args, kwargs = _swap_options(args, kwargs, options)
         if ctx is None:

@@ -114,6 +114,7 @@ class Session:
         self.clock: Callable[[], float] = clock or time.time
         self._lock = threading.RLock()
         self._records: OrderedDict[int, RequestRecord] = OrderedDict()
+        self._fallbacks_here = 0  # requests of this session this process sent as built (fail open)
         self._usage_seen: OrderedDict[int, None] = OrderedDict()
         self._history_limit = history_limit
         self._last_request: tuple[Api, dict[str, Any], PrepareOptions] | None = None
@@ -434,14 +435,21 @@ class Session:
             except Exception:
                 logger.exception("telos_wrap: on_cache_break callback of session %s raised", self.id)
 
-    def note_passthrough(self, api: Api, engine: str, body: Mapping[str, Any]) -> int:
+    def note_passthrough(
+        self, api: Api, engine: str, body: Mapping[str, Any], *, failed: TelosStageError | None = None
+    ) -> int:
         """Record a request telos sent unchanged (disabled, failed open, or a ``max_tokens=0`` refresh).
 
-        Returns its index, or -1 if it could not be recorded (never raises).
+        ``failed``: the stage failure it fell back on (counted in ``stats.fallbacks``; a
+        conversation that keeps falling back is said once, loudly: ``_fell_back``). Returns its
+        index, or -1 if it could not be recorded (never raises).
         """
+        if failed is not None:
+            self._fell_back(failed)
+        step = passthrough_step(engine, body, self.clock(), fallback=failed is not None)
         try:
             with self._lock:
-                index = self._run(self._plan(passthrough_step(engine, body, self.clock()), strict=False))
+                index = self._run(self._plan(step, strict=False))
                 self._remember_passthrough(api, engine, body, index)
             return index
         except Exception:
@@ -452,10 +460,15 @@ class Session:
             )
             return -1
 
-    async def note_passthrough_async(self, api: Api, engine: str, body: Mapping[str, Any]) -> int:
+    async def note_passthrough_async(
+        self, api: Api, engine: str, body: Mapping[str, Any], *, failed: TelosStageError | None = None
+    ) -> int:
         """``note_passthrough`` for async clients."""
+        if failed is not None:
+            self._fell_back(failed)
+        step = passthrough_step(engine, body, self.clock(), fallback=failed is not None)
         try:
-            index = await self._arun(self._plan(passthrough_step(engine, body, self.clock()), strict=False))
+            index = await self._arun(self._plan(step, strict=False))
             with self._lock:
                 self._remember_passthrough(api, engine, body, index)
             return index
@@ -464,6 +477,29 @@ class Session:
                 "telos_wrap: session %s could not record a pass-through request", self.id, exc_info=True
             )
             return -1
+
+    #: Fallbacks of one session in this process before it is said loudly: the first is warned about at
+    #: its call site (``failopen``), a second may be a retry of the same request; at the third the
+    #: conversation keeps going out without a saving.
+    FALLBACKS_BEFORE_WARNING = 3
+
+    def _fell_back(self, error: TelosStageError) -> None:
+        """Count a fallback; at the third of this session in this process, one WARNING with the cause
+        and what to do (type and stage only: request content is never logged above DEBUG)."""
+        with self._lock:
+            self._fallbacks_here += 1
+            loud = self._fallbacks_here == self.FALLBACKS_BEFORE_WARNING
+        if loud:
+            cause = error.__cause__ or error
+            logger.warning(
+                "telos_wrap: the requests of conversation %s keep falling back: they go out as the SDK "
+                "built them, with no cache saving (stage %r failed: %s). What to do: run once with "
+                "telos_wrap.patch(strict=True) to raise the error where it happens, and report it with "
+                "the request's shape; s.stats.fallbacks and telos_wrap.failure_counts() count them",
+                self.id,
+                error.stage,
+                type(cause).__name__,
+            )
 
     def _remember_passthrough(self, api: Api, engine: str, body: Mapping[str, Any], index: int) -> None:
         refresh = body.get("max_tokens") == 0

@@ -312,6 +312,8 @@ class SessionState:
     unreported: int = 0
     breaks: int = 0
     telos_rewrites: int = 0
+    #: Requests sent as built because a telos stage failed (fail open); written only when not 0.
+    fallbacks: int = 0
     by_engine: Mapping[str, int] = field(default_factory=_empty_str_int)
     usage: Mapping[str, EngineUsage] = field(default_factory=dict)
     last: PromptPrint | None = None
@@ -340,7 +342,7 @@ class SessionState:
         return data
 
     def _json_without_prints(self) -> dict[str, Any]:
-        return {
+        data = {
             "schema": SCHEMA,
             "id": self.session_id,
             "requests": self.requests,
@@ -360,6 +362,9 @@ class SessionState:
             "telos_rewrites": self.telos_rewrites,
             "orders": list(self.orders),
         }
+        if self.fallbacks:
+            data["fallbacks"] = self.fallbacks
+        return data
 
     def dumps(self) -> str:
         """The canonical JSON text stored for this state (``canonical_json(self.to_json())``).
@@ -409,6 +414,7 @@ class SessionState:
             suspects=tuple(VolatileSpan.from_json(v) for v in data.get("suspects", ())),
             recent_breaks=tuple(CacheBreak.from_json(b) for b in data["recent_breaks"]),
             telos_rewrites=int(data.get("telos_rewrites", 0)),
+            fallbacks=int(data.get("fallbacks", 0)),
             orders=tuple(str(entry) for entry in data.get("orders", ())),
         )
 

@@ -70,6 +70,8 @@ class SessionStats:
         responses_with_usage / unreported: responses whose usage was / was not reported.
         raw_input / cache_read / cache_write / output: token totals (input kinds are disjoint).
         cache_breaks: requests that broke the cache (see ``CacheBreak``).
+        fallbacks: requests telos sent as the SDK built them because one of its stages failed (fail
+            open: no saving on them; ``telos_wrap.failure_counts()`` says which stage).
         telos_rewrites: of which telos' own doing (``telos_rewrote``: a settled message not re-sent
             byte for byte — a telos bug; 0 in every test and benchmark).
         by_engine: requests per engine.
@@ -87,6 +89,7 @@ class SessionStats:
     output: int = 0
     cache_breaks: int = 0
     telos_rewrites: int = 0
+    fallbacks: int = 0
     by_engine: Mapping[str, int] = field(default_factory=dict)
     usage: Mapping[str, EngineUsage] = field(default_factory=_empty_usage)
     prices: Mapping[str, PriceMultipliers] = field(default_factory=dict)
@@ -106,6 +109,7 @@ class SessionStats:
             output=sum(u.output for u in usage.values()),
             cache_breaks=state.breaks,
             telos_rewrites=state.telos_rewrites,
+            fallbacks=state.fallbacks,
             by_engine=dict(state.by_engine),
             usage=usage,
             prices={**DEFAULT_PRICES, **(prices or {})},

@@ -24,15 +24,18 @@ Step = Callable[[SessionState], tuple[Any, Any]]
 
 
 def passthrough_step(
-    engine: str, body: Mapping[str, Any], now: float
+    engine: str, body: Mapping[str, Any], now: float, *, fallback: bool = False
 ) -> Callable[[SessionState], tuple[SessionState, int]]:
-    """Count a request sent as built; a ``max_tokens=0`` body is a refresh (its entry's time is now)."""
+    """Count a request sent as built; a ``max_tokens=0`` body is a refresh (its entry's time is now);
+    ``fallback``: it was sent as built because a telos stage failed (``SessionState.fallbacks``)."""
     refresh = body.get("max_tokens") == 0
 
     def step(state: SessionState) -> tuple[SessionState, int]:
         by_engine = dict(state.by_engine)
         by_engine[engine] = by_engine.get(engine, 0) + 1
         new = replace(state, requests=state.requests + 1, by_engine=by_engine)
+        if fallback:
+            new = replace(new, fallbacks=state.fallbacks + 1)
         if refresh:
             last = None if state.last is None else replace(state.last, at=now)
             new = replace(

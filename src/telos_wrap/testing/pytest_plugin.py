@@ -32,6 +32,7 @@ import pytest
 
 import telos_wrap
 from telos_wrap.config import current_config, set_config
+from telos_wrap.failopen import failure_counts
 from telos_wrap.sessions import CacheBreak, MemoryStore, Session, SessionStats
 from telos_wrap.testing.budget import Budget, CacheBudgetError, CacheReport, replay_requests
 from telos_wrap.testing.capture import RequestCapture
@@ -88,6 +89,7 @@ class TelosCache:
         self.capture = RequestCapture()
         self._report: tuple[tuple[int, str | None, bool], CacheReport] | None = None
         self._restore: Any = None
+        self._failures_before: dict[str, int] = {}
 
     @classmethod
     def for_node(cls, node: pytest.Item) -> TelosCache:
@@ -111,6 +113,7 @@ class TelosCache:
         else:
             telos_wrap.patch()
         self._restore = (was_patched, previous)
+        self._failures_before = failure_counts()
         self.session.__enter__()
         self.capture.__enter__()
         return self
@@ -142,6 +145,17 @@ class TelosCache:
     def stats(self) -> SessionStats:
         """The test session's counters (usage as the test's answers reported it)."""
         return self.session.stats
+
+    @property
+    def fallbacks(self) -> dict[str, int]:
+        """Stage failures during the test, by stage (``telos_wrap.failure_counts()`` since it started):
+        each is a request that went out as the SDK built it, with no saving."""
+        now = failure_counts()
+        return {
+            stage: count - self._failures_before.get(stage, 0)
+            for stage, count in now.items()
+            if count > self._failures_before.get(stage, 0)
+        }
 
     @property
     def cache_breaks(self) -> tuple[CacheBreak, ...]:
@@ -205,6 +219,17 @@ def check_marker(cache: TelosCache | None, marker: pytest.Mark) -> None:
     if cache is None:
         raise pytest.UsageError("@pytest.mark.telos_cache: the telos_cache fixture was not set up")
     options: Mapping[str, Any] = _marker_options(marker)
+    fallbacks = cache.fallbacks
+    if fallbacks:
+        # A request that fell back was sent without telos: the budget would be judged on a replay
+        # of requests the application never got a saving on.
+        stages = ", ".join(f"{stage!r} x{count}" for stage, count in sorted(fallbacks.items()))
+        pytest.fail(
+            f"telos fell back to the original request during this test ({stages}): those requests "
+            "went out as the SDK built them, with no cache saving. The log says why (WARNING, "
+            "details at DEBUG); telos_wrap.patch(strict=True) raises the error where it happens.",
+            pytrace=False,
+        )
     budget = Budget(options.get("min_hit_ratio"), options.get("max_breaks"), options.get("max_cost_ratio"))
     report = cache.report()
     try:

@@ -1,0 +1,70 @@
+"""Read a request body the way the SDK serializes it: the SDK's own serializer, read back as plain JSON.
+
+The request layer sees ``options.json_data`` before the SDK serializes it, and the SDKs accept far
+more than plain JSON as params (``lift/plain.py``). Rather than a serializer of telos' own, a body
+that is not plain JSON is turned into the JSON the SDK itself would send, by the SDK's own code, and
+that plain body is what telos prepares — and what goes out, rewritten or not:
+
+* anthropic >= 1 (``_utils._prepare.prepare_request_data``: drops nested ``Omit`` / ``NotGiven``,
+  lists iterators and tuples, dumps pydantic models, reads file inputs) then its JSON encoder
+  (``_utils._json.openapi_dumps``, which writes a ``str`` Enum as its value);
+* anthropic 0.x and openai >= 3 without ``_prepare``: ``openapi_dumps`` (pydantic models dumped with
+  ``exclude_unset``, ``by_alias``, as JSON);
+* openai 2.x: the HTTP library's ``json=`` encoding (the standard encoder, compact, no NaN), after the
+  SDK's own ``maybe_transform`` already ran in the resource method.
+
+The text is read back with the standard decoder. Read back, every value is what the SDK would have
+sent, so sending the plain body gives the SDK's own bytes below the cacheable minimum, and the SDK
+never has to read a one-shot value (a file object, an iterator) a second time. A value the SDK's
+serializer rejects raises here: the caller falls back and the SDK raises its own error on sending.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from telos_wrap.ir.canon import compact_json_encoder
+
+__all__ = ["sdk_plain"]
+
+#: The HTTP library's ``json=`` encoding (httpx >= 0.28: compact, UTF-8 kept, no NaN).
+_HTTP_JSON = compact_json_encoder(sort_keys=False, allow_nan=False)
+
+
+def _optional(module: str, name: str) -> Any:
+    try:
+        return getattr(importlib.import_module(module), name, None)
+    except ImportError:
+        return None
+
+
+def _serializer(sdk: str) -> Callable[[Any], str | bytes]:
+    """The SDK's own body serializer (module docstring), as a function of the body."""
+    prepare = _optional(f"{sdk}._utils._prepare", "prepare_request_data")
+    dumps = _optional(f"{sdk}._utils._json", "openapi_dumps")
+    if callable(prepare) and callable(dumps):
+        return lambda body: dumps(prepare(body, location="body"))
+    if callable(dumps):
+        return dumps  # type: ignore[no-any-return]
+    return _HTTP_JSON
+
+
+_serializers: dict[str, Callable[[Any], str | bytes]] = {}
+
+
+def sdk_plain(sdk: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    """``body`` as the SDK ``sdk`` sends it, read back as plain JSON (a new dict; ``body`` untouched).
+
+    Raises what the SDK's serializer raises (``TypeError`` for a value it cannot serialize,
+    ``ValueError`` for a NaN or a cycle).
+    """
+    serialize = _serializers.get(sdk)
+    if serialize is None:
+        serialize = _serializers[sdk] = _serializer(sdk)
+    plain = json.loads(serialize(dict(body)))
+    if not isinstance(plain, dict):  # pragma: no cover - a mapping serializes as an object
+        raise TypeError(f"the {sdk} SDK serialized the body as {type(plain).__name__}")
+    return plain
