@@ -113,16 +113,24 @@ def _lru_get(
     make: Callable[[], Session],
     valid: Callable[[Session], bool] | None = None,
 ) -> Session:
-    """The session under ``key``, made by ``make`` if absent (or not ``valid`` any more)."""
+    """The session under ``key``, made by ``make`` if absent (or not ``valid`` any more).
+
+    A session pushed out of the table is cooled (``Session._cool``: its texts dropped, its pending
+    usage written to an in-process store), so nothing of this process keeps it alive any more
+    unless the application holds it.
+    """
+    evicted: list[Session] = []
     with _registry_lock:
         found = table.get(key)
         if found is None or (valid is not None and not valid(found)):
             found = table[key] = make()
             while len(table) > _IMPLICIT_LIMIT:
-                table.popitem(last=False)
+                evicted.append(table.popitem(last=False)[1])
         else:
             table.move_to_end(key)
-        return found
+    for session in evicted:
+        session._cool()
+    return found
 
 
 def implicit_session(
@@ -137,7 +145,9 @@ def implicit_session(
     instructions or envelopes a harness rebuilds every turn (docs/sessions.md). Bounded LRU.
     """
     digest = conversation_key(api, body, drop_patterns, tenant)
-    return _lru_get(_implicit, digest, lambda: Session(f"implicit-{digest}", implicit=True))
+    return _lru_get(
+        _implicit, digest, lambda: Session(f"implicit-{digest}", implicit=True, keep_requests=False)
+    )
 
 
 def named_session(session_id: str, *, store: SessionStore | None = None) -> Session:
@@ -155,12 +165,12 @@ def named_session(session_id: str, *, store: SessionStore | None = None) -> Sess
         if live is not None and live.store is store:
             return cast(Session, live)
     if on_default:
-        return _lru_get(_named, (0, session_id), lambda: Session(session_id))
+        return _lru_get(_named, (0, session_id), lambda: Session(session_id, keep_requests=False))
     # Keyed by the store's identity; an entry is valid only while it is that very store (an id may
     # be reused once a store is gone, but an entry here keeps its store alive through its session).
     return _lru_get(
         _named,
         (id(store), session_id),
-        lambda: Session(session_id, store=store),
+        lambda: Session(session_id, store=store, keep_requests=False),
         valid=lambda found: found.store is store,
     )
