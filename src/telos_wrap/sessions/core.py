@@ -52,7 +52,16 @@ from telos_wrap.sessions.breaker import StoreBreaker, breaker_of
 from telos_wrap.sessions.explain import Explained, RequestRecord, explain
 from telos_wrap.sessions.folds import FoldError, validate_slug
 from telos_wrap.sessions.identity import tells_users_apart
-from telos_wrap.sessions.live import _forget_warm, _held, _hold, _live, _scope, _stack, _warm_up
+from telos_wrap.sessions.live import (
+    _forget_warm,
+    _held,
+    _hold,
+    _live,
+    _release,
+    _scope,
+    _stack,
+    _warm_up,
+)
 from telos_wrap.sessions.plans import StateSync, StoreOp, unchanged
 from telos_wrap.sessions.records import CacheBreak, VolatileSpan
 from telos_wrap.sessions.refresh import RefreshDecision, decide_refresh
@@ -458,6 +467,8 @@ class Session:
                 self._usage_seen.popitem(last=False)
             if self._sync.pending and store_ops(self.store).inline:
                 self.flush()  # an in-process store: nothing to wait for, and the session is let go
+            if not self._sync.pending and self._sync.dirty is None:
+                _release(self)  # nothing left to write (a store swapped meanwhile dropped it)
         finally:
             self._lock.release()
 
