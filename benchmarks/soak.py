@@ -89,10 +89,12 @@ class Worker:
         self.one = prompt(3_200, 2)  # ~20 KB
         self.many = [prompt(650, 1000 + k) for k in range(1_000)]  # ~4 KB each
         self.times: list[float] = []
+        #: CPU time of each call (this thread's): on a shared machine, wall time measures the neighbours.
+        self.cpu: list[float] = []
 
     def call(self, api: str, system: str, messages: list[dict[str, Any]], hint: dict[str, Any]) -> None:
         extra = {"telos_hint": hint} if hint else {}
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.thread_time()
         if api == "anthropic":
             self.anthropic.messages.create(
                 model="claude-opus-5", max_tokens=64, system=system, messages=messages, **extra
@@ -102,6 +104,7 @@ class Worker:
                 model="gpt-5.1", messages=[{"role": "system", "content": system}, *messages], **extra
             )
         self.times.append(time.perf_counter() - start)
+        self.cpu.append(time.thread_time() - cpu)
 
     def conversation(self, i: int, *, api: str, base: str, turns: int, naming: str) -> None:
         history: list[dict[str, Any]] = [{"role": "user", "content": f"Hello, where is my order {i}?"}]
@@ -156,7 +159,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--plot", type=Path, default=None, help="write the curve as a PNG (matplotlib)")
     parser.add_argument("--json", type=Path, default=None, help="write the samples as JSON")
     parser.add_argument("--skip-issue-case", action="store_true")
+    parser.add_argument(
+        "--from-log", type=Path, default=None, help="summarize (and --plot) what an earlier run printed"
+    )
     args = parser.parse_args(argv)
+    if args.from_log:
+        result = from_log(args.from_log)
+        summarize(result)
+        if args.plot:
+            plot(result, args.plot)
+        return result
 
     worker = Worker()
     result: dict[str, Any] = {"conversations": args.conversations, "every": args.every}
@@ -169,9 +181,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             flush=True,
         )
         worker.times.clear()
+        worker.cpu.clear()
     samples: list[dict[str, float]] = []
     started = time.perf_counter()
-    print(f"{'conversations':>13} {'calls':>8} {'RSS MB':>8} {'median ms/call':>15} {'elapsed s':>10}")
+    print(
+        f"{'conversations':>13} {'calls':>8} {'RSS MB':>8} {'median ms/call':>15} {'elapsed s':>10} "
+        f"{'median CPU ms/call':>19}"
+    )
     for i in range(1, args.conversations + 1):
         worker.mixed(i)
         if i % args.every == 0:
@@ -181,13 +197,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 "calls": len(worker.times),
                 "rss": rss(),
                 "median_call": statistics.median(worker.times),
+                "median_cpu": statistics.median(worker.cpu),
                 "elapsed": time.perf_counter() - started,
             }
             samples.append(sample)
             worker.times.clear()
+            worker.cpu.clear()
             print(
                 f"{i:>13,} {sample['calls']:>8,} {sample['rss'] / 1e6:>8.1f} "
-                f"{sample['median_call'] * 1e3:>15.3f} {sample['elapsed']:>10.0f}",
+                f"{sample['median_call'] * 1e3:>15.3f} {sample['elapsed']:>10.0f} "
+                f"{sample['median_cpu'] * 1e3:>19.3f}",
                 flush=True,
             )
     result["samples"] = samples
@@ -197,6 +216,26 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.plot:
         plot(result, args.plot)
     return result
+
+
+def from_log(path: Path) -> dict[str, Any]:
+    """The samples an earlier run printed (its sample lines), for a run stopped before its end."""
+    samples = []
+    for line in path.read_text().splitlines():
+        parts = line.replace(",", "").split()
+        if len(parts) in (5, 6) and all(part.replace(".", "").isdigit() for part in parts):
+            conversations, calls, rss_mb, call_ms, elapsed = map(float, parts[:5])
+            sample = {
+                "conversations": int(conversations),
+                "calls": int(calls),
+                "rss": rss_mb * 1e6,
+                "median_call": call_ms / 1e3,
+                "elapsed": elapsed,
+            }
+            if len(parts) == 6:
+                sample["median_cpu"] = float(parts[5]) / 1e3
+            samples.append(sample)
+    return {"samples": samples, "conversations": samples[-1]["conversations"] if samples else 0}
 
 
 def _at(samples: list[dict[str, float]], conversations: int) -> dict[str, float]:
@@ -212,13 +251,15 @@ def summarize(result: dict[str, Any]) -> None:
     one = _at(samples, 1_000)
     after = [s for s in samples if s["conversations"] >= ten["conversations"]]
     rss_values = [s["rss"] for s in after]
-    times = [s["median_call"] for s in after]
+    key = "median_cpu" if "median_cpu" in last else "median_call"
+    times = [s[key] for s in after]
     summary = {
         "rss_last_over_10k": last["rss"] / ten["rss"],
         "rss_range_after_10k": (min(rss_values) / ten["rss"], max(rss_values) / ten["rss"]),
-        "call_last_over_10k": last["median_call"] / ten["median_call"],
-        "call_last_over_1k": last["median_call"] / one["median_call"],
-        "call_range_after_10k": (min(times) / ten["median_call"], max(times) / ten["median_call"]),
+        "call_last_over_10k": last[key] / ten[key],
+        "call_last_over_1k": last[key] / one[key],
+        "call_range_after_10k": (min(times) / ten[key], max(times) / ten[key]),
+        "time": key,
     }
     result["summary"] = summary
     print(
@@ -227,7 +268,8 @@ def summarize(result: dict[str, Any]) -> None:
         f"{summary['rss_range_after_10k'][0]:.3f}-{summary['rss_range_after_10k'][1]:.3f})"
     )
     print(
-        f"median per-call time, last window / window at {ten['conversations']:,}: "
+        f"{'CPU' if key == 'median_cpu' else 'wall'} time per call (median), last window / window at "
+        f"{ten['conversations']:,}: "
         f"{summary['call_last_over_10k']:.3f}; / window at {one['conversations']:,}: "
         f"{summary['call_last_over_1k']:.3f} (every window from {ten['conversations']:,} on: "
         f"{summary['call_range_after_10k'][0]:.3f}-{summary['call_range_after_10k'][1]:.3f})"
@@ -247,7 +289,10 @@ def plot(result: dict[str, Any], path: Path) -> None:
     top.set_ylabel("resident memory (MB)")
     top.set_ylim(bottom=0)
     top.grid(alpha=0.3)
-    bottom.plot(x, [s["median_call"] * 1e3 for s in samples], color="tab:orange")
+    bottom.plot(x, [s["median_call"] * 1e3 for s in samples], color="tab:orange", label="wall")
+    if all("median_cpu" in s for s in samples):
+        bottom.plot(x, [s["median_cpu"] * 1e3 for s in samples], color="tab:green", label="CPU")
+    bottom.legend(loc="lower right")
     bottom.set_ylabel("median ms per call")
     bottom.set_ylim(bottom=0)
     bottom.set_xlabel("conversations through one process")
