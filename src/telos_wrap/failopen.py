@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import sys
 import threading
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 
 from telos_wrap.config import current_config
@@ -20,10 +20,13 @@ __all__ = ["FAILURE_LISTENERS", "failure_counts", "report_failure", "reset_failu
 logger = logging.getLogger("telos_wrap")
 _lock = threading.Lock()
 _failures: Counter[str] = Counter()
-_warned: set[tuple[str, str, str]] = set()
 #: Called with every failure counted here (``telos_wrap.telemetry`` adds one while it records);
 #: a listener must not raise. Empty, it costs one list check per failure.
 FAILURE_LISTENERS: list[Callable[[TelosStageError], None]] = []
+#: The (stage, error type, call site) keys already warned about, least recently seen first: at most
+#: ``_WARNED_LIMIT`` (a key pushed out warns once more if it comes back; ~200 bytes each).
+_warned: OrderedDict[tuple[str, str, str], None] = OrderedDict()
+_WARNED_LIMIT = 1024
 _SKIP = (
     "telos_wrap",
     "anthropic",
@@ -73,7 +76,10 @@ def report_failure(error: TelosStageError, *, strict: bool | None = None, warn: 
     with _lock:
         _failures[error.stage] += 1
         first = key not in _warned
-        _warned.add(key)
+        _warned[key] = None
+        _warned.move_to_end(key)
+        while len(_warned) > _WARNED_LIMIT:
+            _warned.popitem(last=False)
     if first:
         # Type and stage only at WARNING: an exception's message can quote the request (Python's
         # own KeyError/ValueError messages do), and request content is never logged above DEBUG.

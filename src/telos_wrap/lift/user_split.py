@@ -26,9 +26,10 @@ import bisect
 import functools
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from telos_wrap.ir.model import Band
+from telos_wrap.ir.shared import BoundedMemo, share, shared_texts
 from telos_wrap.lift.text_units import context_of
 
 __all__ = ["DEFAULT_PATTERNS", "Span", "SplitPatterns", "TextSplit", "split_text"]
@@ -264,7 +265,11 @@ def split_text(text: str, patterns: SplitPatterns = DEFAULT_PATTERNS, *, with_fo
     meaning). Results are memoized by the text itself (content-addressed: a string changed in place
     between turns is a different key), so history already split on an earlier turn costs a lookup.
     """
-    return _split_memo(text, patterns, with_fold)
+    key = (hash(text), len(text), patterns, with_fold)
+    found = _split_memo(key, text)
+    if found.spans and "".join([span.text for span in found.spans]) != text:
+        return _split(text, patterns, with_fold)  # another text with the same hash: not memoized
+    return found
 
 
 #: Splits kept (most recent first). What recurs is recent: the system text every request lifts, the
@@ -273,11 +278,30 @@ def split_text(text: str, patterns: SplitPatterns = DEFAULT_PATTERNS, *, with_fo
 #: walks (mini-swe-agent through patch(): 148 hits, 50 misses over 67 requests, none beyond the 50th
 #: most recent text).
 _SPLIT_MEMO_SIZE = 1024
+#: ... and at most this many characters of split text (1,024 system prompts of 50 KB were 100 MB).
+#: The memo is keyed by the text's hash and length, never the text (a caller's string that differs
+#: per call, a clock in it, is not kept alive by the memo); a hit is checked against the text
+#: (``TextSplit``'s spans join to exactly the input). A system text's spans (``with_fold=False``)
+#: are shared (``ir.shared``): the prompt text many conversations send is held once.
+_SPLIT_MEMO_BYTES = 8 << 20
 
 
-@functools.lru_cache(maxsize=_SPLIT_MEMO_SIZE)
-def _split_memo(text: str, patterns: SplitPatterns, with_fold: bool) -> TextSplit:
-    return _split(text, patterns, with_fold)
+def _split_keyed(key: tuple[int, int, SplitPatterns, bool], text: str) -> TextSplit:
+    split = _split(text, key[2], key[3])
+    if key[3] or not split.spans:
+        return split
+    return TextSplit(spans=tuple(replace(span, text=share(span.text)) for span in split.spans))
+
+
+def _split_size(key: object, split: TextSplit) -> int:
+    return 64 * len(split.spans) + sum(
+        0 if shared_texts.holds(span.text) else len(span.text) for span in split.spans
+    )
+
+
+_split_memo: BoundedMemo[tuple[int, int, SplitPatterns, bool], TextSplit] = BoundedMemo(
+    _split_keyed, max_entries=_SPLIT_MEMO_SIZE, max_bytes=_SPLIT_MEMO_BYTES, sizer=_split_size
+)
 
 
 def _split(text: str, patterns: SplitPatterns, with_fold: bool) -> TextSplit:

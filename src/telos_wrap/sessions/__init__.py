@@ -24,7 +24,14 @@ from telos_wrap.sessions.folds import FoldError
 from telos_wrap.sessions.records import CacheBreak, RangeFold, SlugFold, VolatileSpan
 from telos_wrap.sessions.redis_store import RedisStore
 from telos_wrap.sessions.refresh import REFRESH_THRESHOLD, RefreshDecision
-from telos_wrap.sessions.registry import current_session, implicit_session, named_session, session
+from telos_wrap.sessions.registry import (
+    current_session,
+    implicit_session,
+    memory_limits,
+    named_session,
+    session,
+    set_memory_limits,
+)
 from telos_wrap.sessions.state import SessionState
 from telos_wrap.sessions.stats import DEFAULT_PRICES, PriceMultipliers, SessionStats
 from telos_wrap.sessions.store import MemoryStore, SessionStore, Versioned, default_store, set_default_store
@@ -53,7 +60,9 @@ __all__ = [
     "current_session",
     "default_store",
     "implicit_session",
+    "memory_limits",
     "named_session",
     "session",
     "set_default_store",
+    "set_memory_limits",
 ]

@@ -43,20 +43,30 @@ from telos_wrap.history import HistoryMemo
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Api, TelosBlock, UsageReport
 from telos_wrap.ir.refpool import emitted_references
+from telos_wrap.ir.shared import share
 from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks
 from telos_wrap.sessions import drivers, fleet, fleet_io
 from telos_wrap.sessions.breaker import StoreBreaker, breaker_of
 from telos_wrap.sessions.explain import Explained, RequestRecord, explain
 from telos_wrap.sessions.folds import FoldError, validate_slug
 from telos_wrap.sessions.identity import tells_users_apart
-from telos_wrap.sessions.live import _held, _hold, _live, _scope, _stack
+from telos_wrap.sessions.live import (
+    _forget_warm,
+    _held,
+    _hold,
+    _live,
+    _release,
+    _scope,
+    _stack,
+    _warm_up,
+)
 from telos_wrap.sessions.plans import StateSync, StoreOp, unchanged
 from telos_wrap.sessions.records import CacheBreak, VolatileSpan
 from telos_wrap.sessions.refresh import RefreshDecision, decide_refresh
 from telos_wrap.sessions.state import SessionState
 from telos_wrap.sessions.stats import PriceMultipliers, SessionStats
 from telos_wrap.sessions.steps import fold_step, forget_volatility, passthrough_step, pin_step
-from telos_wrap.sessions.store import SessionStore, default_store
+from telos_wrap.sessions.store import SessionStore, default_store, store_ops
 from telos_wrap.sessions.turn import StateHooks, TurnResult, run_turn
 from telos_wrap.sessions.wire_i2 import WireLedger, note_telos_rewrote
 
@@ -67,6 +77,10 @@ logger = logging.getLogger("telos_wrap.sessions")
 #: How many emitted texts per slug, and how many slugs, a session remembers as its own references.
 _OWN_TEXTS = 4
 _OWN_SLUGS = 256
+#: Bytes a session object costs besides its texts (locks, tables, records), for the warm table.
+_SESSION_BYTES = 4096
+#: Explain records (and usage indices) a cooled session keeps.
+_COOL_RECORDS = 4
 T = TypeVar("T")
 CacheBreakCallback = Callable[[CacheBreak], None]
 
@@ -98,6 +112,7 @@ class Session:
         clock: Callable[[], float] | None = None,
         history_limit: int = 64,
         fleet_learning: bool | None = None,
+        keep_requests: bool = True,
     ) -> None:
         self.id = session_id or f"s-{uuid.uuid4().hex[:16]}"
         #: Fleet learning for this session (``None``: ``patch(fleet_learning=...)``); see ``_fleet``.
@@ -117,6 +132,9 @@ class Session:
         self._fallbacks_here = 0  # requests of this session this process sent as built (fail open)
         self._usage_seen: OrderedDict[int, None] = OrderedDict()
         self._history_limit = history_limit
+        #: Keep the last request (``mark()`` / ``fold()`` / ``refresh()`` use it): sessions the
+        #: application holds; the registry's implicit and hint-named sessions keep none of its text.
+        self._keep_requests = keep_requests
         self._last_request: tuple[Api, dict[str, Any], PrepareOptions] | None = None
         #: The latest request this process rewrote (its body is what a refresh re-sends).
         self._last_prepared: Prepared | None = None
@@ -371,8 +389,9 @@ class Session:
     def _after_turn(
         self, api: Api, body: Mapping[str, Any], options: PrepareOptions, result: TurnResult
     ) -> None:
-        self._last_request = (api, dict(body), options)
-        self._last_prepared = result.prepared
+        if self._keep_requests:
+            self._last_request = (api, dict(body), options)
+            self._last_prepared = result.prepared
         self._ledger.remember(result.wire)
         if result.prepared.untouched is None:
             self._remember_references(result.prepared.ir.system)
@@ -388,13 +407,50 @@ class Session:
                 adopted=result.adopted,
             )
         )
+        _warm_up(self, self._held_bytes(result.state))
+
+    def _held_bytes(self, state: SessionState) -> int:
+        """About how many bytes of texts this process holds for the session (memo, ledger, last
+        request): the size of the last prompt's messages, and of its whole prompt where the last
+        request is kept (texts shared with other conversations counted as if they were not)."""
+        last = state.last
+        if last is None:
+            return _SESSION_BYTES
+        start = last.n_tools + last.n_system
+        held = sum(last.sizes[start:]) if self._keep_requests is False else sum(last.sizes)
+        return _SESSION_BYTES + 2 * held
+
+    def _cool(self) -> None:
+        """Drop the texts this process holds for the session (the history memo, the wire ledger, the
+        last request) when other sessions were used more recently (``live._warm_up``): what is sent
+        does not change (a cooled session's next turn lifts its history again, and its I2 wire check
+        skips that one request). Keeps the small records. Skipped if the session is busy."""
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
+            _forget_warm(self)
+            self._memo = HistoryMemo()
+            self._ledger = WireLedger()
+            self._last_request = None
+            self._last_prepared = None
+            while len(self._records) > _COOL_RECORDS:
+                self._records.popitem(last=False)
+            while len(self._usage_seen) > _COOL_RECORDS:
+                self._usage_seen.popitem(last=False)
+            if self._sync.pending and store_ops(self.store).inline:
+                self.flush()  # an in-process store: nothing to wait for, and the session is let go
+            if not self._sync.pending and self._sync.dirty is None:
+                _release(self)  # nothing left to write (a store swapped meanwhile dropped it)
+        finally:
+            self._lock.release()
 
     def _remember_references(self, system: tuple[TelosBlock, ...]) -> None:
         """Keep the stub and entry texts just emitted (the latest ``_OWN_TEXTS`` per slug, for at
         most ``_OWN_SLUGS`` slugs): they are what proves a reference is telos' own later."""
         for slug, texts in emitted_references(system).items():
             kept = self._own.pop(slug, ())
-            self._own[slug] = (*texts, *(text for text in kept if text not in texts))[:_OWN_TEXTS]
+            shared = tuple(share(text) for text in texts)
+            self._own[slug] = (*shared, *(text for text in kept if text not in shared))[:_OWN_TEXTS]
         while len(self._own) > _OWN_SLUGS:
             del self._own[next(iter(self._own))]
 

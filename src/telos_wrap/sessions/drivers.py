@@ -18,6 +18,7 @@ from collections.abc import Callable, Coroutine, Generator
 from typing import Any, Protocol, TypeVar
 
 from telos_wrap.errors import RefPoolError
+from telos_wrap.ir.shared import share
 from telos_wrap.sessions.breaker import StoreBreaker, StoreEvent, breaker_of
 from telos_wrap.sessions.live import _hold, _release
 from telos_wrap.sessions.plans import ABANDONED, LOAD, Failed, GetBlob, Sleep, StateSync, StoreOp, Swap
@@ -149,7 +150,7 @@ def load_pins(sync: StateSync, store: SessionStore, state: SessionState) -> dict
             text = store.get_blob(sync.id, key)
             if text is None:
                 raise RefPoolError(f"pinned document {slug!r} is missing from the session store")
-            sync.blobs[key] = text
+            sync.blobs[key] = share(text)
         pins[slug] = text
     return pins
 
@@ -157,7 +158,7 @@ def load_pins(sync: StateSync, store: SessionStore, state: SessionState) -> dict
 def put_pin(sync: StateSync, store: SessionStore, key: str, text: str) -> None:
     """Store a pinned text under blob ``key`` (and keep it in ``sync``'s blob cache)."""
     store.put_blob(sync.id, key, text)
-    sync.blobs[key] = text
+    sync.blobs[key] = share(text)
 
 
 class AsyncLocks:

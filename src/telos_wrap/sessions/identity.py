@@ -39,12 +39,12 @@ so a new API (e.g. the Responses API's ``input`` items, with ``instructions`` le
 
 from __future__ import annotations
 
-import functools
 import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from telos_wrap.ir.canon import MARKER_KEYS, canonical_bytes, tool_label
+from telos_wrap.ir.shared import BoundedMemo
 from telos_wrap.lift.user_split import DEFAULT_PATTERNS, SplitPatterns, split_text
 
 __all__ = ["conversation_key", "opening_message", "tells_users_apart", "tenant_digest"]
@@ -129,16 +129,32 @@ def _normalized(message: Mapping[str, Any], patterns: SplitPatterns) -> dict[str
     return {"role": message.get("role"), "text": text, "parts": others}
 
 
-@functools.lru_cache(maxsize=1024)
 def _flat_pin(text: str, patterns: SplitPatterns) -> str:
     """``text`` without its envelopes, whitespace runs collapsed (memoized: the opening message
     of a conversation is the same string on every turn)."""
-    return " ".join(split_text(text, patterns, with_fold=False).pin.split())
+    return _flat_pins((text, patterns))
 
 
-@functools.lru_cache(maxsize=1024)
-def _text_digest(text: str) -> str:
+def _flat_pin_of(key: tuple[str, SplitPatterns]) -> str:
+    return " ".join(split_text(key[0], key[1], with_fold=False).pin.split())
+
+
+def _flat_size(key: tuple[str, SplitPatterns], value: str) -> int:
+    return 2 * len(key[0]) + 200
+
+
+#: Opening messages seen recently (keyed by their text), bounded in entries and bytes.
+_flat_pins: BoundedMemo[tuple[str, SplitPatterns], str] = BoundedMemo(
+    _flat_pin_of, max_entries=1024, max_bytes=4 << 20, sizer=_flat_size
+)
+
+
+def _text_digest_of(text: str) -> str:
     return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
+
+
+#: Digests of recent opening texts, bounded in entries and bytes.
+_text_digest: BoundedMemo[str, str] = BoundedMemo(_text_digest_of, max_entries=1024, max_bytes=4 << 20)
 
 
 def opening_message(

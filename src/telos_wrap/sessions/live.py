@@ -65,6 +65,49 @@ def _release(held: LiveSession) -> None:
         _holding.pop(id(held), None)
 
 
+#: Sessions holding texts in this process (history memo, wire ledger, last request), least recently
+#: used first, with the bytes each holds. Bounded in bytes (``WARM_BYTES``, ``set_memory_limits``):
+#: past it the least recently used sessions drop those texts (``Session._cool``), which changes no
+#: byte that is sent (docs/sessions.md, "What a session keeps in this process").
+_warm: OrderedDict[int, tuple[Any, int]] = OrderedDict()
+_warm_total = 0
+WARM_BYTES = 32 << 20
+
+
+def _warm_up(session: Any, held: int) -> None:
+    """``session`` was just used and holds about ``held`` bytes of texts: cool the coldest past the bound."""
+    global _warm_total
+    cold: list[Any] = []
+    with _registry_lock:
+        previous = _warm.pop(id(session), None)
+        if previous is not None:
+            _warm_total -= previous[1]
+        _warm[id(session)] = (session, held)
+        _warm_total += held
+        while _warm_total > WARM_BYTES and len(_warm) > 1:
+            _, (oldest, size) = _warm.popitem(last=False)
+            _warm_total -= size
+            cold.append(oldest)
+    for oldest in cold:
+        oldest._cool()
+
+
+def _forget_warm(session: Any) -> None:
+    """``session`` holds no texts any more (cooled)."""
+    global _warm_total
+    with _registry_lock:
+        found = _warm.get(id(session))
+        if found is not None and found[0] is session:
+            del _warm[id(session)]
+            _warm_total -= found[1]
+
+
+def _warm_bytes() -> tuple[int, int]:
+    """(sessions, bytes) in the warm table."""
+    with _registry_lock:
+        return len(_warm), _warm_total
+
+
 def _held() -> list[LiveSession]:
     with _registry_lock:
         return list(_holding.values())

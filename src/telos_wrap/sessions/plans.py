@@ -31,6 +31,7 @@ from telos_wrap.errors import (
 )
 from telos_wrap.failopen import report_failure
 from telos_wrap.ir.model import UsageReport
+from telos_wrap.ir.shared import share
 from telos_wrap.sessions.state import EngineUsage, SessionState
 
 __all__ = [
@@ -346,7 +347,7 @@ class StateSync:
                         self.unavailable(blob.exc, strict, reported, blob.started)
                     elif blob is not None:
                         breaker.success()
-                        self.blobs[key] = blob
+                        self.blobs[key] = share(blob)  # one copy of a document pinned by many
             pending = len(self.pending)
             state = self.with_pending(base)
             new_state, result = step(state)

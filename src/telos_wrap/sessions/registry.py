@@ -14,6 +14,8 @@ from typing import Any, cast
 
 from telos_wrap.ir.hints import TelosHints, parse_hints
 from telos_wrap.ir.model import Api
+from telos_wrap.ir.shared import shared_texts
+from telos_wrap.sessions import live
 from telos_wrap.sessions.arguments import check_session_arguments
 from telos_wrap.sessions.core import CacheBreakCallback, Session
 from telos_wrap.sessions.identity import conversation_key
@@ -21,9 +23,51 @@ from telos_wrap.sessions.live import _live, _registry_lock, _stack
 from telos_wrap.sessions.stats import PriceMultipliers
 from telos_wrap.sessions.store import SessionStore, default_store
 
-__all__ = ["current_session", "implicit_session", "named_session", "session"]
+__all__ = [
+    "current_session",
+    "implicit_session",
+    "memory_limits",
+    "named_session",
+    "session",
+    "set_memory_limits",
+]
 
+#: Sessions the registry keeps (implicit ones; hint-named ones on a store, a table of their own).
 _IMPLICIT_LIMIT = 1024
+
+
+def memory_limits() -> dict[str, int]:
+    """The process's memory bounds for sessions (docs/sessions.md, "Memory"): ``implicit_sessions``
+    (sessions in each of the registry's tables), ``session_texts`` (bytes of texts live sessions
+    hold in this process: history memos, wire ledgers, last requests), ``shared_texts`` (bytes of
+    the texts held once for every conversation that sends them). The default store's own bound is
+    its ``max_bytes`` / ``max_sessions`` (``MemoryStore``)."""
+    return {
+        "implicit_sessions": _IMPLICIT_LIMIT,
+        "session_texts": live.WARM_BYTES,
+        "shared_texts": shared_texts.max_bytes,
+    }
+
+
+def set_memory_limits(
+    *, implicit_sessions: int | None = None, session_texts: int | None = None, shared: int | None = None
+) -> dict[str, int]:
+    """Change the bounds ``memory_limits`` reports (``None`` keeps one); returns the previous ones.
+    Lower bounds apply from the next request on."""
+    global _IMPLICIT_LIMIT
+    previous = memory_limits()
+    for name, value in (("implicit_sessions", implicit_sessions), ("session_texts", session_texts)):
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if shared is not None and (not isinstance(shared, int) or shared < 0):
+        raise ValueError(f"shared must be a non-negative integer, got {shared!r}")
+    if implicit_sessions is not None:
+        _IMPLICIT_LIMIT = implicit_sessions
+    if session_texts is not None:
+        live.WARM_BYTES = session_texts
+    if shared is not None:
+        shared_texts.max_bytes = shared
+    return previous
 
 
 def session(
@@ -113,16 +157,24 @@ def _lru_get(
     make: Callable[[], Session],
     valid: Callable[[Session], bool] | None = None,
 ) -> Session:
-    """The session under ``key``, made by ``make`` if absent (or not ``valid`` any more)."""
+    """The session under ``key``, made by ``make`` if absent (or not ``valid`` any more).
+
+    A session pushed out of the table is cooled (``Session._cool``: its texts dropped, its pending
+    usage written to an in-process store), so nothing of this process keeps it alive any more
+    unless the application holds it.
+    """
+    evicted: list[Session] = []
     with _registry_lock:
         found = table.get(key)
         if found is None or (valid is not None and not valid(found)):
             found = table[key] = make()
             while len(table) > _IMPLICIT_LIMIT:
-                table.popitem(last=False)
+                evicted.append(table.popitem(last=False)[1])
         else:
             table.move_to_end(key)
-        return found
+    for session in evicted:
+        session._cool()
+    return found
 
 
 def implicit_session(
@@ -137,7 +189,9 @@ def implicit_session(
     instructions or envelopes a harness rebuilds every turn (docs/sessions.md). Bounded LRU.
     """
     digest = conversation_key(api, body, drop_patterns, tenant)
-    return _lru_get(_implicit, digest, lambda: Session(f"implicit-{digest}", implicit=True))
+    return _lru_get(
+        _implicit, digest, lambda: Session(f"implicit-{digest}", implicit=True, keep_requests=False)
+    )
 
 
 def named_session(session_id: str, *, store: SessionStore | None = None) -> Session:
@@ -155,12 +209,12 @@ def named_session(session_id: str, *, store: SessionStore | None = None) -> Sess
         if live is not None and live.store is store:
             return cast(Session, live)
     if on_default:
-        return _lru_get(_named, (0, session_id), lambda: Session(session_id))
+        return _lru_get(_named, (0, session_id), lambda: Session(session_id, keep_requests=False))
     # Keyed by the store's identity; an entry is valid only while it is that very store (an id may
     # be reused once a store is gone, but an entry here keeps its store alive through its session).
     return _lru_get(
         _named,
         (id(store), session_id),
-        lambda: Session(session_id, store=store),
+        lambda: Session(session_id, store=store, keep_requests=False),
         valid=lambda found: found.store is store,
     )

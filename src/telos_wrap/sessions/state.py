@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from telos_wrap.ir.canon import canonical_json
+from telos_wrap.ir.shared import shared_texts
 from telos_wrap.sessions.records import CacheBreak, RangeFold, SlugFold, VolatileSpan
 
 __all__ = [
@@ -328,6 +329,27 @@ class SessionState:
     recent_breaks: tuple[CacheBreak, ...] = ()
     #: Schema name orders first seen (``sessions/orders.py``): ``"key:order"`` strings.
     orders: tuple[str, ...] = ()
+
+    def approx_bytes(self) -> int:
+        """About how many bytes this state object holds in memory (a ``MemoryStore``'s byte bound).
+
+        Prints count their hashes and arrays; texts this process shares with other conversations
+        (``ir.shared``: a system prompt's print) count once, in the shared table, not here; every
+        record (folds, learned spans, breaks) a flat 400 bytes plus its texts.
+        """
+        size = 1200 + len(self.session_id)
+        last = self.last
+        if last is not None:
+            size += 300 + len(last.hashes) + 4 * (len(last.sizes) + len(last.msg_blocks))
+        app = self.app
+        if app is not None:
+            size += 200 + len(app.messages) + len(app.kinds) + 60 * len(app.slugs)
+            size += sum(0 if shared_texts.holds(text) else 50 + len(text) for text in app.system or ())
+        size += sum(400 + len(fold.summary) for fold in self.slug_folds)
+        size += sum(400 + len(fold.summary) for fold in self.range_folds)
+        size += sum(400 + len(span.pattern) for span in (*self.volatile, *self.suspects))
+        size += sum(400 + len(brk.detail) for brk in self.recent_breaks)
+        return size + 100 * (len(self.pins) + len(self.orders) + len(self.usage))
 
     def with_break(self, brk: CacheBreak) -> SessionState:
         """This state with ``brk`` counted and kept among the recent ones."""

@@ -31,6 +31,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from telos_wrap.ir.shared import share, shared_texts
+
 __all__ = [
     "AsyncSessionStore",
     "MemoryStore",
@@ -48,6 +50,8 @@ class Dumpable(Protocol):
     """A state that can give its stored text (``SessionState``)."""
 
     def dumps(self) -> str: ...
+
+    def approx_bytes(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +184,22 @@ class _Entry:
     #: it on the first ``load``.
     state: Dumpable | None = None
     blobs: dict[str, str] = field(default_factory=dict)
+    #: What ``bytes`` counted for this entry last (``MemoryStore._account``).
+    size: int = 0
+
+    def bytes(self) -> int:
+        """About how many bytes the entry holds: its text, else its state's estimate, and its blobs
+        (texts shared with other sessions, ``ir.shared``, count once in the shared table)."""
+        size = 200 + len(self.text) if self.text is not None else 200
+        if self.state is not None:
+            size += self.state.approx_bytes()
+        for key, text in self.blobs.items():
+            size += 100 + len(key) + (0 if shared_texts.holds(text) else len(text))
+        return size
+
+
+#: The default byte bound of a ``MemoryStore`` (docs/sessions.md, "Memory").
+DEFAULT_STORE_BYTES = 64 << 20
 
 
 class MemoryStore:
@@ -187,14 +207,25 @@ class MemoryStore:
 
     Args:
         max_sessions: how many sessions to keep; a forgotten session starts again from nothing.
+        max_bytes: how many bytes of states and blobs to keep, about (``SessionState.approx_bytes``),
+            64 MiB by default; past it the least recently used sessions are forgotten first.
     """
 
-    def __init__(self, max_sessions: int = 10_000) -> None:
+    def __init__(self, max_sessions: int = 10_000, max_bytes: int = DEFAULT_STORE_BYTES) -> None:
         if max_sessions < 1:
             raise ValueError("max_sessions must be at least 1")
+        if max_bytes < 1:
+            raise ValueError("max_bytes must be at least 1")
         self.max_sessions = max_sessions
+        self.max_bytes = max_bytes
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._bytes = 0
         self._lock = threading.Lock()
+
+    @property
+    def bytes_held(self) -> int:
+        """About how many bytes the store's states and blobs hold (what ``max_bytes`` bounds)."""
+        return self._bytes
 
     def _touch(self, session_id: str, create: bool) -> _Entry | None:
         entry = self._entries.get(session_id)
@@ -202,11 +233,24 @@ class MemoryStore:
             if not create:
                 return None
             entry = self._entries[session_id] = _Entry()
-            while len(self._entries) > self.max_sessions:
-                self._entries.popitem(last=False)
+            self._evict()
         else:
             self._entries.move_to_end(session_id)
         return entry
+
+    def _account(self, entry: _Entry) -> None:
+        """``entry`` changed: count its bytes again and forget the least recently used past the bound."""
+        size = entry.bytes()
+        self._bytes += size - entry.size
+        entry.size = size
+        self._evict()
+
+    def _evict(self) -> None:
+        while len(self._entries) > 1 and (
+            len(self._entries) > self.max_sessions or self._bytes > self.max_bytes
+        ):
+            _, dropped = self._entries.popitem(last=False)
+            self._bytes -= dropped.size
 
     def load(self, session_id: str) -> Versioned | None:
         with self._lock:
@@ -215,6 +259,8 @@ class MemoryStore:
                 return None
             if entry.text is None and entry.state is not None:
                 entry.text = entry.state.dumps()
+                entry.state = None  # the text is what is kept (not both)
+                self._account(entry)
             return None if entry.text is None else Versioned(entry.revision, entry.text)
 
     def compare_and_set(self, session_id: str, expected: int, text: str) -> int | None:
@@ -226,6 +272,7 @@ class MemoryStore:
             entry.revision = next(_revisions)
             entry.text = text
             entry.state = None
+            self._account(entry)
             return entry.revision
 
     def swap_state(self, session_id: str, expected: int, state: Dumpable) -> Swapped:
@@ -242,6 +289,7 @@ class MemoryStore:
                 entry.revision = next(_revisions)
                 entry.text = None
                 entry.state = state
+                self._account(entry)
                 return Swapped(entry.revision)
         return Swapped(None, self.load(session_id))
 
@@ -254,7 +302,8 @@ class MemoryStore:
         with self._lock:
             entry = self._touch(session_id, create=True)
             assert entry is not None
-            entry.blobs[key] = text
+            entry.blobs[key] = share(text)
+            self._account(entry)
 
     def get_blob(self, session_id: str, key: str) -> str | None:
         with self._lock:
@@ -263,7 +312,9 @@ class MemoryStore:
 
     def delete(self, session_id: str) -> None:
         with self._lock:
-            self._entries.pop(session_id, None)
+            dropped = self._entries.pop(session_id, None)
+            if dropped is not None:
+                self._bytes -= dropped.size
 
     # In memory nothing blocks: the async twins are the sync methods.
     async def aload(self, session_id: str) -> Versioned | None:

@@ -54,7 +54,6 @@ in ``sessions/values.py``, span records in ``sessions/records.py``.
 from __future__ import annotations
 
 import difflib
-import functools
 import hashlib
 import itertools
 import re
@@ -65,6 +64,7 @@ from dataclasses import dataclass, replace
 from telos_wrap.ir.canon import canonical_bytes
 from telos_wrap.ir.model import Band, BlockKind, TelosIR
 from telos_wrap.ir.refpool import entry_payload_text, parse_rendered
+from telos_wrap.ir.shared import BoundedMemo, share, shared_texts
 from telos_wrap.lift.text_units import regions, unit_of
 from telos_wrap.lift.user_split import SplitPatterns, split_text
 from telos_wrap.sessions.records import SpanKind, VolatileSpan
@@ -207,17 +207,24 @@ def _parse_line(entry: str) -> _Line:
     return _Line(parts[0], parts[1], tuple(values[i : i + 6] for i in range(0, len(values), 6)))
 
 
-@functools.lru_cache(maxsize=256)
-def _block_print(text: str | None) -> str:
-    if text is None:
-        return "~"
+def _block_print_of(text: str) -> str:
     if text.startswith("\x00"):
         return "~" + text[1:]
-    return ",".join(_line_print(line) for line in text.split("\n"))
+    return share(",".join(_line_print(line) for line in text.split("\n")))
+
+
+#: Block prints by text (the text is shared first: the key is the one copy of a prompt many
+#: conversations send), bounded in entries and bytes (docs/sessions.md).
+_block_prints: BoundedMemo[str, str] = BoundedMemo(_block_print_of, max_entries=256, max_bytes=4 << 20)
+
+
+def _block_print(text: str | None) -> str:
+    return "~" if text is None else _block_prints(share(text))
 
 
 def fingerprint(view: Sequence[str | None]) -> tuple[str, ...]:
-    """What the state keeps of a lifted system segment: per block, per line, hashes only."""
+    """What the state keeps of a lifted system segment: per block, per line, hashes only (one
+    shared copy of a block's print for every conversation that sends the block: ``ir.shared``)."""
     return tuple(_block_print(text) for text in view)
 
 
@@ -504,8 +511,12 @@ def present_spans(view: Sequence[str | None], index: int) -> tuple[VolatileSpan,
     return tuple(spans)
 
 
-@functools.lru_cache(maxsize=256)
 def _present_spans_of(block: int, text: str) -> tuple[VolatileSpan, ...]:
+    return _present_memo((share(text), block))
+
+
+def _present_spans_keyed(key: tuple[str, int]) -> tuple[VolatileSpan, ...]:
+    text, block = key
     numbers = [number for number, line in enumerate(text.split("\n")) if _present_line(line)]
     if not numbers:
         return ()
@@ -519,6 +530,16 @@ def _present_spans_of(block: int, text: str) -> tuple[VolatileSpan, ...]:
         if span is not None and span.lines == 1:
             spans.append(span)
     return tuple(spans)
+
+
+def _spans_size(key: tuple[str, int], spans: tuple[VolatileSpan, ...]) -> int:
+    return (0 if shared_texts.holds(key[0]) else len(key[0])) + 400 * len(spans)
+
+
+#: Present-line spans by (shared) text and block, bounded in entries and bytes.
+_present_memo: BoundedMemo[tuple[str, int], tuple[VolatileSpan, ...]] = BoundedMemo(
+    _present_spans_keyed, max_entries=256, max_bytes=2 << 20, sizer=_spans_size
+)
 
 
 def _skeleton_regex(fragment: str) -> tuple[str, int]:
