@@ -171,10 +171,13 @@ def test_poisoned_entries_are_ignored(patched: None) -> None:
     view = (app_system(30, 0),)
     assert fleet_module.adopt(view, kept) == ()
     assert len(fleet_module.adopt(view, good)) == len(good)
-    # Another template is offered nothing, whatever the store holds for this one.
+    # A prompt that differs in words (another name in its first line) is the same application of
+    # this tenant: the facts are placed on it and verified, so it starts with them (issue 34).
     store.put_blob(key, fleet_module.FACTS, fleet_module.encode(good))
     other, _ = _conversation(store, 20, app="Another Corp")
-    assert other.stats.cache_breaks == 1 and all(span.origin == "" for span in other.volatile_spans)
+    assert other.stats.cache_breaks == 0 and {span.origin for span in other.volatile_spans} == {"fleet"}
+    # A prompt where the units are not where the facts say is offered nothing that moves.
+    assert fleet_module.adopt(("You are somebody else.\nBe concise.",), good) == ()
 
 
 def test_a_failing_store_never_breaks_the_call(patched_lenient: None) -> None:

@@ -3,16 +3,18 @@
 A conversation learns which system lines are volatile (``volatility.py``) the first time they change,
 and pays one cache break for it. Every conversation of the same application pays that break again.
 Fleet learning records what a conversation learned — where its volatile units sit, as *facts* — in
-the session store, under the application's namespace and the system prompt's *template*, and offers
-them to every new conversation whose system prompt has the same template: it starts with them as
+the session store, under the tenant's namespace and the *application* (its tools), and offers
+them to every new conversation of that application: it starts with them as
 pre-learned spans, each learned again and verified on its own prompt before use.
 
-* **The template** (``template_key``): a digest of the number of system blocks and, per block, its
-  lines that hold no digit (so no value: ``volatility.VALUE`` tokens are digit-bearing), in order. Two
-  conversations of one application whose system prompts differ only in values (a clock, a job list,
-  counts, ids) have one template; another application, or a prompt edited in words, has another.
-  A prompt with fewer than ``MIN_TEMPLATE`` characters of value-free text has no template (it is
-  too little to tell applications apart): nothing is shared for it.
+* **The application** (``application_key``): within the tenant's namespace, a digest of the
+  request's tool names and the number of its system blocks — not of the system prompt's words, so
+  the conversations of an application whose prompts name their user ("You are helping Ana Lopez"),
+  carry a per-user section or numbered rules share one pool of facts; which fact fits a prompt is
+  decided on the prompt itself (``adopt``, below). A prompt with fewer than ``MIN_TEMPLATE``
+  characters of value-free text (``template_key``: its system lines that hold no digit) has no
+  application: too little to share anything about. (Before, the pool was keyed by that template,
+  so a name in a digit-free line made every conversation an application of its own.)
 * **The facts** (``Fact``, ``facts_of``): the units this conversation learned because it *saw them
   change* — a live value or a list at its first change, a run of lines at its second (``kind``
   ``value``, ``list``, ``lines``, ``region``). Never a suspect (a one-off edit stays in its
@@ -29,6 +31,12 @@ pre-learned spans, each learned again and verified on its own prompt before use.
   by each publish), bounded like every session of a ``MemoryStore`` (one process: an in-process
   fleet). ``namespace`` is a digest of the ``isolation`` hint: tenants that set it never share
   facts; without it the namespace is the store itself (docs/sessions.md, "Fleet learning").
+* **Merging** (``merged``): a fact that says where a known fact's unit sits (same kind, block and
+  own line) in a prompt whose neighbouring line differs in words — another user's name — does not
+  become a second fact: the known one's neighbour is generalized, the differing words made
+  ``\\S+`` holes (``_generalized``: same number of words, at least one kept). So what the
+  conversations of an application differ in is not kept as a literal once two of them were seen
+  to differ there, and the neighbour then fits every user's prompt.
 * **Use** (``adopt``): at the first request a process prepares for a conversation that has made no
   request yet, each fact is placed on this prompt's lifted system segment, layer by layer in the
   order it was learned: the unit must be found exactly once (its own line, or the one run between
@@ -39,6 +47,10 @@ pre-learned spans, each learned again and verified on its own prompt before use.
   conversation's own spans. Facts read from the store are untrusted: malformed records are
   skipped, and a skeleton is compiled only if it is made of escaped literals and ``\\S+`` holes
   with whitespace between two holes (``_skeleton_pieces``), so a hostile regex never runs.
+
+Why one module, over 500 lines: the facts' format, the skeleton grammar that guards what is read
+back, merging and placing are one contract (what ``facts_of`` writes is what ``_skeleton_pieces``
+accepts, ``merged`` generalizes and ``_place`` finds); split, each half would restate it.
 
 Everything here is pure; the store I/O (fail open, through the store's circuit breaker) is
 ``fleet_io.py``.
@@ -69,6 +81,7 @@ __all__ = [
     "MIN_TEMPLATE",
     "Fact",
     "adopt",
+    "application_key",
     "decode",
     "encode",
     "facts_of",
@@ -159,6 +172,40 @@ def template_key(api: Api, body: Mapping[str, Any], drop_patterns: Sequence[str]
         return digest.hexdigest() if stable >= MIN_TEMPLATE else None
     except Exception:  # a body the lift will refuse anyway: no template
         logger.debug("telos_wrap: no fleet template for this request", exc_info=True)
+        return None
+
+
+def _tool_names(body: Mapping[str, Any]) -> list[str]:
+    names = []
+    tools = body.get("tools")
+    for tool in tools if isinstance(tools, list) else ():
+        if not isinstance(tool, Mapping):
+            continue
+        function = tool.get("function")
+        name = function.get("name") if isinstance(function, Mapping) else tool.get("name")
+        names.append(name if isinstance(name, str) else str(tool.get("type", "")))
+    return sorted(names)
+
+
+def application_key(api: Api, body: Mapping[str, Any], drop_patterns: Sequence[str] = ()) -> str | None:
+    """The application of ``body`` within its tenant's namespace (see module docstring): a digest of
+    its tool names and the number of its system blocks, or ``None`` when its system prompt has fewer
+    than ``MIN_TEMPLATE`` characters of value-free text (too little to share anything about).
+
+    It does not depend on the system prompt's words: conversations whose prompts name their user, or
+    carry a per-user section, are one application. Which facts fit a prompt is decided on the prompt
+    itself (``adopt``: a unit found exactly once where its neighbours say). Never raises.
+    """
+    try:
+        if template_key(api, body, drop_patterns) is None:
+            return None
+        digest = hashlib.blake2b(digest_size=16)
+        digest.update(f"app\x00{len(_system_texts(api, body))}\x00".encode())
+        for name in _tool_names(body):
+            digest.update(name.encode("utf-8", "surrogatepass") + b"\x00")
+        return digest.hexdigest()
+    except Exception:  # a body the lift will refuse anyway: no application
+        logger.debug("telos_wrap: no fleet application for this request", exc_info=True)
         return None
 
 
@@ -347,11 +394,57 @@ def decode(text: str | None) -> tuple[Fact, ...]:
     return tuple(found.values())
 
 
+_TOKEN = r"\ "  # an escaped space: where ``volatility.skeleton_regex`` separates a line's words
+
+
+def _generalized(one: str | None, other: str | None) -> str | None:
+    """One neighbour skeleton that fits both lines, their words that differ made ``\\S+`` holes
+    (same number of words, at least one word kept), or ``None``."""
+    if one is None or other is None:
+        return None
+    words, others = one.split(_TOKEN), other.split(_TOKEN)
+    if len(words) != len(others):
+        return None
+    kept = [word if word == theirs else _HOLE for word, theirs in zip(words, others, strict=True)]
+    if all(word in (_HOLE, "") for word in kept):
+        return None
+    result = _TOKEN.join(kept)
+    return result if _skeleton_ok(result) else None
+
+
+def _joined(known: Fact, new: Fact) -> Fact | None:
+    """``known`` with the one neighbour in which ``new`` differs generalized (``_generalized``), when
+    both say the same unit (kind, block and own line) sits between neighbours that differ only in
+    words: the same place in two conversations whose prompts differ there (a user's name)."""
+    if (known.kind, known.block, known.own) != (new.kind, new.block, new.own):
+        return None
+    if known.before == new.before and known.after != new.after:
+        after = _generalized(known.after, new.after)
+        return None if after is None else replace(known, after=after)
+    if known.after == new.after and known.before != new.before:
+        before = _generalized(known.before, new.before)
+        return None if before is None else replace(known, before=before)
+    return None
+
+
 def merged(known: Sequence[Fact], new: Iterable[Fact]) -> tuple[Fact, ...]:
-    """The union of ``known`` and ``new``, the known ones first, capped at ``MAX_FACTS``."""
+    """The union of ``known`` and ``new``, the known ones first, capped at ``MAX_FACTS``. A new fact
+    that says where a known one's unit sits, in a conversation whose neighbouring line differs in
+    words, generalizes that neighbour instead (``_joined``): what two conversations' prompts
+    differ in is never kept as a literal of the application's facts."""
     found = {fact.key: fact for fact in known}
     for fact in new:
-        found.setdefault(fact.key, fact)
+        if fact.key in found:
+            continue
+        for key, old in list(found.items()):
+            joined = _joined(old, fact)
+            if joined is not None:
+                found = {
+                    (joined.key if k == key else k): (joined if k == key else v) for k, v in found.items()
+                }
+                break
+        else:
+            found[fact.key] = fact
     return tuple(found.values())[:MAX_FACTS]
 
 

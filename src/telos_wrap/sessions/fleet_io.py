@@ -17,7 +17,16 @@ from typing import Any
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Api
 from telos_wrap.sessions.breaker import breaker_of
-from telos_wrap.sessions.fleet import FACTS, Fact, decode, encode, fleet_id, merged, namespace, template_key
+from telos_wrap.sessions.fleet import (
+    FACTS,
+    Fact,
+    application_key,
+    decode,
+    encode,
+    fleet_id,
+    merged,
+    namespace,
+)
 from telos_wrap.sessions.store import AsyncSessionStore, SessionStore
 
 __all__ = [
@@ -116,7 +125,7 @@ async def apublish(store: SessionStore, space: str, template: str, new: Sequence
 def _where(
     api: Api, body: Mapping[str, Any], hints: TelosHints, tenant: str | None
 ) -> tuple[str, str] | None:
-    template = template_key(api, body, hints.drop_patterns)
+    template = application_key(api, body, hints.drop_patterns)
     return None if template is None else (namespace(hints.isolation, tenant), template)
 
 
