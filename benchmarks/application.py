@@ -16,8 +16,8 @@ next one within the TTL. Here:
   one careless-harness style (``telos_wrap.testing.harnesses``, seeded per conversation: the clocks
   of two conversations differ). Its system prompt is either **one prompt** for everybody, or
   **per user**: ``You are helping Ana Lopez (account 1000).`` and ``Address the customer as Ana.``
-  first, a name and account of its own per conversation (stable caller text early in the prompt,
-  as many applications write it).
+  after its first line, a name and account of its own per conversation (stable caller text early
+  in the prompt, as many applications write it).
 * **In time**: conversations arrive at ``--rate`` per minute (exponential gaps, seeded), each request
   follows the previous one of its conversation after 5-40 s (the user reads and types), lengths are
   the trace sessions' own, cut to ``--max-turns``; requests are sent in time order by ``--workers``
@@ -123,6 +123,13 @@ QUICK_APPS: dict[str, tuple[str, str, tuple[str, ...]]] = {
 QUICK_CONVERSATIONS = 6
 
 
+def with_user(text: str, number: int) -> str:
+    """``text`` with conversation ``number``'s per-user lines after its first line (early in the
+    prompt, as many applications write them: ``You are <the app>.`` then who is being helped)."""
+    first, newline, rest = text.partition("\n")
+    return f"{first}\n{user_line(number)}{newline}{rest}"
+
+
 def user_line(number: int) -> str:
     """The per-user line of conversation ``number``."""
     first = FIRST_NAMES[number % len(FIRST_NAMES)]
@@ -167,8 +174,7 @@ def conversations_of(
             kwargs = copy.deepcopy(request.kwargs)
             _ticket(kwargs, number)
             if kind == "per-user":
-                line = user_line(number)
-                SHAPES[request.api].edit_system_text(kwargs, lambda text, line=line: f"{line}\n{text}")
+                SHAPES[request.api].edit_system_text(kwargs, lambda text, n=number: with_user(text, n))
             requests.append(replace(request, session=f"c{number}", kwargs=kwargs))
         if style == "clean":
             out.append(Conversation(number, requests, [() for _ in requests]))
@@ -432,7 +438,9 @@ def table(rows: Sequence[Row]) -> list[str]:
 
 def sessions_for(traces: Path, source: str, vendor: str) -> list[list[TraceRequest]]:
     """The sessions of ``source`` for ``vendor`` (Anthropic: its ``.as-anthropic`` conversion)."""
-    if source == "demo":
+    if source == "demo":  # an Anthropic session: Anthropic rules only
+        if vendor != "anthropic":
+            return []
         path = demo_path()
         api = "anthropic"
     else:

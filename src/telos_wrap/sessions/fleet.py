@@ -3,15 +3,17 @@
 A conversation learns which system lines are volatile (``volatility.py``) the first time they change,
 and pays one cache break for it. Every conversation of the same application pays that break again.
 Fleet learning records what a conversation learned — where its volatile units sit, as *facts* — in
-the session store, under the tenant's namespace and the *application* (its tools), and offers
-them to every new conversation of that application: it starts with them as
+the session store, under the tenant's namespace, and offers them to every new conversation of
+that tenant's applications: it starts with them as
 pre-learned spans, each learned again and verified on its own prompt before use.
 
-* **The application** (``application_key``): within the tenant's namespace, a digest of the
-  request's tool names and the number of its system blocks — not of the system prompt's words, so
-  the conversations of an application whose prompts name their user ("You are helping Ana Lopez"),
-  carry a per-user section or numbered rules share one pool of facts; which fact fits a prompt is
-  decided on the prompt itself (``adopt``, below). A prompt with fewer than ``MIN_TEMPLATE``
+* **The application** (``application_key``): the tenant's namespace and the number of system
+  blocks — not the system prompt's words, nor the tools (a harness offers a tool more in some
+  conversations), so the conversations of an application whose prompts name their user ("You are
+  helping Ana Lopez"), carry a per-user section or numbered rules share one pool of facts; which
+  fact fits a prompt is decided on the prompt itself (``adopt``, below: a unit found exactly once
+  where its neighbours say, whole, verified). Several applications of one tenant share the pool
+  (``MAX_FACTS``). A prompt with fewer than ``MIN_TEMPLATE``
   characters of value-free text (``template_key``: its system lines that hold no digit) has no
   application: too little to share anything about. (Before, the pool was keyed by that template,
   so a name in a digit-free line made every conversation an application of its own.)
@@ -31,10 +33,11 @@ pre-learned spans, each learned again and verified on its own prompt before use.
   by each publish), bounded like every session of a ``MemoryStore`` (one process: an in-process
   fleet). ``namespace`` is a digest of the ``isolation`` hint: tenants that set it never share
   facts; without it the namespace is the store itself (docs/sessions.md, "Fleet learning").
-* **Merging** (``merged``): a fact that says where a known fact's unit sits (same kind, block and
-  own line) in a prompt whose neighbouring line differs in words — another user's name — does not
-  become a second fact: the known one's neighbour is generalized, the differing words made
-  ``\\S+`` holes (``_generalized``: same number of words, at least one kept). So what the
+* **Merging** (``merged``): a fact that says where a known fact's unit sits (same kind and block)
+  in a prompt whose neighbouring line or own line differs in words — another user's name — does not
+  become a second fact: the known one's differing lines are generalized, the differing words made
+  ``\\S+`` holes (``_joined``: at most two of the three lines differ, each the same number of
+  words, its own line keeps half of its words). So what the
   conversations of an application differ in is not kept as a literal once two of them were seen
   to differ there, and the neighbour then fits every user's prompt.
 * **Use** (``adopt``): at the first request a process prepares for a conversation that has made no
@@ -71,6 +74,7 @@ from typing import Any
 from telos_wrap.ir.canon import canonical_json
 from telos_wrap.ir.model import Api
 from telos_wrap.lift.user_split import DEFAULT_PATTERNS, split_text
+from telos_wrap.sessions.fleet_shape import decode_prints
 from telos_wrap.sessions.records import SpanKind, VolatileSpan
 from telos_wrap.sessions.volatility import MAX_SPAN_LINES, VALUE, expected_view, skeleton_regex, unit_span
 
@@ -83,10 +87,12 @@ __all__ = [
     "adopt",
     "application_key",
     "decode",
+    "decode_entry",
     "encode",
     "facts_of",
     "fleet_id",
     "namespace",
+    "system_pin_texts",
     "template_key",
 ]
 
@@ -148,6 +154,13 @@ def _system_texts(api: Api, body: Mapping[str, Any]) -> list[str]:
     return texts
 
 
+def system_pin_texts(api: Api, body: Mapping[str, Any], drop_patterns: Sequence[str] = ()) -> list[str]:
+    """The system prompt of ``body``, one text per block, its tagged envelopes (the default DROP
+    patterns and ``drop_patterns``) left out as the lift leaves them out."""
+    patterns = DEFAULT_PATTERNS.extended(drop=drop_patterns) if drop_patterns else DEFAULT_PATTERNS
+    return [split_text(text, patterns, with_fold=False).pin for text in _system_texts(api, body)]
+
+
 def template_key(api: Api, body: Mapping[str, Any], drop_patterns: Sequence[str] = ()) -> str | None:
     """The template of ``body``'s system prompt (see module docstring), or ``None`` if it has none.
 
@@ -175,35 +188,21 @@ def template_key(api: Api, body: Mapping[str, Any], drop_patterns: Sequence[str]
         return None
 
 
-def _tool_names(body: Mapping[str, Any]) -> list[str]:
-    names = []
-    tools = body.get("tools")
-    for tool in tools if isinstance(tools, list) else ():
-        if not isinstance(tool, Mapping):
-            continue
-        function = tool.get("function")
-        name = function.get("name") if isinstance(function, Mapping) else tool.get("name")
-        names.append(name if isinstance(name, str) else str(tool.get("type", "")))
-    return sorted(names)
-
-
 def application_key(api: Api, body: Mapping[str, Any], drop_patterns: Sequence[str] = ()) -> str | None:
-    """The application of ``body`` within its tenant's namespace (see module docstring): a digest of
-    its tool names and the number of its system blocks, or ``None`` when its system prompt has fewer
-    than ``MIN_TEMPLATE`` characters of value-free text (too little to share anything about).
+    """The fleet pool of ``body`` within its tenant's namespace (see module docstring): a digest of
+    the number of its system blocks, or ``None`` when its system prompt has fewer than
+    ``MIN_TEMPLATE`` characters of value-free text (too little to share anything about).
 
-    It does not depend on the system prompt's words: conversations whose prompts name their user, or
-    carry a per-user section, are one application. Which facts fit a prompt is decided on the prompt
-    itself (``adopt``: a unit found exactly once where its neighbours say). Never raises.
+    It depends neither on the system prompt's words nor on the tools: conversations whose prompts
+    name their user, carry a per-user section, or whose harness offers a tool more in some
+    conversations, are one application. Which facts fit a prompt is decided on the prompt itself
+    (``adopt``: a unit found exactly once where its neighbours say, verified). Never raises.
     """
     try:
         if template_key(api, body, drop_patterns) is None:
             return None
-        digest = hashlib.blake2b(digest_size=16)
-        digest.update(f"app\x00{len(_system_texts(api, body))}\x00".encode())
-        for name in _tool_names(body):
-            digest.update(name.encode("utf-8", "surrogatepass") + b"\x00")
-        return digest.hexdigest()
+        material = f"app\x00{len(_system_texts(api, body))}".encode()
+        return hashlib.blake2b(material, digest_size=16).hexdigest()
     except Exception:  # a body the lift will refuse anyway: no application
         logger.debug("telos_wrap: no fleet application for this request", exc_info=True)
         return None
@@ -370,9 +369,26 @@ def facts_of(view: Sequence[str | None], learned: Sequence[VolatileSpan]) -> tup
     return tuple(facts)
 
 
-def encode(facts: Iterable[Fact]) -> str:
-    """The stored text of a template's facts (JSON, never pickle)."""
-    return canonical_json({"v": _VERSION, "facts": [fact.to_json() for fact in facts]})
+def encode(facts: Iterable[Fact], prints: Sequence[str] = ()) -> str:
+    """The stored text of an application's facts (JSON, never pickle), and the shape of one of its
+    system prompts (``fleet_shape.prints``: digests, no text) when known."""
+    data: dict[str, Any] = {"v": _VERSION, "facts": [fact.to_json() for fact in facts]}
+    if prints:
+        data["prints"] = list(prints)
+    return canonical_json(data)
+
+
+def decode_entry(text: str | None) -> tuple[tuple[Fact, ...], tuple[str, ...]]:
+    """``(facts, prints)`` of a stored text (``decode``; ``fleet_shape.decode_prints``); never raises."""
+    if not text or len(text) > MAX_ENTRY:
+        return (), ()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return (), ()
+    if not isinstance(data, dict) or data.get("v") != _VERSION:
+        return (), ()
+    return decode(text), decode_prints(data)
 
 
 def decode(text: str | None) -> tuple[Fact, ...]:
@@ -413,18 +429,27 @@ def _generalized(one: str | None, other: str | None) -> str | None:
 
 
 def _joined(known: Fact, new: Fact) -> Fact | None:
-    """``known`` with the one neighbour in which ``new`` differs generalized (``_generalized``), when
-    both say the same unit (kind, block and own line) sits between neighbours that differ only in
-    words: the same place in two conversations whose prompts differ there (a user's name)."""
-    if (known.kind, known.block, known.own) != (new.kind, new.block, new.own):
+    """``known`` with what ``new`` differs in generalized (``_generalized``), when both say where one
+    unit sits (same kind and block) in two conversations whose prompts differ there in words (a
+    user's name in the line before it, or in its own line): at most two of its own line and its two
+    neighbours differ, each generalizes, and its own line keeps at least half of its words."""
+    if (known.kind, known.block) != (new.kind, new.block):
         return None
-    if known.before == new.before and known.after != new.after:
-        after = _generalized(known.after, new.after)
-        return None if after is None else replace(known, after=after)
-    if known.after == new.after and known.before != new.before:
-        before = _generalized(known.before, new.before)
-        return None if before is None else replace(known, before=before)
-    return None
+    pairs = ((known.own, new.own), (known.before, new.before), (known.after, new.after))
+    differ = [one != other for one, other in pairs]
+    if not any(differ) or all(differ):
+        return None
+    own, before, after = (
+        one if not changed else _generalized(one, other)
+        for (one, other), changed in zip(pairs, differ, strict=True)
+    )
+    if any(changed and value is None for value, changed in zip((own, before, after), differ, strict=True)):
+        return None
+    if own is not None and known.own is not None and differ[0]:
+        words = own.split(_TOKEN)
+        if 2 * sum(word != _HOLE for word in words) < len(words):
+            return None
+    return replace(known, own=own, before=before, after=after)
 
 
 def merged(known: Sequence[Fact], new: Iterable[Fact]) -> tuple[Fact, ...]:
