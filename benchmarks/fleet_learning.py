@@ -20,26 +20,32 @@ Reported per style: efficiency (cache reads / oracle bound, ``benchmarks/_bench_
 first conversations and of the later ones, fleet off and on, and the later ones against the causal
 bound. The acceptance lines (issue 27): on the styles a single conversation can only learn at their
 first change (``FIRST_CHANGE``), later conversations read >= 0.99 of the oracle bound with fleet
-learning; the first conversations read exactly what they read without it.
+learning; the first conversations read exactly what they read without it. ``--per-user`` (issue 34)
+puts ``application.user_line`` after the first line of each conversation's system prompt (its own
+name and account, ``application.with_user``):
+the same lines hold for prompts that name their user.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bench_bound import SessionBound
+from application import with_user
 from cache_efficiency import DEFAULT_TRACES, sessions_of, source_name, styled
 
 import telos_wrap
 from telos_wrap.replay import TELOS, patched, replay
 from telos_wrap.sessions import MemoryStore
 from telos_wrap.sessions.fleet import template_key
+from telos_wrap.testing.harnesses import SHAPES
 
 #: Styles whose volatility one conversation learns only at its first change (a value without a "now"
 #: label, a list of live lines, counts that change on some turns).
@@ -105,13 +111,25 @@ def _reads(requests: list[Any], store: MemoryStore, fleet: bool, mode: str = "re
     return [turn.read for turn in run.turns]
 
 
-def run_style(style: str, applications: dict[str, list[list[Any]]], mode: str = "rendered") -> Row:
+def per_user(session: list[Any], number: int) -> list[Any]:
+    """``session`` with its system prompt naming its own user early (``application.with_user``)."""
+    out = []
+    for request in session:
+        kwargs = copy.deepcopy(request.kwargs)
+        SHAPES[request.api].edit_system_text(kwargs, lambda text: with_user(text, number))
+        out.append(replace(request, kwargs=kwargs))
+    return out
+
+
+def run_style(
+    style: str, applications: dict[str, list[list[Any]]], mode: str = "rendered", users: bool = False
+) -> Row:
     row = Row(style, Tally(), Tally(), Tally(), Tally())
     for name, sessions in applications.items():
         shared = MemoryStore()
         app_off, app_on = row.apps.setdefault(name, (Tally(), Tally()))
         for number, session in enumerate(sessions):
-            requests, volatile = styled(session, style)
+            requests, volatile = styled(per_user(session, number) if users else session, style)
             oracle, causal = SessionBound(), SessionBound(causal=True)
             bounds = [oracle.add(r.api, r.kwargs, v) for r, v in zip(requests, volatile, strict=True)]
             causal_bounds = [causal.add(r.api, r.kwargs, v) for r, v in zip(requests, volatile, strict=True)]
@@ -173,6 +191,11 @@ def main(argv: list[str] | None = None) -> int:
         default="rendered",
         help="the emulator's render mode (docs/emulator.md, 'Render modes')",
     )
+    parser.add_argument(
+        "--per-user",
+        action="store_true",
+        help="each conversation's system prompt names its own user early (application.with_user)",
+    )
     parser.add_argument("--write-md", type=Path, default=None, help="write the table to this file")
     args = parser.parse_args(argv)
     limit, turns = args.sessions_per_source, args.max_turns
@@ -194,10 +217,12 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with patched():
         for style in [s for s in args.styles.split(",") if s]:
-            rows.append(run_style(style, applications, args.mode))
+            rows.append(run_style(style, applications, args.mode, args.per_user))
             print(table(rows)[-1], file=sys.stderr, flush=True)
+    users = "Per-user prompts: each conversation's system prompt names its user after its first line. "
     out = [
-        "Applications (sessions of one source and one system-prompt template, 2+ of them; "
+        (users if args.per_user else "")
+        + "Applications (sessions of one source and one system-prompt template, 2+ of them; "
         "conversations each): " + ", ".join(f"{name} ({len(s)})" for name, s in applications.items()),
         "",
         *table(rows),

@@ -120,7 +120,10 @@ def test_facts_never_cross_api_keys_or_base_urls(wire: Wire) -> None:
     implicit sessions, T1): two tenants of one store, each with its own API key, never share."""
     store = MemoryStore()
     _converse(wire, store, 1, api_key="sk-tenant-a")
-    for args in ({"api_key": "sk-tenant-b"}, {"api_key": "sk-tenant-a", "base_url": "https://eu.example.com"}):
+    for args in (
+        {"api_key": "sk-tenant-b"},
+        {"api_key": "sk-tenant-a", "base_url": "https://eu.example.com"},
+    ):
         other = _converse(wire, store, 2, **args)
         assert all(span.origin == "" for span in other.volatile_spans), args
         assert other.stats.cache_breaks >= 1
@@ -149,3 +152,54 @@ def test_facts_never_cross_redis_prefixes(wire: Wire, redis_url: str, redis_pref
     _assert_clean(entries, range(1, 4))
     mine.close()
     theirs.close()
+
+
+# -- per-user prompts (issue 34): one application whose prompts name their user ---------------------
+
+NAMES = ("Ana Lopez", "Bruno Novak", "Chloe Okafor", "Dmitri Petrov", "Esi Quinn")
+
+
+def _per_user_system(name: str, conv: int, turn: int) -> str:
+    return (
+        "You are the billing assistant of Example Corp; answer billing questions only.\n"
+        f"You are helping {name}.\n"
+        f"{17 * turn + conv}s\n"  # too little text to match by itself: anchored on its neighbours
+        f"Server clock: 2026-05-01 10:{turn:02d}:07\n{RULES}Be concise."
+    )
+
+
+def _converse_as(wire: Wire, store: Any, conv: int, name: str, api_key: str, turns: int = 4) -> Any:
+    client = wire.anthropic(api_key=api_key)
+    with telos_wrap.session(f"u-{conv}", store=store) as sess:
+        for turn in range(turns):
+            client.messages.create(
+                model=MODEL,
+                max_tokens=16,
+                system=_per_user_system(name, conv, turn),
+                messages=_messages(conv, turn),
+            )
+    client.close()
+    return sess
+
+
+def test_per_user_prompts_share_facts_within_their_tenant_only(wire: Wire) -> None:
+    store = MemoryStore()
+    first = _converse_as(wire, store, 1, NAMES[0], "sk-tenant-a")
+    assert first.stats.cache_breaks == 1 and all(span.origin == "" for span in first.volatile_spans)
+    # Every other user's conversation of the same application (its own name in its prompt) starts
+    # with the facts, each placed and verified on its own prompt: no first-change break.
+    for conv, name in ((2, NAMES[1]), (3, NAMES[2]), (4, NAMES[3])):
+        later = _converse_as(wire, store, conv, name, "sk-tenant-a")
+        assert later.stats.cache_breaks == 0, name
+        assert {span.origin for span in later.volatile_spans} == {"fleet"}
+    # Another tenant (its own API key) of the same store, same application text: nothing crosses.
+    entries = _fleet_entries(store)
+    assert len(entries) == 1
+    stranger = _converse_as(wire, store, 5, NAMES[4], "sk-tenant-b")
+    assert all(span.origin == "" for span in stranger.volatile_spans)
+    assert stranger.stats.cache_breaks >= 1
+    theirs = {k: v for k, v in _fleet_entries(store).items() if k not in entries}
+    assert len(theirs) == 1  # its own namespace, written by its own conversation
+    for name in NAMES[:4]:  # nothing of tenant A's prompts reaches tenant B's facts
+        assert not any(part in text for text in theirs.values() for part in name.split())
+    _assert_clean(_fleet_entries(store), range(1, 6), ("sk-tenant-a", "sk-tenant-b"))

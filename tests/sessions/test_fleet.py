@@ -11,6 +11,7 @@ import asyncio
 import json
 import re
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -171,10 +172,13 @@ def test_poisoned_entries_are_ignored(patched: None) -> None:
     view = (app_system(30, 0),)
     assert fleet_module.adopt(view, kept) == ()
     assert len(fleet_module.adopt(view, good)) == len(good)
-    # Another template is offered nothing, whatever the store holds for this one.
+    # A prompt that differs in words (another name in its first line) is the same application of
+    # this tenant: the facts are placed on it and verified, so it starts with them (issue 34).
     store.put_blob(key, fleet_module.FACTS, fleet_module.encode(good))
     other, _ = _conversation(store, 20, app="Another Corp")
-    assert other.stats.cache_breaks == 1 and all(span.origin == "" for span in other.volatile_spans)
+    assert other.stats.cache_breaks == 0 and {span.origin for span in other.volatile_spans} == {"fleet"}
+    # A prompt where the units are not where the facts say is offered nothing that moves.
+    assert fleet_module.adopt(("You are somebody else.\nBe concise.",), good) == ()
 
 
 def test_a_failing_store_never_breaks_the_call(patched_lenient: None) -> None:
@@ -320,3 +324,106 @@ def test_any_stored_facts_are_read_safely(records: list[Any]) -> None:
             assert len(found) == 1
             start, end = found[0]
             assert view[0][start:end] == "\n".join(lines[span.line : span.line + span.lines])
+
+
+def test_application_key_ignores_the_prompts_words() -> None:
+    """Issue 34: one pool of facts whatever the prompts say (a user's name, a per-user section) and
+    whatever tools a conversation has; another number of system blocks is another pool."""
+    tools = [{"name": "refund", "input_schema": {"type": "object"}}]
+    key = fleet_module.application_key("anthropic", {"system": app_system(1, 0), "tools": tools})
+    assert key is not None
+    named = "You are helping Ana Lopez.\nAddress her as Ana.\n" + app_system(2, 3, app="Other Inc")
+    assert fleet_module.application_key("anthropic", {"system": named, "tools": tools}) == key
+    assert fleet_module.application_key("anthropic", {"system": app_system(1, 0)}) == key
+    two = [{"type": "text", "text": app_system(1, 0)}, {"type": "text", "text": "Be kind."}]
+    assert fleet_module.application_key("anthropic", {"system": two, "tools": tools}) != key
+    assert fleet_module.application_key("anthropic", {"system": "Today 10:00\nBe brief."}) is None
+    chat = {"messages": [{"role": "system", "content": named}]}
+    assert fleet_module.application_key("openai_chat", chat) == key
+
+
+def _fact(**fields: Any) -> fleet_module.Fact:
+    base: dict[str, Any] = {"kind": "list", "block": 0, "lines": 2, "learned_at": 1}
+    base.update(fields)
+    return fleet_module.Fact(**base)
+
+
+def test_facts_of_one_place_in_two_users_prompts_merge_into_one() -> None:
+    """What two conversations' prompts differ in becomes a hole; the merged fact fits a third user."""
+    ana = _fact(before=skeleton_regex("You are helping Ana Lopez."), after=skeleton_regex("Rules:"))
+    bruno = _fact(before=skeleton_regex("You are helping Bruno Novak."), after=skeleton_regex("Rules:"))
+    [merged] = fleet_module.merged([ana], [bruno])
+    assert merged.before == r"You\ are\ helping\ \S+\ \S+" and merged.after == ana.after
+    view = (
+        "Intro line.\nYou are helping Chloe Okafor.\nJOB_1=up (pid 4121)\nJOB_2=up (pid 4122)\n"
+        "Rules:\nBe kind.",
+    )
+    assert fleet_module.adopt(view, [ana]) == ()  # Ana's neighbour is not in Chloe's prompt
+    [span] = fleet_module.adopt(view, [merged])
+    assert (span.line, span.lines, span.origin) == (2, 2, "fleet")
+    # A value whose own line holds the name: own line and neighbour generalized together.
+    one = _fact(
+        kind="value",
+        lines=1,
+        before=None,
+        own=skeleton_regex("Hi Ana, it is 10:02 now."),
+        after=skeleton_regex("Address her as Ana."),
+    )
+    two = _fact(
+        kind="value",
+        lines=1,
+        before=None,
+        own=skeleton_regex("Hi Bruno, it is 10:07 now."),
+        after=skeleton_regex("Address him as Bruno."),
+    )
+    [joined] = fleet_module.merged([one], [two])
+    assert joined.own == r"Hi\ \S+\ it\ is\ \S+\ now\." and joined.after == r"Address\ \S+\ as\ \S+"
+    # Not merged: another unit (every line differs), a different number of words, another block,
+    # or an own line that would keep less than half of its words.
+    other = _fact(before=skeleton_regex("Tools:"), after=skeleton_regex("Be brief."), own=None, kind="list")
+    assert len(fleet_module.merged([ana], [other])) == 2
+    longer = _fact(before=skeleton_regex("You are helping Ana Maria Lopez."), after=ana.after)
+    assert len(fleet_module.merged([ana], [longer])) == 2
+    assert len(fleet_module.merged([ana], [replace(bruno, block=1)])) == 2
+    thin = _fact(kind="value", lines=1, before=None, own=skeleton_regex("Ana Lopez here"), after=one.after)
+    thin2 = _fact(kind="value", lines=1, before=None, own=skeleton_regex("Bruno Novak here"), after=one.after)
+    assert len(fleet_module.merged([thin], [thin2])) == 2
+    # A merged record is read back as well-formed (the grammar that guards the store).
+    assert fleet_module.decode(fleet_module.encode([merged, joined])) == (merged, joined)
+
+
+def test_explain_says_what_early_per_user_text_costs_the_application(patched: None) -> None:
+    """Issue 34: a user's name early in the system prompt makes every conversation write the shared
+    text after it again; ``explain`` says so at a later conversation's first request, and how to fix
+    it. A prompt the same for everybody gets no such note."""
+    store = MemoryStore()
+    rules = "".join(f"Rule: answer precisely and politely, citing policy section {n}.\n" for n in range(120))
+
+    def converse(name: str) -> telos_wrap.Session:
+        system = f"You are the support assistant of Example Corp.\nYou are helping {name}.\n{rules}Be brief."
+        with emulator_over_http() as wire:
+            client = wire.anthropic()
+            with telos_wrap.session(f"user-{name}", store=store) as sess:
+                for turn in range(2):
+                    client.messages.create(
+                        model=MODEL, max_tokens=16, system=system, messages=messages_for(turn)
+                    )
+            client.close()
+        return sess
+
+    first = converse("Ana Lopez")
+    assert "application:" not in first.explain(0)  # nothing to compare with yet
+    second = converse("Bruno Novak")
+    explained = second.explain(0)
+    assert "application: system block 0 line 1 is text of this conversation" in explained
+    assert "telos does not move stable caller text on its own" in explained
+    assert "application:" not in second.explain(1)  # said once, at the conversation's first request
+    assert "Bruno" not in "".join(_facts(store).values())  # the shape is digests, never text
+    same = MemoryStore()
+    for _ in range(2):
+        with emulator_over_http() as wire:
+            client = wire.anthropic()
+            with telos_wrap.session(store=same) as sess:
+                client.messages.create(model=MODEL, max_tokens=16, system=rules, messages=messages_for(0))
+            client.close()
+        assert "application:" not in sess.explain(0)

@@ -344,9 +344,10 @@ class Session:
         """
         with self._lock:
             facts: tuple[fleet.Fact, ...] = ()
+            note: str | None = None
             if self._fleet():  # fleet learning (sessions/fleet.py)
                 self._fleet_asked = True
-                facts = fleet_io.facts_for(self.store, api, body, options.hints, tenant)
+                facts, note = fleet_io.fleet_for(self.store, api, body, options.hints, tenant)
             plan = self._plan(self._turn_step(api, body, options, facts), strict)
             try:
                 result = self._run(plan)
@@ -354,7 +355,7 @@ class Session:
                 raise
             except Exception as exc:
                 raise TelosStageError("session", exc) from exc
-            self._after_turn(api, body, options, result)
+            self._after_turn(api, body, options, result, note)
         if result.facts and self._fleet_on():  # fleet learning: publish
             fleet_io.publish_learned(self.store, api, body, options.hints, result.facts, tenant)
         return self._report_turn(result)
@@ -370,9 +371,10 @@ class Session:
     ) -> tuple[int, Prepared]:
         """``prepare_request`` for async clients: the same turn, with the store's async I/O."""
         facts: tuple[fleet.Fact, ...] = ()
+        note: str | None = None
         if self._fleet():  # fleet learning (sessions/fleet.py)
             self._fleet_asked = True
-            facts = await fleet_io.afacts_for(self.store, api, body, options.hints, tenant)
+            facts, note = await fleet_io.afleet_for(self.store, api, body, options.hints, tenant)
         plan = self._plan(self._turn_step(api, body, options, facts), strict)
         try:
             result = await self._arun(plan)
@@ -381,13 +383,18 @@ class Session:
         except Exception as exc:
             raise TelosStageError("session", exc) from exc
         with self._lock:
-            self._after_turn(api, body, options, result)
+            self._after_turn(api, body, options, result, note)
         if result.facts and self._fleet_on():  # fleet learning: publish
             await fleet_io.apublish_learned(self.store, api, body, options.hints, result.facts, tenant)
         return self._report_turn(result)
 
     def _after_turn(
-        self, api: Api, body: Mapping[str, Any], options: PrepareOptions, result: TurnResult
+        self,
+        api: Api,
+        body: Mapping[str, Any],
+        options: PrepareOptions,
+        result: TurnResult,
+        application: str | None = None,
     ) -> None:
         if self._keep_requests:
             self._last_request = (api, dict(body), options)
@@ -405,6 +412,7 @@ class Session:
                 result.cache_break,
                 result.learned,
                 adopted=result.adopted,
+                application=application,
             )
         )
         _warm_up(self, self._held_bytes(result.state))

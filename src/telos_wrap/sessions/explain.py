@@ -72,6 +72,8 @@ class RequestRecord:
         cache_break / learned: what ``run_turn`` found.
         usage: the response's usage once recorded.
         adopted: the fleet's spans the request started with (``sessions/fleet.py``).
+        application: what per-conversation text early in the system prompt costs the application
+            (``sessions/fleet_shape.py``), at a conversation's first request.
     """
 
     index: int
@@ -83,6 +85,7 @@ class RequestRecord:
     learned: VolatileSpan | None = None
     usage: UsageReport | None = None
     adopted: tuple[VolatileSpan, ...] = ()
+    application: str | None = None
 
 
 def explain(
@@ -118,10 +121,12 @@ def explain(
     if record.learned is not None:
         lines.append(f"  learned volatile span: {record.learned.pattern!r}")
     lines.extend(
-        f"  adopted from the fleet (learned by another conversation of this template at its "
+        f"  adopted from the fleet (learned by another conversation of this application at its "
         f"request {span.learned_at}, verified here): {span.pattern!r}"
         for span in record.adopted
     )
+    if record.application is not None:
+        lines.append(f"  application: {record.application}")
     if record.cache_break is not None or brk is not None:
         lines.append(_break_line(record.cache_break or brk))  # type: ignore[arg-type]
     if record.usage is not None:

@@ -3,16 +3,20 @@
 A conversation learns which system lines are volatile (``volatility.py``) the first time they change,
 and pays one cache break for it. Every conversation of the same application pays that break again.
 Fleet learning records what a conversation learned — where its volatile units sit, as *facts* — in
-the session store, under the application's namespace and the system prompt's *template*, and offers
-them to every new conversation whose system prompt has the same template: it starts with them as
+the session store, under the tenant's namespace, and offers them to every new conversation of
+that tenant's applications: it starts with them as
 pre-learned spans, each learned again and verified on its own prompt before use.
 
-* **The template** (``template_key``): a digest of the number of system blocks and, per block, its
-  lines that hold no digit (so no value: ``volatility.VALUE`` tokens are digit-bearing), in order. Two
-  conversations of one application whose system prompts differ only in values (a clock, a job list,
-  counts, ids) have one template; another application, or a prompt edited in words, has another.
-  A prompt with fewer than ``MIN_TEMPLATE`` characters of value-free text has no template (it is
-  too little to tell applications apart): nothing is shared for it.
+* **The application** (``application_key``): the tenant's namespace and the number of system
+  blocks — not the system prompt's words, nor the tools (a harness offers a tool more in some
+  conversations), so the conversations of an application whose prompts name their user ("You are
+  helping Ana Lopez"), carry a per-user section or numbered rules share one pool of facts; which
+  fact fits a prompt is decided on the prompt itself (``adopt``, below: a unit found exactly once
+  where its neighbours say, whole, verified). Several applications of one tenant share the pool
+  (``MAX_FACTS``). A prompt with fewer than ``MIN_TEMPLATE``
+  characters of value-free text (``template_key``: its system lines that hold no digit) has no
+  application: too little to share anything about. (Before, the pool was keyed by that template,
+  so a name in a digit-free line made every conversation an application of its own.)
 * **The facts** (``Fact``, ``facts_of``): the units this conversation learned because it *saw them
   change* — a live value or a list at its first change, a run of lines at its second (``kind``
   ``value``, ``list``, ``lines``, ``region``). Never a suspect (a one-off edit stays in its
@@ -29,6 +33,13 @@ pre-learned spans, each learned again and verified on its own prompt before use.
   by each publish), bounded like every session of a ``MemoryStore`` (one process: an in-process
   fleet). ``namespace`` is a digest of the ``isolation`` hint: tenants that set it never share
   facts; without it the namespace is the store itself (docs/sessions.md, "Fleet learning").
+* **Merging** (``merged``): a fact that says where a known fact's unit sits (same kind and block)
+  in a prompt whose neighbouring line or own line differs in words — another user's name — does not
+  become a second fact: the known one's differing lines are generalized, the differing words made
+  ``\\S+`` holes (``_joined``: at most two of the three lines differ, each the same number of
+  words, its own line keeps half of its words). So what the
+  conversations of an application differ in is not kept as a literal once two of them were seen
+  to differ there, and the neighbour then fits every user's prompt.
 * **Use** (``adopt``): at the first request a process prepares for a conversation that has made no
   request yet, each fact is placed on this prompt's lifted system segment, layer by layer in the
   order it was learned: the unit must be found exactly once (its own line, or the one run between
@@ -39,6 +50,10 @@ pre-learned spans, each learned again and verified on its own prompt before use.
   conversation's own spans. Facts read from the store are untrusted: malformed records are
   skipped, and a skeleton is compiled only if it is made of escaped literals and ``\\S+`` holes
   with whitespace between two holes (``_skeleton_pieces``), so a hostile regex never runs.
+
+Why one module, over 500 lines: the facts' format, the skeleton grammar that guards what is read
+back, merging and placing are one contract (what ``facts_of`` writes is what ``_skeleton_pieces``
+accepts, ``merged`` generalizes and ``_place`` finds); split, each half would restate it.
 
 Everything here is pure; the store I/O (fail open, through the store's circuit breaker) is
 ``fleet_io.py``.
@@ -59,6 +74,7 @@ from typing import Any
 from telos_wrap.ir.canon import canonical_json
 from telos_wrap.ir.model import Api
 from telos_wrap.lift.user_split import DEFAULT_PATTERNS, split_text
+from telos_wrap.sessions.fleet_shape import decode_prints
 from telos_wrap.sessions.records import SpanKind, VolatileSpan
 from telos_wrap.sessions.volatility import MAX_SPAN_LINES, VALUE, expected_view, skeleton_regex, unit_span
 
@@ -69,11 +85,14 @@ __all__ = [
     "MIN_TEMPLATE",
     "Fact",
     "adopt",
+    "application_key",
     "decode",
+    "decode_entry",
     "encode",
     "facts_of",
     "fleet_id",
     "namespace",
+    "system_pin_texts",
     "template_key",
 ]
 
@@ -135,6 +154,13 @@ def _system_texts(api: Api, body: Mapping[str, Any]) -> list[str]:
     return texts
 
 
+def system_pin_texts(api: Api, body: Mapping[str, Any], drop_patterns: Sequence[str] = ()) -> list[str]:
+    """The system prompt of ``body``, one text per block, its tagged envelopes (the default DROP
+    patterns and ``drop_patterns``) left out as the lift leaves them out."""
+    patterns = DEFAULT_PATTERNS.extended(drop=drop_patterns) if drop_patterns else DEFAULT_PATTERNS
+    return [split_text(text, patterns, with_fold=False).pin for text in _system_texts(api, body)]
+
+
 def template_key(api: Api, body: Mapping[str, Any], drop_patterns: Sequence[str] = ()) -> str | None:
     """The template of ``body``'s system prompt (see module docstring), or ``None`` if it has none.
 
@@ -159,6 +185,26 @@ def template_key(api: Api, body: Mapping[str, Any], drop_patterns: Sequence[str]
         return digest.hexdigest() if stable >= MIN_TEMPLATE else None
     except Exception:  # a body the lift will refuse anyway: no template
         logger.debug("telos_wrap: no fleet template for this request", exc_info=True)
+        return None
+
+
+def application_key(api: Api, body: Mapping[str, Any], drop_patterns: Sequence[str] = ()) -> str | None:
+    """The fleet pool of ``body`` within its tenant's namespace (see module docstring): a digest of
+    the number of its system blocks, or ``None`` when its system prompt has fewer than
+    ``MIN_TEMPLATE`` characters of value-free text (too little to share anything about).
+
+    It depends neither on the system prompt's words nor on the tools: conversations whose prompts
+    name their user, carry a per-user section, or whose harness offers a tool more in some
+    conversations, are one application. Which facts fit a prompt is decided on the prompt itself
+    (``adopt``: a unit found exactly once where its neighbours say, verified). Never raises.
+    """
+    try:
+        if template_key(api, body, drop_patterns) is None:
+            return None
+        material = f"app\x00{len(_system_texts(api, body))}".encode()
+        return hashlib.blake2b(material, digest_size=16).hexdigest()
+    except Exception:  # a body the lift will refuse anyway: no application
+        logger.debug("telos_wrap: no fleet application for this request", exc_info=True)
         return None
 
 
@@ -323,9 +369,26 @@ def facts_of(view: Sequence[str | None], learned: Sequence[VolatileSpan]) -> tup
     return tuple(facts)
 
 
-def encode(facts: Iterable[Fact]) -> str:
-    """The stored text of a template's facts (JSON, never pickle)."""
-    return canonical_json({"v": _VERSION, "facts": [fact.to_json() for fact in facts]})
+def encode(facts: Iterable[Fact], prints: Sequence[str] = ()) -> str:
+    """The stored text of an application's facts (JSON, never pickle), and the shape of one of its
+    system prompts (``fleet_shape.prints``: digests, no text) when known."""
+    data: dict[str, Any] = {"v": _VERSION, "facts": [fact.to_json() for fact in facts]}
+    if prints:
+        data["prints"] = list(prints)
+    return canonical_json(data)
+
+
+def decode_entry(text: str | None) -> tuple[tuple[Fact, ...], tuple[str, ...]]:
+    """``(facts, prints)`` of a stored text (``decode``; ``fleet_shape.decode_prints``); never raises."""
+    if not text or len(text) > MAX_ENTRY:
+        return (), ()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return (), ()
+    if not isinstance(data, dict) or data.get("v") != _VERSION:
+        return (), ()
+    return decode(text), decode_prints(data)
 
 
 def decode(text: str | None) -> tuple[Fact, ...]:
@@ -347,11 +410,66 @@ def decode(text: str | None) -> tuple[Fact, ...]:
     return tuple(found.values())
 
 
+_TOKEN = r"\ "  # an escaped space: where ``volatility.skeleton_regex`` separates a line's words
+
+
+def _generalized(one: str | None, other: str | None) -> str | None:
+    """One neighbour skeleton that fits both lines, their words that differ made ``\\S+`` holes
+    (same number of words, at least one word kept), or ``None``."""
+    if one is None or other is None:
+        return None
+    words, others = one.split(_TOKEN), other.split(_TOKEN)
+    if len(words) != len(others):
+        return None
+    kept = [word if word == theirs else _HOLE for word, theirs in zip(words, others, strict=True)]
+    if all(word in (_HOLE, "") for word in kept):
+        return None
+    result = _TOKEN.join(kept)
+    return result if _skeleton_ok(result) else None
+
+
+def _joined(known: Fact, new: Fact) -> Fact | None:
+    """``known`` with what ``new`` differs in generalized (``_generalized``), when both say where one
+    unit sits (same kind and block) in two conversations whose prompts differ there in words (a
+    user's name in the line before it, or in its own line): at most two of its own line and its two
+    neighbours differ, each generalizes, and its own line keeps at least half of its words."""
+    if (known.kind, known.block) != (new.kind, new.block):
+        return None
+    pairs = ((known.own, new.own), (known.before, new.before), (known.after, new.after))
+    differ = [one != other for one, other in pairs]
+    if not any(differ) or all(differ):
+        return None
+    own, before, after = (
+        one if not changed else _generalized(one, other)
+        for (one, other), changed in zip(pairs, differ, strict=True)
+    )
+    if any(changed and value is None for value, changed in zip((own, before, after), differ, strict=True)):
+        return None
+    if own is not None and known.own is not None and differ[0]:
+        words = own.split(_TOKEN)
+        if 2 * sum(word != _HOLE for word in words) < len(words):
+            return None
+    return replace(known, own=own, before=before, after=after)
+
+
 def merged(known: Sequence[Fact], new: Iterable[Fact]) -> tuple[Fact, ...]:
-    """The union of ``known`` and ``new``, the known ones first, capped at ``MAX_FACTS``."""
+    """The union of ``known`` and ``new``, the known ones first, capped at ``MAX_FACTS``. A new fact
+    that says where a known one's unit sits, in a conversation whose neighbouring line differs in
+    words, generalizes that neighbour instead (``_joined``): what two conversations' prompts
+    differ in is never kept as a literal of the application's facts."""
     found = {fact.key: fact for fact in known}
     for fact in new:
-        found.setdefault(fact.key, fact)
+        if fact.key in found:
+            continue
+        for key, old in list(found.items()):
+            joined = _joined(old, fact)
+            if joined is not None:
+                found = {
+                    (joined.key if k == key else k): (joined if k == key else v) for k, v in found.items()
+                }
+                break
+        else:
+            found[fact.key] = fact
     return tuple(found.values())[:MAX_FACTS]
 
 

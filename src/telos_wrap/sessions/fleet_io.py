@@ -16,16 +16,29 @@ from typing import Any
 
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Api
+from telos_wrap.sessions import fleet_shape
 from telos_wrap.sessions.breaker import breaker_of
-from telos_wrap.sessions.fleet import FACTS, Fact, decode, encode, fleet_id, merged, namespace, template_key
+from telos_wrap.sessions.fleet import (
+    FACTS,
+    Fact,
+    application_key,
+    decode_entry,
+    encode,
+    fleet_id,
+    merged,
+    namespace,
+    system_pin_texts,
+)
 from telos_wrap.sessions.store import AsyncSessionStore, SessionStore
 
 __all__ = [
     "afacts_for",
+    "afleet_for",
     "alookup",
     "apublish",
     "apublish_learned",
     "facts_for",
+    "fleet_for",
     "lookup",
     "publish",
     "publish_learned",
@@ -38,25 +51,37 @@ logger = logging.getLogger("telos_wrap.sessions")
 
 
 def lookup(store: SessionStore, space: str, template: str) -> tuple[Fact, ...]:
-    """The facts the fleet holds for ``template`` in ``space`` (``()`` on any failure)."""
+    """The facts the fleet holds for application ``template`` in ``space`` (``()`` on any failure)."""
+    return lookup_entry(store, space, template)[0]
+
+
+def lookup_entry(store: SessionStore, space: str, template: str) -> tuple[tuple[Fact, ...], tuple[str, ...]]:
+    """``(facts, prints)`` the fleet holds for ``template`` in ``space`` (none on any failure)."""
     breaker = breaker_of(store)
     if breaker.is_open:  # left alone for the window; not counted as a session call skipped
-        return ()
+        return (), ()
     try:
         text = store.get_blob(fleet_id(space, template), FACTS)
     except Exception as exc:
         breaker.failure(exc)
         logger.debug("telos_wrap: fleet facts could not be read", exc_info=True)
-        return ()
+        return (), ()
     breaker.success()
-    return decode(text)
+    return decode_entry(text)
 
 
 async def alookup(store: SessionStore, space: str, template: str) -> tuple[Fact, ...]:
-    """``lookup`` for async code (the store's async client; a sync-only store in a thread)."""
+    """``lookup`` for async code."""
+    return (await alookup_entry(store, space, template))[0]
+
+
+async def alookup_entry(
+    store: SessionStore, space: str, template: str
+) -> tuple[tuple[Fact, ...], tuple[str, ...]]:
+    """``lookup_entry`` for async code (the store's async client; a sync-only store in a thread)."""
     breaker = breaker_of(store)
     if breaker.is_open:  # left alone for the window; not counted as a session call skipped
-        return ()
+        return (), ()
     try:
         if isinstance(store, AsyncSessionStore):
             text = await store.aget_blob(fleet_id(space, template), FACTS)
@@ -65,22 +90,25 @@ async def alookup(store: SessionStore, space: str, template: str) -> tuple[Fact,
     except Exception as exc:
         breaker.failure(exc)
         logger.debug("telos_wrap: fleet facts could not be read", exc_info=True)
-        return ()
+        return (), ()
     breaker.success()
-    return decode(text)
+    return decode_entry(text)
 
 
-def publish(store: SessionStore, space: str, template: str, new: Sequence[Fact]) -> None:
-    """Add ``new`` to the facts of ``template`` in ``space``. Never raises."""
+def publish(
+    store: SessionStore, space: str, template: str, new: Sequence[Fact], shape: Sequence[str] = ()
+) -> None:
+    """Add ``new`` to the facts of ``template`` in ``space`` (and its ``shape`` if it has none yet).
+    Never raises."""
     breaker = breaker_of(store)
-    if not new or breaker.is_open:
+    if not (new or shape) or breaker.is_open:
         return
     key = fleet_id(space, template)
     try:
-        known = decode(store.get_blob(key, FACTS))
+        known, prints = decode_entry(store.get_blob(key, FACTS))
         facts = merged(known, new)
-        if facts != known:
-            store.put_blob(key, FACTS, encode(facts))
+        if facts != known or (shape and not prints):
+            store.put_blob(key, FACTS, encode(facts, prints or shape))
     except Exception as exc:
         breaker.failure(exc)
         logger.debug("telos_wrap: fleet facts could not be written", exc_info=True)
@@ -88,20 +116,22 @@ def publish(store: SessionStore, space: str, template: str, new: Sequence[Fact])
     breaker.success()
 
 
-async def apublish(store: SessionStore, space: str, template: str, new: Sequence[Fact]) -> None:
+async def apublish(
+    store: SessionStore, space: str, template: str, new: Sequence[Fact], shape: Sequence[str] = ()
+) -> None:
     """``publish`` for async code."""
     breaker = breaker_of(store)
-    if not new or breaker.is_open:
+    if not (new or shape) or breaker.is_open:
         return
     key = fleet_id(space, template)
     try:
         if isinstance(store, AsyncSessionStore):
-            known = decode(await store.aget_blob(key, FACTS))
+            known, prints = decode_entry(await store.aget_blob(key, FACTS))
             facts = merged(known, new)
-            if facts != known:
-                await store.aput_blob(key, FACTS, encode(facts))
+            if facts != known or (shape and not prints):
+                await store.aput_blob(key, FACTS, encode(facts, prints or shape))
         else:
-            await asyncio.to_thread(publish, store, space, template, new)
+            await asyncio.to_thread(publish, store, space, template, new, shape)
             return
     except Exception as exc:
         breaker.failure(exc)
@@ -116,25 +146,77 @@ async def apublish(store: SessionStore, space: str, template: str, new: Sequence
 def _where(
     api: Api, body: Mapping[str, Any], hints: TelosHints, tenant: str | None
 ) -> tuple[str, str] | None:
-    template = template_key(api, body, hints.drop_patterns)
+    template = application_key(api, body, hints.drop_patterns)
     return None if template is None else (namespace(hints.isolation, tenant), template)
 
 
 def facts_for(
     store: SessionStore, api: Api, body: Mapping[str, Any], hints: TelosHints, tenant: str | None = None
 ) -> tuple[Fact, ...]:
-    """The fleet's facts for the template of ``body``'s system prompt (``()``: none, or a failure);
+    """The fleet's facts for the application of ``body`` (``()``: none, or a failure);
     ``tenant``: the call's tenant digest (``fleet.namespace``)."""
+    return fleet_for(store, api, body, hints, tenant)[0]
+
+
+def fleet_for(
+    store: SessionStore, api: Api, body: Mapping[str, Any], hints: TelosHints, tenant: str | None = None
+) -> tuple[tuple[Fact, ...], str | None]:
+    """``(facts, note)`` for a conversation's first request: the fleet's facts for its application,
+    and what per-conversation text early in its system prompt costs the application
+    (``fleet_shape``; ``None``: nothing to say). The first conversation of an application to find
+    no shape stores its own (one write). Never raises."""
     where = _where(api, body, hints, tenant)
-    return () if where is None else lookup(store, *where)
+    if where is None:
+        return (), None
+    facts, theirs = lookup_entry(store, *where)
+    note = _note(where[0], api, body, hints, theirs)
+    if not theirs and not breaker_of(store).is_open:
+        publish(store, *where, (), _shape(where[0], api, body, hints))
+    return facts, note
+
+
+async def afleet_for(
+    store: SessionStore, api: Api, body: Mapping[str, Any], hints: TelosHints, tenant: str | None = None
+) -> tuple[tuple[Fact, ...], str | None]:
+    """``fleet_for`` for async code."""
+    where = _where(api, body, hints, tenant)
+    if where is None:
+        return (), None
+    facts, theirs = await alookup_entry(store, *where)
+    note = _note(where[0], api, body, hints, theirs)
+    if not theirs and not breaker_of(store).is_open:
+        await apublish(store, *where, (), _shape(where[0], api, body, hints))
+    return facts, note
 
 
 async def afacts_for(
     store: SessionStore, api: Api, body: Mapping[str, Any], hints: TelosHints, tenant: str | None = None
 ) -> tuple[Fact, ...]:
     """``facts_for`` for async code."""
-    where = _where(api, body, hints, tenant)
-    return () if where is None else await alookup(store, *where)
+    return (await afleet_for(store, api, body, hints, tenant))[0]
+
+
+def _texts(api: Api, body: Mapping[str, Any], hints: TelosHints) -> list[str]:
+    return system_pin_texts(api, body, hints.drop_patterns)
+
+
+def _shape(space: str, api: Api, body: Mapping[str, Any], hints: TelosHints) -> tuple[str, ...]:
+    try:
+        return fleet_shape.prints(space, _texts(api, body, hints))
+    except Exception:  # never breaks a call: no shape
+        logger.debug("telos_wrap: no fleet shape for this request", exc_info=True)
+        return ()
+
+
+def _note(
+    space: str, api: Api, body: Mapping[str, Any], hints: TelosHints, theirs: Sequence[str]
+) -> str | None:
+    try:
+        found = fleet_shape.early_text(space, _texts(api, body, hints), theirs)
+    except Exception:  # never breaks a call: nothing to say
+        logger.debug("telos_wrap: no fleet shape note for this request", exc_info=True)
+        return None
+    return None if found is None else found.note()
 
 
 def publish_learned(

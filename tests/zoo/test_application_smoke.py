@@ -1,0 +1,46 @@
+"""Small run of ``benchmarks/application.py``: the per-user support application (tau-bench, each
+conversation's system prompt naming its user, a clock line first), four interleaved three-request
+conversations on one organisation's cache, both vendors, through the real SDKs and the emulator.
+The full run and its table: BENCHMARKS.md, "Applications"."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
+sys.path.insert(0, str(BENCHMARKS))
+
+import application  # noqa: E402
+
+from telos_wrap.replay import patched  # noqa: E402
+
+
+@pytest.mark.skipif(not (TRACES / "tau-bench.jsonl.xz").exists(), reason="needs ../shared/traces")
+def test_per_user_application_both_vendors() -> None:
+    apps = {"support/per-user": application.QUICK_APPS["support/per-user"]}
+    with patched():
+        rows = list(application.run(("anthropic", "openai"), apps, TRACES, 4, 3, rate=4.0, workers=2))
+    assert [row.vendor for row in rows] == ["anthropic", "openai"]
+    for row in rows:
+        assert row.conversations == 4 and row.requests == 12
+        telos, native = row.ratio(application.TELOS), row.ratio(application.NATIVE)
+        assert telos <= native and telos <= 1.0, (row.vendor, telos, native)
+        # Conversations after the first start with what the first one learned although each prompt
+        # names its own user: the application pays less with fleet learning than without.
+        assert row.later[application.TELOS].cost < row.later[application.TELOS_OFF].cost
+        assert all("FAIL" not in check for check in row.checks())
+    # The clock line breaks the prefix of every request as sent: Anthropic's automatic caching
+    # writes and never reads (125%).
+    assert rows[0].ratio(application.NATIVE) > 1.2
+
+
+def test_demo_application_without_traces() -> None:
+    apps = {"demo": application.APPS["demo"]}
+    with patched():
+        [row] = application.run(("anthropic",), apps, TRACES, 3, 3, rate=4.0, workers=2)
+    assert row.ratio(application.TELOS) < row.ratio(application.NATIVE)
+    assert row.ratio(application.IDEAL) <= row.ratio(application.TELOS)
