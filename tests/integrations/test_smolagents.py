@@ -110,9 +110,6 @@ def _agent(model_kind: str) -> Any:
 # Fails until telos lifts a ``str`` Enum role as the SDKs serialize it (issue 32): patched, the
 # OpenAI server model's requests carry ``"role": "MessageRole.SYSTEM"`` (the API answers 400) and
 # LiteLLM refuses the LiteLLM model's first request. strict: once fixed, this mark must go.
-@pytest.mark.xfail(
-    strict=True, reason="issue 32: str-Enum roles (MessageRole.SYSTEM) go out as str() renders them"
-)
 @pytest.mark.parametrize("model_kind", ["openai-server", "litellm-anthropic"])
 def test_smolagents_tool_calling_agent(model_kind: str, record_property: Any) -> None:
     plain, patched = run_both(
