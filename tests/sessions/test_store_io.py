@@ -169,9 +169,11 @@ def test_one_store_write_per_call_and_none_when_nothing_changed(claude: anthropi
     with telos_wrap.session("one-write", store=store) as sess:
         for turn in range(6):
             _ask(claude, turn)
-        # Fleet learning (docs/sessions.md): one read of the template's facts at the first request,
-        # one read and one write when the clock line is learned (request 1).
-        fleet = Counter(get_blob=2, put_blob=1)
+        # Fleet learning (docs/sessions.md): at the first request one read of the application's
+        # facts and, as the first conversation of its application, a read-then-write of its
+        # prompt's shape (the per-line digests explain compares later conversations with); one read
+        # and one write when the clock line is learned (request 1).
+        fleet = Counter(get_blob=3, put_blob=2)
         assert store.calls == Counter(load=1, swap=6) + fleet, (
             "the usage rode along with the next turn's write"
         )
