@@ -73,7 +73,7 @@ from telos_wrap.replay import (
     patched,
     replay,
 )
-from telos_wrap.sessions.wire_i2 import telos_rewrites_seen
+from telos_wrap.sessions.turns.wire_i2 import telos_rewrites_seen
 from telos_wrap.testing.harnesses import rewrite_session, style_names
 from telos_wrap.traces import TraceRequest, group_sessions, load_trace
 

@@ -4,7 +4,7 @@
         [--sessions-per-source N] [--max-turns N] [--quick] [--write-md FILE]
 
 An *application* is the Anthropic-shaped sessions of one trace source whose system prompts have one
-template (``sessions/fleet.py``: sessions of one source with other tools or another agent are
+template (``sessions/learning/fleet.py``: sessions of one source with other tools or another agent are
 other applications); each session, rebuilt by one careless-harness style
 (``telos_wrap.testing.harnesses``), is one of its conversations, sent in order through the
 real SDK to the built-in emulator (a fresh emulator per conversation: one conversation never reads
@@ -44,7 +44,7 @@ from cache_efficiency import DEFAULT_TRACES, sessions_of, source_name, styled
 import telos_wrap
 from telos_wrap.replay import TELOS, patched, replay
 from telos_wrap.sessions import MemoryStore
-from telos_wrap.sessions.fleet import template_key
+from telos_wrap.sessions.learning.fleet import template_key
 from telos_wrap.testing.harnesses import SHAPES
 
 #: Styles whose volatility one conversation learns only at its first change (a value without a "now"

@@ -18,7 +18,7 @@ from hypothesis import settings
 
 import telos_wrap
 from telos_wrap.failopen import reset_failures
-from telos_wrap.sessions.wire_i2 import telos_rewrites_seen
+from telos_wrap.sessions.turns.wire_i2 import telos_rewrites_seen
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from telos_wrap.pipeline import PrepareOptions
 from telos_wrap.sessions import SessionState
-from telos_wrap.sessions.turn import run_turn
+from telos_wrap.sessions.turns.turn import run_turn
 
 from ..sessions.test_state import _long_conversation
 

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from telos_wrap.emulator import text_for_tokens
 from telos_wrap.pipeline import PrepareOptions
-from telos_wrap.sessions.state import SessionState
-from telos_wrap.sessions.turn import run_turn
+from telos_wrap.sessions.durable.state import SessionState
+from telos_wrap.sessions.turns.turn import run_turn
 
 from .check import check, sent_parts
 

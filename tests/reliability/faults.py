@@ -21,7 +21,7 @@ from telos_wrap.engines._openai_compat import OpenAICompatEngine
 from telos_wrap.engines.anthropic import AnthropicEngine
 from telos_wrap.patch import wrappers
 from telos_wrap.sessions import MemoryStore, Session, set_default_store
-from telos_wrap.sessions.redis_store import RedisStore
+from telos_wrap.sessions.stores.redis_store import RedisStore
 
 from .harness import Entry
 

@@ -29,7 +29,7 @@ from telos_wrap import TelosStageError, pipeline
 from telos_wrap.ir.model import UsageReport
 from telos_wrap.patch.calls import HINT_HEADER
 from telos_wrap.sessions import MemoryStore, set_default_store
-from telos_wrap.sessions.redis_store import RedisStore
+from telos_wrap.sessions.stores.redis_store import RedisStore
 
 from ..stores import default_store
 from .faults import FAULT_IDS, FAULTS, PIPELINE_STAGES, STORE_FAULTS, Fault, fault

@@ -24,7 +24,7 @@ import pytest
 import telos_wrap
 from telos_wrap import pipeline
 from telos_wrap.sessions import MemoryStore, SessionState, set_default_store
-from telos_wrap.sessions.redis_store import RedisStore
+from telos_wrap.sessions.stores.redis_store import RedisStore
 
 from .conftest import DEBUG_LOG
 from .harness import SECRETS, Wire, client_for, entry, kwargs_for

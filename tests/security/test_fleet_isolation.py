@@ -18,7 +18,7 @@ import pytest
 
 import telos_wrap
 from telos_wrap.sessions import MemoryStore, RedisStore
-from telos_wrap.sessions import fleet as fleet_module
+from telos_wrap.sessions.learning import fleet as fleet_module
 
 from .wire import Wire, emulator_over_http
 

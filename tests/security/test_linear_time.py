@@ -113,7 +113,7 @@ def test_past_its_time_budget_the_sdks_request_goes_out(
             pass
         return slow(*args, **kwargs)
 
-    monkeypatch.setattr("telos_wrap.sessions.turn.prepare", busy)
+    monkeypatch.setattr("telos_wrap.sessions.turns.turn.prepare", busy)
     client = wire.anthropic()
     telos_wrap.patch(time_budget=0.01)
     reset_failures()

@@ -17,7 +17,7 @@ import pytest
 import telos_wrap
 from telos_wrap.failopen import failure_counts
 from telos_wrap.sessions import MemoryStore, RedisStore, SessionState
-from telos_wrap.sessions.breaker import breaker_of
+from telos_wrap.sessions.stores.breaker import breaker_of
 
 from .wire import Wire, emulator_over_http
 

@@ -9,7 +9,7 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from telos_wrap.sessions.values import PATTERN, ValueScanner
+from telos_wrap.sessions.learning.values import PATTERN, ValueScanner
 
 DEFINITION = re.compile(PATTERN)
 SCANNER = ValueScanner()

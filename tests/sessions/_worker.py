@@ -26,7 +26,8 @@ from convo import RecordingTransport, run_shared_turn, run_shared_turn_async  # 
 
 import telos_wrap
 from telos_wrap.emulator import Emulator
-from telos_wrap.sessions import RedisStore, redis_urls
+from telos_wrap.sessions import RedisStore
+from telos_wrap.sessions.stores import redis_urls
 from tests.sdk_http import AsyncEmulatorTransport, sdk_http
 
 

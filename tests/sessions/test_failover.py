@@ -28,7 +28,7 @@ import telos_wrap
 from telos_wrap.emulator import Emulator
 from telos_wrap.failopen import failure_counts
 from telos_wrap.sessions import SessionState
-from telos_wrap.sessions.redis_store import RedisStore
+from telos_wrap.sessions.stores.redis_store import RedisStore
 from tests.sdk_http import AsyncEmulatorTransport, EmulatorTransport, sdk_http
 
 from .conftest import RedisClusterProcesses

@@ -1,5 +1,5 @@
-"""Fleet learning (sessions/fleet.py): what one conversation of an application learned about its system
-prompt's template serves the next conversations of that template.
+"""Fleet learning (sessions/learning/fleet.py): what one conversation of an application learned
+about its system prompt's template serves the next conversations of that template.
 
 Real SDK clients over real HTTP to the emulator (a fresh emulator per conversation: the second one
 cannot read the first one's cache, only the facts); real Redis, single server and cluster.
@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 import telos_wrap
 from telos_wrap.failopen import failure_counts, reset_failures
 from telos_wrap.sessions import MemoryStore, RedisStore
-from telos_wrap.sessions import fleet as fleet_module
-from telos_wrap.sessions.breaker import breaker_of
-from telos_wrap.sessions.volatility import skeleton_regex
+from telos_wrap.sessions.learning import fleet as fleet_module
+from telos_wrap.sessions.learning.volatility import skeleton_regex
+from telos_wrap.sessions.stores.breaker import breaker_of
 
 from .fleet_app import MODEL, app_system, converse, messages_for
 from .over_http import emulator_over_http

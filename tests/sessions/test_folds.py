@@ -12,7 +12,7 @@ import telos_wrap
 from telos_wrap.emulator import ManualClock
 from telos_wrap.errors import RefPoolError
 from telos_wrap.sessions import FoldError, Session
-from telos_wrap.sessions.explain import anchor
+from telos_wrap.sessions.views.explain import anchor
 
 from .convo import HANDBOOK, MODEL, RecordingTransport, messages_for, system_prompt
 

@@ -25,8 +25,8 @@ import pytest
 import telos_wrap
 from telos_wrap.emulator import Emulator
 from telos_wrap.sessions import SessionState
-from telos_wrap.sessions.redis_store import RedisStore
-from telos_wrap.sessions.store import Swapped
+from telos_wrap.sessions.stores.redis_store import RedisStore
+from telos_wrap.sessions.stores.store import Swapped
 from tests.sdk_http import AsyncEmulatorTransport, EmulatorTransport, sdk_http
 
 from .convo import MODEL, messages_for, system_prompt

@@ -24,8 +24,8 @@ from telos_wrap.lift import user_split
 from telos_wrap.lift.user_split import split_text
 from telos_wrap.patch import calls
 from telos_wrap.sessions import MemoryStore, live, registry, set_memory_limits
-from telos_wrap.sessions.state import SessionState
-from telos_wrap.sessions.volatility import _block_prints
+from telos_wrap.sessions.durable.state import SessionState
+from telos_wrap.sessions.learning.volatility import _block_prints
 from tests.sdk_http import sdk_http
 
 MODEL = "claude-opus-5"
@@ -268,7 +268,7 @@ def test_the_split_memo_keeps_no_caller_text_and_is_bounded() -> None:
 
 
 def test_print_memos_are_bounded_in_bytes() -> None:
-    from telos_wrap.sessions.volatility import fingerprint
+    from telos_wrap.sessions.learning.volatility import fingerprint
 
     for n in range(100):
         fingerprint([f"{n}\n" + PROMPT])

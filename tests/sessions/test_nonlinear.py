@@ -52,9 +52,9 @@ import telos_wrap
 from telos_wrap.emulator import Emulator, ManualClock
 from telos_wrap.failopen import reset_failures
 from telos_wrap.sessions import MemoryStore, Session
-from telos_wrap.sessions.folds import FoldError
 from telos_wrap.sessions.refresh_io import send_refresh
-from telos_wrap.sessions.store import Versioned
+from telos_wrap.sessions.stores.store import Versioned
+from telos_wrap.sessions.turns.folds import FoldError
 from tests.sdk_http import EmulatorTransport, sdk_http
 
 from ..reliability.test_properties import check_anthropic_content, check_openai_content, reverse_keys

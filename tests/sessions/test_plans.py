@@ -1,6 +1,6 @@
 """The store plans without a store: a plan is driven by hand, answer by answer (sans-IO).
 
-``sessions.plans.StateSync.plan`` yields the store operations it needs and decides on their
+``sessions.sync.plans.StateSync.plan`` yields the store operations it needs and decides on their
 answers; these tests are the store, so every branch of the protocol is reachable in a few lines:
 one round trip when nobody else wrote, building on another worker's write, recognizing a write of
 this process whose answer was lost, and keeping state in-process while the breaker is open.
@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from telos_wrap.errors import StoreUnavailableError
-from telos_wrap.sessions.breaker import StoreBreaker
-from telos_wrap.sessions.plans import LOAD, Failed, GetBlob, StateSync, StoreOp, Swap, unchanged
-from telos_wrap.sessions.state import SessionState
-from telos_wrap.sessions.store import Swapped, Versioned
+from telos_wrap.sessions.durable.state import SessionState
+from telos_wrap.sessions.stores.breaker import StoreBreaker
+from telos_wrap.sessions.stores.store import Swapped, Versioned
+from telos_wrap.sessions.sync.plans import LOAD, Failed, GetBlob, StateSync, StoreOp, Swap, unchanged
 
 
 class Host:

@@ -20,8 +20,8 @@ import pytest
 import telos_wrap
 from telos_wrap.emulator import Emulator
 from telos_wrap.sessions import SessionState
-from telos_wrap.sessions.redis_store import RedisStore
-from telos_wrap.sessions.store import Swapped, Versioned
+from telos_wrap.sessions.stores.redis_store import RedisStore
+from telos_wrap.sessions.stores.store import Swapped, Versioned
 from tests.sdk_http import sdk_http
 
 from .conftest import RedisServer
@@ -93,7 +93,7 @@ def test_every_session_id_keeps_its_keys_in_one_slot(
     cluster allows only within one slot), and ids never share keys."""
     from redis.crc import key_slot
 
-    from telos_wrap.sessions.redis_store import hash_tag
+    from telos_wrap.sessions.stores.redis_store import hash_tag
 
     store = RedisStore(store_url, prefix=redis_prefix)
     state_key, blobs_key = store.keys_of(session_id)
@@ -243,7 +243,7 @@ def test_two_processes_alternating_turns_emit_the_bytes_of_one_process(
     """One worker uses the sync client and the store's sync Redis client, the other the async client
     and ``redis.asyncio`` (on a cluster: ``RedisCluster`` and its asyncio twin): the same
     compare-and-set, the same bytes."""
-    from telos_wrap.sessions import redis_urls
+    from telos_wrap.sessions.stores import redis_urls
 
     processes = _run_workers(store_url, redis_prefix, tmp_path, ("sync", "async"))
     redis_urls.sync_client(redis_urls.parse(store_url), {}).rpush(f"{redis_prefix}go:0", 0)
@@ -401,7 +401,7 @@ def test_a_cluster_behind_one_endpoint_drops_the_legacy_keys(
 
     import redis
 
-    from telos_wrap.sessions import redis_urls
+    from telos_wrap.sessions.stores import redis_urls
 
     cluster = redis_urls.sync_client(redis_urls.parse(redis_cluster_url), {})
     session_id = "proxied"

@@ -1,4 +1,4 @@
-"""The store URL forms (``telos_wrap.sessions.redis_urls``): what each one parses to and which
+"""The store URL forms (``telos_wrap.sessions.stores.redis_urls``): what each one parses to and which
 client it makes (no I/O: redis-py's clients connect on first use, a sync cluster client excepted,
 which ``RedisStore`` makes on first use)."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from telos_wrap.sessions import redis_urls
-from telos_wrap.sessions.redis_store import RedisStore
-from telos_wrap.sessions.redis_urls import RedisUrl, parse
+from telos_wrap.sessions.stores import redis_urls
+from telos_wrap.sessions.stores.redis_store import RedisStore
+from telos_wrap.sessions.stores.redis_urls import RedisUrl, parse
 
 
 @pytest.mark.parametrize(

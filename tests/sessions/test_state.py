@@ -12,9 +12,9 @@ from telos_wrap.errors import StoreConflictError
 from telos_wrap.ir.canon import canonical_json
 from telos_wrap.pipeline import PrepareOptions
 from telos_wrap.sessions import MemoryStore, Session, SessionState
-from telos_wrap.sessions.state import ints, pack_ints, unpack_ints
-from telos_wrap.sessions.store import Versioned
-from telos_wrap.sessions.turn import run_turn
+from telos_wrap.sessions.durable.state import ints, pack_ints, unpack_ints
+from telos_wrap.sessions.stores.store import Versioned
+from telos_wrap.sessions.turns.turn import run_turn
 
 
 def _long_conversation(turns: int) -> dict[str, Any]:

@@ -18,8 +18,8 @@ import telos_wrap
 from telos_wrap.emulator import Emulator, ManualClock
 from telos_wrap.failopen import failure_counts, reset_failures
 from telos_wrap.sessions import MemoryStore, RedisStore, Session
-from telos_wrap.sessions.breaker import StoreBreaker
-from telos_wrap.sessions.store import Swapped, Versioned
+from telos_wrap.sessions.stores.breaker import StoreBreaker
+from telos_wrap.sessions.stores.store import Swapped, Versioned
 from tests.sdk_http import AsyncEmulatorTransport, sdk_http
 
 from .convo import MODEL, RecordingTransport, messages_for, system_prompt

@@ -16,8 +16,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from telos_wrap.emulator import ManualClock
 from telos_wrap.ir.model import UsageReport
 from telos_wrap.sessions import MemoryStore, Session, SessionState
-from telos_wrap.sessions.breaker import StoreBreaker
-from telos_wrap.sessions.store import Swapped, Versioned
+from telos_wrap.sessions.stores.breaker import StoreBreaker
+from telos_wrap.sessions.stores.store import Swapped, Versioned
 
 from .test_store_io import CountingStore
 

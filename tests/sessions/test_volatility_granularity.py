@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from telos_wrap.sessions.state import SessionState
+from telos_wrap.sessions.durable.state import SessionState
 
 from .volatile_driver import RULES, Driver, anthropic_body, openai_body
 

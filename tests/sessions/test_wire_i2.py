@@ -1,6 +1,6 @@
 """I2 on the wire: a message telos sent is re-sent byte for byte on every later turn.
 
-The property is checked here *independently* of the session's own check (``sessions/wire_i2.py``):
+The property is checked here *independently* of the session's own check (``sessions/turns/wire_i2.py``):
 each request's JSON is compared with the previous one's, message by message, cache markers aside,
 up to where the previous request's moved envelope began (its DROP tail). A hypothesis state
 machine grows conversations of every shape an agent sends (string or parts content, tool rounds,

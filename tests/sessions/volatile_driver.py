@@ -7,8 +7,8 @@ from typing import Any
 
 from telos_wrap.ir.model import Api
 from telos_wrap.pipeline import PrepareOptions
-from telos_wrap.sessions.state import SessionState
-from telos_wrap.sessions.turn import TurnResult, run_turn
+from telos_wrap.sessions.durable.state import SessionState
+from telos_wrap.sessions.turns.turn import TurnResult, run_turn
 
 from .convo import MODEL, RULES, assistant_text, user_text
 

@@ -14,7 +14,7 @@ that decides the canonical form:
   (their order is meaningful), and never the names of ``properties`` (or ``patternProperties``,
   ``$defs``...): the model writes structured output in ``properties`` order, so they keep the
   caller's order (a session restores the order it saw first when a harness reshuffles them:
-  ``sessions/orders.py``);
+  ``sessions/learning/orders.py``);
 * the tools array: a stable sort key, builtin → mcp → user → unmarked, then MCP server, then name.
 
 Key sorting is a walk over the containers that reuses every leaf object (strings are never copied):

@@ -4,7 +4,7 @@ A schema's ``properties`` order is read by the model: with structured outputs it
 in schema order (docs/sessions.md, *Orders telos keeps*), so a schema written ``reasoning, answer``
 makes it reason before it answers. Canonical bytes (``ir.canon``) therefore keep the order of every
 name → schema map (``properties``, ``patternProperties``, ``$defs``...), and a session restores the
-order it saw first when a harness reshuffles them (``sessions/orders.py``). Both need to find the
+order it saw first when a harness reshuffles them (``sessions/learning/orders.py``). Both need to find the
 schemas; this module is that one place.
 """
 

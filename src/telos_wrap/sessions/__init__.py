@@ -18,11 +18,9 @@ primitives' pure state transitions), ``explain`` (``RequestRecord``, ``explain``
 ``stats`` (costs), ``refresh`` / ``refresh_io`` (R8 keep-alive).
 """
 
-from telos_wrap.sessions.breaker import BreakerStats, StoreBreaker, StoreEvent
 from telos_wrap.sessions.core import RequestRecord, Session
-from telos_wrap.sessions.folds import FoldError
-from telos_wrap.sessions.records import CacheBreak, RangeFold, SlugFold, VolatileSpan
-from telos_wrap.sessions.redis_store import RedisStore
+from telos_wrap.sessions.durable.records import CacheBreak, RangeFold, SlugFold, VolatileSpan
+from telos_wrap.sessions.durable.state import SessionState
 from telos_wrap.sessions.refresh import REFRESH_THRESHOLD, RefreshDecision
 from telos_wrap.sessions.registry import (
     current_session,
@@ -32,9 +30,17 @@ from telos_wrap.sessions.registry import (
     session,
     set_memory_limits,
 )
-from telos_wrap.sessions.state import SessionState
-from telos_wrap.sessions.stats import DEFAULT_PRICES, PriceMultipliers, SessionStats
-from telos_wrap.sessions.store import MemoryStore, SessionStore, Versioned, default_store, set_default_store
+from telos_wrap.sessions.stores.breaker import BreakerStats, StoreBreaker, StoreEvent
+from telos_wrap.sessions.stores.redis_store import RedisStore
+from telos_wrap.sessions.stores.store import (
+    MemoryStore,
+    SessionStore,
+    Versioned,
+    default_store,
+    set_default_store,
+)
+from telos_wrap.sessions.turns.folds import FoldError
+from telos_wrap.sessions.views.stats import DEFAULT_PRICES, PriceMultipliers, SessionStats
 
 __all__ = [
     "DEFAULT_PRICES",

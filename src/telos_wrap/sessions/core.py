@@ -45,11 +45,10 @@ from telos_wrap.ir.model import Api, TelosBlock, UsageReport
 from telos_wrap.ir.refpool import emitted_references
 from telos_wrap.ir.shared import share
 from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks
-from telos_wrap.sessions import drivers, fleet, fleet_io
-from telos_wrap.sessions.breaker import StoreBreaker, breaker_of
-from telos_wrap.sessions.explain import Explained, RequestRecord, explain
-from telos_wrap.sessions.folds import FoldError, validate_slug
+from telos_wrap.sessions.durable.records import CacheBreak, VolatileSpan
+from telos_wrap.sessions.durable.state import SessionState
 from telos_wrap.sessions.identity import tells_users_apart
+from telos_wrap.sessions.learning import fleet, fleet_io
 from telos_wrap.sessions.live import (
     _forget_warm,
     _held,
@@ -60,15 +59,17 @@ from telos_wrap.sessions.live import (
     _stack,
     _warm_up,
 )
-from telos_wrap.sessions.plans import StateSync, StoreOp, unchanged
-from telos_wrap.sessions.records import CacheBreak, VolatileSpan
 from telos_wrap.sessions.refresh import RefreshDecision, decide_refresh
-from telos_wrap.sessions.state import SessionState
-from telos_wrap.sessions.stats import PriceMultipliers, SessionStats
-from telos_wrap.sessions.steps import fold_step, forget_volatility, passthrough_step, pin_step
-from telos_wrap.sessions.store import SessionStore, default_store, store_ops
-from telos_wrap.sessions.turn import StateHooks, TurnResult, run_turn
-from telos_wrap.sessions.wire_i2 import WireLedger, note_telos_rewrote
+from telos_wrap.sessions.stores.breaker import StoreBreaker, breaker_of
+from telos_wrap.sessions.stores.store import SessionStore, default_store, store_ops
+from telos_wrap.sessions.sync import drivers
+from telos_wrap.sessions.sync.plans import StateSync, StoreOp, unchanged
+from telos_wrap.sessions.turns.folds import FoldError, validate_slug
+from telos_wrap.sessions.turns.steps import fold_step, forget_volatility, passthrough_step, pin_step
+from telos_wrap.sessions.turns.turn import StateHooks, TurnResult, run_turn
+from telos_wrap.sessions.turns.wire_i2 import WireLedger, note_telos_rewrote
+from telos_wrap.sessions.views.explain import Explained, RequestRecord, explain
+from telos_wrap.sessions.views.stats import PriceMultipliers, SessionStats
 
 __all__ = ["RequestRecord", "Session"]
 
@@ -182,7 +183,7 @@ class Session:
     #
     # Every change of the session's state is planned by ``self._sync`` (``plans.StateSync``: pure,
     # it yields the store operations it needs) and run by ``drivers.run`` (sync: the store's methods)
-    # or ``drivers.arun`` (async: their ``a``-twins, awaited). See ``sessions/plans.py``.
+    # or ``drivers.arun`` (async: their ``a``-twins, awaited). See ``sessions/sync/plans.py``.
 
     def _breaker(self) -> StoreBreaker:
         return breaker_of(self.store)
@@ -281,7 +282,7 @@ class Session:
             report_failure(TelosStageError("session", exc), strict=strict)
             return SessionHooks()
 
-    # -- fleet learning: the hook (the logic is sessions/fleet.py and sessions/fleet_io.py) ---------
+    # -- fleet learning: the hook (the logic: sessions/learning/fleet.py and fleet_io.py) --
 
     def _fleet_on(self) -> bool:
         on = self.fleet_learning if self.fleet_learning is not None else current_config().fleet_learning
@@ -345,7 +346,7 @@ class Session:
         with self._lock:
             facts: tuple[fleet.Fact, ...] = ()
             note: str | None = None
-            if self._fleet():  # fleet learning (sessions/fleet.py)
+            if self._fleet():  # fleet learning (sessions/learning/fleet.py)
                 self._fleet_asked = True
                 facts, note = fleet_io.fleet_for(self.store, api, body, options.hints, tenant)
             plan = self._plan(self._turn_step(api, body, options, facts), strict)
@@ -372,7 +373,7 @@ class Session:
         """``prepare_request`` for async clients: the same turn, with the store's async I/O."""
         facts: tuple[fleet.Fact, ...] = ()
         note: str | None = None
-        if self._fleet():  # fleet learning (sessions/fleet.py)
+        if self._fleet():  # fleet learning (sessions/learning/fleet.py)
             self._fleet_asked = True
             facts, note = await fleet_io.afleet_for(self.store, api, body, options.hints, tenant)
         plan = self._plan(self._turn_step(api, body, options, facts), strict)

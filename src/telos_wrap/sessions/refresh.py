@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from telos_wrap.sessions.state import SessionState
+from telos_wrap.sessions.durable.state import SessionState
 
 __all__ = ["REFRESH_THRESHOLD", "RefreshDecision", "decide_refresh"]
 

@@ -20,8 +20,8 @@ from telos_wrap.sessions.arguments import check_session_arguments
 from telos_wrap.sessions.core import CacheBreakCallback, Session
 from telos_wrap.sessions.identity import conversation_key
 from telos_wrap.sessions.live import _live, _registry_lock, _stack
-from telos_wrap.sessions.stats import PriceMultipliers
-from telos_wrap.sessions.store import SessionStore, default_store
+from telos_wrap.sessions.stores.store import SessionStore, default_store
+from telos_wrap.sessions.views.stats import PriceMultipliers
 
 __all__ = [
     "current_session",

@@ -171,7 +171,7 @@ def begin(ctx: Any, options: Any) -> CallTelemetry | None:
 
 
 def _begin(ctx: Any, options: Any, failed: tuple[str, ...]) -> CallTelemetry:
-    from telos_wrap.sessions.stats import DEFAULT_PRICES
+    from telos_wrap.sessions.views.stats import DEFAULT_PRICES
     from telos_wrap.telemetry import facts, otel
     from telos_wrap.telemetry.call import CallTelemetry
 

@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from telos_wrap.ir.model import UsageReport
-from telos_wrap.sessions.explain import RequestRecord
-from telos_wrap.sessions.records import CacheBreak
-from telos_wrap.sessions.stats import DEFAULT_PRICES, PriceMultipliers
+from telos_wrap.sessions.durable.records import CacheBreak
+from telos_wrap.sessions.views.explain import RequestRecord
+from telos_wrap.sessions.views.stats import DEFAULT_PRICES, PriceMultipliers
 
 __all__ = [
     "CACHE_CREATION",

@@ -19,7 +19,7 @@ without them gets a fallback: ``compare_and_set`` then ``load``; a sync-only sto
 worker thread under asyncio).
 
 Two implementations: ``MemoryStore`` (the default: one process, bounded LRU) and
-``telos_wrap.sessions.redis_store.RedisStore`` (several workers or hosts).
+``telos_wrap.sessions.stores.redis_store.RedisStore`` (several workers or hosts).
 """
 
 from __future__ import annotations

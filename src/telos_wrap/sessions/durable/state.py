@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 from telos_wrap.ir.canon import canonical_json
 from telos_wrap.ir.shared import shared_texts
-from telos_wrap.sessions.records import CacheBreak, RangeFold, SlugFold, VolatileSpan
+from telos_wrap.sessions.durable.records import CacheBreak, RangeFold, SlugFold, VolatileSpan
 
 __all__ = [
     "HASH_LEN",
@@ -327,7 +327,7 @@ class SessionState:
     volatile: tuple[VolatileSpan, ...] = ()
     suspects: tuple[VolatileSpan, ...] = ()
     recent_breaks: tuple[CacheBreak, ...] = ()
-    #: Schema name orders first seen (``sessions/orders.py``): ``"key:order"`` strings.
+    #: Schema name orders first seen (``sessions/learning/orders.py``): ``"key:order"`` strings.
     orders: tuple[str, ...] = ()
 
     def approx_bytes(self) -> int:

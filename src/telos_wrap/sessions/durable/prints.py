@@ -16,7 +16,7 @@ from telos_wrap.history import HistoryMemo
 from telos_wrap.ir.canon import canonical_bytes
 from telos_wrap.ir.model import Band, BlockKind, TelosIR, TelosMessage
 from telos_wrap.pipeline import Prepared
-from telos_wrap.sessions.state import PromptPrint, ints, short_hash
+from telos_wrap.sessions.durable.state import PromptPrint, ints, short_hash
 
 __all__ = ["CACHE_PARAMS", "TTL_SECONDS", "message_hash", "message_kind", "prompt_print"]
 

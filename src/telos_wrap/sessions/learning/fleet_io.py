@@ -16,9 +16,8 @@ from typing import Any
 
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Api
-from telos_wrap.sessions import fleet_shape
-from telos_wrap.sessions.breaker import breaker_of
-from telos_wrap.sessions.fleet import (
+from telos_wrap.sessions.learning import fleet_shape
+from telos_wrap.sessions.learning.fleet import (
     FACTS,
     Fact,
     application_key,
@@ -29,7 +28,8 @@ from telos_wrap.sessions.fleet import (
     namespace,
     system_pin_texts,
 )
-from telos_wrap.sessions.store import AsyncSessionStore, SessionStore
+from telos_wrap.sessions.stores.breaker import breaker_of
+from telos_wrap.sessions.stores.store import AsyncSessionStore, SessionStore
 
 __all__ = [
     "afacts_for",

@@ -46,7 +46,7 @@ from telos_wrap.ir.canon import MARKER_KEYS, compact_json_encoder
 from telos_wrap.ir.model import Band, TelosMessage
 
 if TYPE_CHECKING:
-    from telos_wrap.sessions.records import CacheBreak
+    from telos_wrap.sessions.durable.records import CacheBreak
 
 #: Every ``telos_rewrote`` break this process recorded (the test suite fails on any it did not expect).
 _seen: list[CacheBreak] = []

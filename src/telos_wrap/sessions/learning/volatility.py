@@ -48,7 +48,7 @@ anchored runs they widen to share one line model (``_Line``: hashes, skeletons, 
 change to how a span's pattern is built changes what its verification (``expected_view``, the
 lift's own cut) must find; all of it must stay identical on every worker. The parts that are
 reusable on their own already live elsewhere: text units in ``lift/text_units.py``, value scanning
-in ``sessions/values.py``, span records in ``sessions/records.py``.
+in ``sessions/learning/values.py``, span records in ``sessions/durable/records.py``.
 """
 
 from __future__ import annotations
@@ -67,8 +67,8 @@ from telos_wrap.ir.refpool import entry_payload_text, parse_rendered
 from telos_wrap.ir.shared import BoundedMemo, share, shared_texts
 from telos_wrap.lift.text_units import regions, unit_of
 from telos_wrap.lift.user_split import SplitPatterns, split_text
-from telos_wrap.sessions.records import SpanKind, VolatileSpan
-from telos_wrap.sessions.values import ValueScanner
+from telos_wrap.sessions.durable.records import SpanKind, VolatileSpan
+from telos_wrap.sessions.learning.values import ValueScanner
 
 __all__ = [
     "MAX_LEARNED",
@@ -643,7 +643,7 @@ def _matches_exactly(pattern: str, text: str, start: int, end: int) -> bool:
     return found == [(start, end)]
 
 
-# -- for fleet learning (sessions/fleet.py) -----------------------------------------------------------
+# -- for fleet learning (sessions/learning/fleet.py) --
 
 
 def skeleton_regex(line: str) -> str:

@@ -15,7 +15,7 @@ from telos_wrap.engines.base import Breakpoint
 from telos_wrap.ir.canon import canonical_json
 from telos_wrap.ir.model import Api, Transformation, UsageReport
 from telos_wrap.pipeline import Prepared
-from telos_wrap.sessions.records import CacheBreak, VolatileSpan
+from telos_wrap.sessions.durable.records import CacheBreak, VolatileSpan
 
 __all__ = ["Anchor", "Change", "Explained", "RequestRecord", "anchor", "change", "explain"]
 
@@ -71,9 +71,9 @@ class RequestRecord:
         explained: what telos did to it (``None`` unless ``kind == "telos"``).
         cache_break / learned: what ``run_turn`` found.
         usage: the response's usage once recorded.
-        adopted: the fleet's spans the request started with (``sessions/fleet.py``).
+        adopted: the fleet's spans the request started with (``sessions/learning/fleet.py``).
         application: what per-conversation text early in the system prompt costs the application
-            (``sessions/fleet_shape.py``), at a conversation's first request.
+            (``sessions/learning/fleet_shape.py``), at a conversation's first request.
     """
 
     index: int

@@ -8,8 +8,8 @@ pruning a past turn's DROP tail are not breaks: they all happen after the cached
 
 from __future__ import annotations
 
-from telos_wrap.sessions.records import BreakReason, CacheBreak
-from telos_wrap.sessions.state import PromptPrint
+from telos_wrap.sessions.durable.records import BreakReason, CacheBreak
+from telos_wrap.sessions.durable.state import PromptPrint
 
 __all__ = ["BYTES_PER_TOKEN", "detect_break"]
 

@@ -21,14 +21,12 @@ from telos_wrap.ir.model import Api, TelosIR, Transformation
 from telos_wrap.ir.refpool import OwnReferences
 from telos_wrap.lift.user_split import SplitPatterns
 from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks, check_budget, prepare
-from telos_wrap.sessions.breaks import BYTES_PER_TOKEN, detect_break
-from telos_wrap.sessions.fleet import Fact, adopt, expected_layers, facts_of
-from telos_wrap.sessions.folds import apply_pins_and_slug_folds, apply_range_folds
-from telos_wrap.sessions.orders import MAX_ORDERS, stabilize_orders
-from telos_wrap.sessions.prints import message_hash, message_kind, prompt_print
-from telos_wrap.sessions.records import CacheBreak, VolatileSpan
-from telos_wrap.sessions.state import HASH_LEN, AppPrint, PromptPrint, SessionState, hash_list
-from telos_wrap.sessions.volatility import (
+from telos_wrap.sessions.durable.prints import message_hash, message_kind, prompt_print
+from telos_wrap.sessions.durable.records import CacheBreak, VolatileSpan
+from telos_wrap.sessions.durable.state import HASH_LEN, AppPrint, PromptPrint, SessionState, hash_list
+from telos_wrap.sessions.learning.fleet import Fact, adopt, expected_layers, facts_of
+from telos_wrap.sessions.learning.orders import MAX_ORDERS, stabilize_orders
+from telos_wrap.sessions.learning.volatility import (
     MAX_LEARNED,
     expected_view,
     fingerprint,
@@ -37,7 +35,9 @@ from telos_wrap.sessions.volatility import (
     span_matches,
     system_view,
 )
-from telos_wrap.sessions.wire_i2 import WireEntry, WireLedger, WireMismatch, conversation_entry
+from telos_wrap.sessions.turns.breaks import BYTES_PER_TOKEN, detect_break
+from telos_wrap.sessions.turns.folds import apply_pins_and_slug_folds, apply_range_folds
+from telos_wrap.sessions.turns.wire_i2 import WireEntry, WireLedger, WireMismatch, conversation_entry
 
 __all__ = ["StateHooks", "TurnResult", "run_turn"]
 
@@ -265,7 +265,7 @@ class TurnResult:
         cache_break: the break this request causes, if any.
         learned: the first volatile span this request taught, if any (all of them: ``learned_all``).
         learned_all: every volatile span this request taught.
-        adopted: the fleet's spans this request started with (``sessions/fleet.py``), verified.
+        adopted: the fleet's spans this request started with (``sessions/learning/fleet.py``), verified.
         facts: what this request learned, to share with the fleet (``fleet.facts_of``).
         wire: this request's conversation as sent, for the session's ``WireLedger`` (kept once the
             state is written).
@@ -304,14 +304,14 @@ def run_turn(
     ``commit=False`` is a dry run (``session.mark()``): nothing is learned and the state is unchanged.
     ``memo`` is the session's in-memory history memo (a cache: it never changes what is sent).
     ``ledger`` holds what this process sent for the previous request: a settled message not re-sent
-    byte for byte is recorded as a ``telos_rewrote`` break (``sessions/wire_i2.py``); it is read,
+    byte for byte is recorded as a ``telos_rewrote`` break (``sessions/turns/wire_i2.py``); it is read,
     never updated here (the caller keeps ``TurnResult.wire`` once the state is written).
     ``own``: the ref-pool stubs and entries this process emitted for the session, the only texts
     lifted as references (``refpool.emitted_references``; docs/security.md).
     ``own_history_only``: learn from the previous request only if this one extends its history (an
     implicit session where nothing tells users apart: two users who open alike share it, and one
     must never teach telos what to move in the other's prompt; docs/security.md).
-    ``fleet``: facts other conversations of the application learned (``sessions/fleet.py``), used
+    ``fleet``: facts other conversations of the application learned (``sessions/learning/fleet.py``), used
     only by the first request of a conversation, each verified here (``fleet.adopt``, then the lift
     must cut exactly that) or ignored.
     Raises ``TelosStageError`` when a pipeline stage fails (the bridge re-checks every invariant).
@@ -330,7 +330,7 @@ def run_turn(
     adopted: tuple[VolatileSpan, ...] = ()
     facts: tuple[Fact, ...] = ()
     if fleet and learn_volatility and index == 0 and state.app is None and not volatile:
-        # -- fleet learning (sessions/fleet.py): start with the application's verified facts --
+        # -- fleet learning (sessions/learning/fleet.py): start with the application's verified facts --
         hooks, prepared, adopted = _adopt_fleet(
             state, api, body, options, hooks, prepared, fleet, pins, memo, own
         )

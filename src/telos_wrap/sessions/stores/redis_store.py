@@ -44,9 +44,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from telos_wrap.errors import StoreBusyError, StoreEntryError
-from telos_wrap.sessions import redis_urls
-from telos_wrap.sessions.breaker import StoreBreaker
-from telos_wrap.sessions.store import Swapped, Versioned
+from telos_wrap.sessions.stores import redis_urls
+from telos_wrap.sessions.stores.breaker import StoreBreaker
+from telos_wrap.sessions.stores.store import Swapped, Versioned
 
 __all__ = ["RedisStore"]
 

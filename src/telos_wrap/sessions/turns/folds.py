@@ -18,8 +18,8 @@ from dataclasses import replace
 from telos_wrap.errors import TelosError
 from telos_wrap.ir.model import Band, BlockKind, TelosBlock, TelosIR, TelosMessage, Transformation
 from telos_wrap.ir.refpool import SLUG_PATTERN, RefPool, entry_payload_text, make_entry
-from telos_wrap.sessions.records import RangeFold, SlugFold
-from telos_wrap.sessions.state import AppPrint, short_hash
+from telos_wrap.sessions.durable.records import RangeFold, SlugFold
+from telos_wrap.sessions.durable.state import AppPrint, short_hash
 
 __all__ = [
     "FoldError",

@@ -1,4 +1,4 @@
-"""The I/O shells of the store plans: a plan of ``sessions.plans`` run against a real store.
+"""The I/O shells of the store plans: a plan of ``sessions.sync.plans`` run against a real store.
 
 ``run`` answers each operation with the store's sync methods (and ``time.sleep``); ``arun`` with
 their async twins, awaited, each raced against the store's circuit breaker so a call still
@@ -19,11 +19,11 @@ from typing import Any, Protocol, TypeVar
 
 from telos_wrap.errors import RefPoolError
 from telos_wrap.ir.shared import share
-from telos_wrap.sessions.breaker import StoreBreaker, StoreEvent, breaker_of
+from telos_wrap.sessions.durable.state import SessionState
 from telos_wrap.sessions.live import _hold, _release
-from telos_wrap.sessions.plans import ABANDONED, LOAD, Failed, GetBlob, Sleep, StateSync, StoreOp, Swap
-from telos_wrap.sessions.state import SessionState
-from telos_wrap.sessions.store import SessionStore, StoreOps, store_ops
+from telos_wrap.sessions.stores.breaker import StoreBreaker, StoreEvent, breaker_of
+from telos_wrap.sessions.stores.store import SessionStore, StoreOps, store_ops
+from telos_wrap.sessions.sync.plans import ABANDONED, LOAD, Failed, GetBlob, Sleep, StateSync, StoreOp, Swap
 
 __all__ = ["AsyncLocks", "Host", "Owner", "arun", "load_pins", "put_pin", "read_state", "run"]
 

@@ -74,9 +74,15 @@ from typing import Any
 from telos_wrap.ir.canon import canonical_json
 from telos_wrap.ir.model import Api
 from telos_wrap.lift.user_split import DEFAULT_PATTERNS, split_text
-from telos_wrap.sessions.fleet_shape import decode_prints
-from telos_wrap.sessions.records import SpanKind, VolatileSpan
-from telos_wrap.sessions.volatility import MAX_SPAN_LINES, VALUE, expected_view, skeleton_regex, unit_span
+from telos_wrap.sessions.durable.records import SpanKind, VolatileSpan
+from telos_wrap.sessions.learning.fleet_shape import decode_prints
+from telos_wrap.sessions.learning.volatility import (
+    MAX_SPAN_LINES,
+    VALUE,
+    expected_view,
+    skeleton_regex,
+    unit_span,
+)
 
 __all__ = [
     "FACTS",

@@ -111,7 +111,7 @@ class VolatileSpan:
             ``explain``); empty for spans stored by older versions.
         origin: ``""`` when this conversation learned it; ``"fleet"`` when another conversation of
             the same application template learned it (``learned_at`` is then that conversation's
-            request) and this one adopted it after verifying it (``sessions/fleet.py``).
+            request) and this one adopted it after verifying it (``sessions/learning/fleet.py``).
     """
 
     pattern: str
@@ -161,7 +161,7 @@ class CacheBreak:
         reason: ``model_changed``, ``tools_changed``, ``system_changed``, ``history_rewritten``,
             ``params_changed`` (``tool_choice`` / ``thinking`` / ``speed``), ``ttl_expired``, or
             ``telos_rewrote``: telos itself did not re-send a settled message byte for byte (a telos
-            bug, never the caller's doing; ``sessions/wire_i2.py``).
+            bug, never the caller's doing; ``sessions/turns/wire_i2.py``).
         segment: where the divergence starts: ``"tools"``, ``"system"`` or ``"messages"``.
         message: the message index (``segment == "messages"``), else ``None``.
         block: the block index within the tools / system list or that message.

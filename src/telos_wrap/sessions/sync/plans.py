@@ -2,7 +2,7 @@
 
 Every change of a session's state is planned by ``StateSync.plan``: a generator that yields the
 store operations it needs (``LOAD``, ``Swap``, ``GetBlob``, ``Sleep``) and decides what to do with
-their results; ``sessions.drivers`` runs it (sync: the store's methods; async: their ``a``-twins,
+their results; ``sessions.sync.drivers`` runs it (sync: the store's methods; async: their ``a``-twins,
 awaited). The plan is the only place that knows the protocol: compare-and-set on the revision this
 process last saw (one round trip when nobody else wrote), the current state back when it loses,
 pending usage folded in, the circuit breaker, and reconciliation after an outage (docs/sessions.md,
@@ -32,7 +32,7 @@ from telos_wrap.errors import (
 from telos_wrap.failopen import report_failure
 from telos_wrap.ir.model import UsageReport
 from telos_wrap.ir.shared import share
-from telos_wrap.sessions.state import EngineUsage, SessionState
+from telos_wrap.sessions.durable.state import EngineUsage, SessionState
 
 __all__ = [
     "ABANDONED",
@@ -124,7 +124,7 @@ ABANDONED = Failed(None)
 
 
 class Breaker(Protocol):
-    """The part of ``sessions.breaker.StoreBreaker`` a plan uses (no I/O, no waiting)."""
+    """The part of ``sessions.stores.breaker.StoreBreaker`` a plan uses (no I/O, no waiting)."""
 
     @property
     def backoff(self) -> float: ...

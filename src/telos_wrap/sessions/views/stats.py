@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from telos_wrap.sessions.state import EngineUsage, SessionState
+from telos_wrap.sessions.durable.state import EngineUsage, SessionState
 
 __all__ = ["DEFAULT_PRICES", "PriceMultipliers", "SessionStats"]
 

@@ -13,9 +13,9 @@ from dataclasses import replace
 from typing import Any
 
 from telos_wrap.errors import RefPoolError
-from telos_wrap.sessions.folds import validate_range
-from telos_wrap.sessions.records import RangeFold, SlugFold
-from telos_wrap.sessions.state import SessionState
+from telos_wrap.sessions.durable.records import RangeFold, SlugFold
+from telos_wrap.sessions.durable.state import SessionState
+from telos_wrap.sessions.turns.folds import validate_range
 
 __all__ = ["Step", "fold_step", "forget_volatility", "passthrough_step", "pin_step"]
 
