@@ -44,7 +44,7 @@ def _session(min_turns: int = 8) -> list[dict[str, Any]]:
         for line in handle:
             record = json.loads(line)
             sessions.setdefault(record["session"], []).append(record["kwargs"])
-    turns: list[dict[str, Any]] = next(t for t in sessions.learning.values() if len(t) >= min_turns)
+    turns: list[dict[str, Any]] = next(t for t in sessions.values() if len(t) >= min_turns)
     return turns
 
 

@@ -1,4 +1,5 @@
-"""The caller's system parts keep their order, with no text the caller did not write.
+"""Promise R1 (docs/security.md), the caller's system parts: they keep their order, with no text the
+caller did not write.
 
 A system prompt in two parts — a long document, then an instruction that points at it — is sent as
 the caller wrote it, in the caller's order, on Messages, Chat Completions and Responses, in a session
