@@ -116,45 +116,6 @@ def test_a_prefix_with_an_empty_hash_tag_is_refused() -> None:
     assert RedisStore("redis://127.0.0.1:1/0", prefix="{app}:").keys_of("s")[0] == "{app}:{s}:session"
 
 
-def test_sessions_of_the_layout_before_hash_tags_are_read_and_moved(
-    redis_url: str, redis_prefix: str
-) -> None:
-    """A single server may hold sessions written as ``P session:S`` / ``P blobs:S``: they are read
-    as they are, and their next write moves them (state and blobs) to ``P{S}:…``, atomically."""
-    store = RedisStore(redis_url, prefix=redis_prefix, ttl=120)
-    raw = store.redis
-    raw.hset(f"{redis_prefix}session:old", mapping={"rev": 41, "state": '{"turn":41}'})
-    raw.hset(f"{redis_prefix}blobs:old", mapping={"pinned": "the handbook"})
-    loaded = store.load("old")
-    assert loaded == Versioned(41, '{"turn":41}')
-    assert store.get_blob("old", "pinned") == "the handbook"
-    store.put_blob("old", "fresh", "a blob written before the move")
-    assert store.compare_and_set("old", 40, "{}") is None  # still compare-and-set
-    revision = store.compare_and_set("old", 41, '{"turn":42}')
-    assert revision is not None
-    assert raw.exists(f"{redis_prefix}session:old", f"{redis_prefix}blobs:old") == 0
-    state_key, blobs_key = store.keys_of("old")
-    assert raw.hgetall(state_key) == {b"rev": str(revision).encode(), b"state": b'{"turn":42}'}
-    assert raw.hgetall(blobs_key) == {b"pinned": b"the handbook", b"fresh": b"a blob written before the move"}
-    assert 0 < raw.ttl(state_key) <= 120 and 0 < raw.ttl(blobs_key) <= 120
-
-    async def via_asyncio() -> tuple[Versioned | None, str | None]:
-        raw.hset(f"{redis_prefix}session:old2", mapping={"rev": 7, "state": "{}"})
-        raw.hset(f"{redis_prefix}blobs:old2", mapping={"k": "v"})
-        found = await store.aload("old2"), await store.aget_blob("old2", "k")
-        assert (await store.aswap("old2", 7, '{"a":1}')).revision is not None
-        await store.aclose()
-        return found
-
-    assert asyncio.run(via_asyncio()) == (Versioned(7, "{}"), "v")
-    assert raw.exists(f"{redis_prefix}session:old2") == 0 and store.load("old2") is not None
-    without = RedisStore(redis_url, prefix=redis_prefix, legacy_keys=False)
-    raw.hset(f"{redis_prefix}session:old3", mapping={"rev": 1, "state": "{}"})
-    assert without.load("old3") is None
-    store.close()
-    without.close()
-
-
 def test_concurrent_increments_never_lose_an_update(store_url: str, redis_prefix: str) -> None:
     store = RedisStore(store_url, prefix=redis_prefix)
     sessions = [telos_wrap.session("counter", store=store) for _ in range(8)]
@@ -388,48 +349,3 @@ def test_a_sentinel_managed_primary(tmp_path: Path, redis_prefix: str) -> None:
         sentinel.terminate()
         sentinel.wait(timeout=10)
         primary.stop()
-
-
-def test_a_cluster_behind_one_endpoint_drops_the_legacy_keys(
-    redis_cluster_url: str, redis_prefix: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    """A proxy that shows a cluster as one server (``redis://``, so legacy keys are looked for) still
-    refuses a script whose keys span slots: the store stops looking for the legacy keys, once, and
-    the write goes through. (Here the proxy is a plain client on the node that owns the session's
-    slot: the node refuses ``CROSSSLOT`` as a proxy would.)"""
-    import logging
-
-    import redis
-
-    from telos_wrap.sessions.stores import redis_urls
-
-    cluster = redis_urls.sync_client(redis_urls.parse(redis_cluster_url), {})
-    session_id = "proxied"
-    node = cluster.get_node_from_key(RedisStore("redis://unused", prefix=redis_prefix).keys_of(session_id)[0])
-    direct = redis.Redis(host=node.host, port=node.port)
-    store = RedisStore(direct, prefix=redis_prefix)
-    assert store.legacy_keys and not store.cluster
-    with caplog.at_level(logging.INFO, logger="telos_wrap.sessions"):
-        revision = store.compare_and_set(session_id, 0, '{"a":1}')
-    assert revision is not None and not store.legacy_keys
-    assert sum("legacy_keys=False" in r.getMessage() for r in caplog.records) == 1
-    assert store.load(session_id) == Versioned(revision, '{"a":1}')
-    assert store.compare_and_set(session_id, revision, '{"a":2}') is not None
-    store.delete(session_id)
-    assert store.load(session_id) is None
-
-    async def via_asyncio() -> None:
-        import redis.asyncio
-
-        client = redis.asyncio.Redis(host=node.host, port=node.port)
-        fresh = RedisStore(direct, prefix=redis_prefix, async_client=client)
-        assert fresh.legacy_keys
-        assert (await fresh.aswap(session_id, 0, "{}")).revision is not None
-        assert not fresh.legacy_keys
-        await fresh.adelete(session_id)
-        assert await fresh.aload(session_id) is None
-        await client.aclose()
-
-    asyncio.run(via_asyncio())
-    direct.close()
-    cluster.close()

@@ -67,14 +67,12 @@ def test_each_form_makes_its_client_type() -> None:
 
     store = RedisStore("redis+sentinel://127.0.0.1:1,127.0.0.1:2/svc/1", timeout=0.5)
     client = store.redis
-    assert isinstance(client, redis.Redis) and not store.cluster and store.legacy_keys
+    assert isinstance(client, redis.Redis) and not store.cluster
     pool = client.connection_pool
     assert type(pool).__name__ == "SentinelConnectionPool" and pool.service_name == "svc"
     assert pool.connection_kwargs["db"] == 1 and pool.connection_kwargs["socket_timeout"] == 0.5
     assert [(s.connection_pool.connection_kwargs["port"]) for s in pool.sentinel_manager.sentinels] == [1, 2]
     cluster = RedisStore("redis+cluster://127.0.0.1:1,127.0.0.1:2")
-    assert cluster.cluster and not cluster.legacy_keys
+    assert cluster.cluster
     async_cluster = redis_urls.async_client(parse("redis+cluster://127.0.0.1:1"), {}, 8, 1.0)
     assert isinstance(async_cluster, redis.asyncio.cluster.RedisCluster)
-    with pytest.raises(ValueError, match="never worked on a cluster"):
-        RedisStore("redis+cluster://127.0.0.1:1", legacy_keys=True)

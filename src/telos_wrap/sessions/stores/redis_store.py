@@ -19,10 +19,6 @@ worker's number to the next writer's different state. Both keys get the store's 
 write, so an active session never expires and an abandoned one disappears. JSON text only, never
 pickle.
 
-Keys of the layout before hash tags (``P session:S``, ``P blobs:S``) are still read on a single
-server (not a cluster, where that layout never worked): a session found only there is moved to
-its new keys, inside the script, by its next write.
-
 Clients: a URL (``redis_urls``: single server, ``+cluster``, ``+sentinel``, Valkey) or instances
 (``redis.Redis``, ``redis.cluster.RedisCluster``, a Sentinel's ``master_for`` client, and their
 ``redis.asyncio`` twins as ``async_client``). Async clients use ``redis.asyncio`` (one client per
@@ -52,7 +48,7 @@ __all__ = ["RedisStore"]
 
 logger = logging.getLogger("telos_wrap.sessions")
 
-# KEYS: session, blobs[, legacy session, legacy blobs]; ARGV: expected revision ('' = absent), text,
+# KEYS: session, blobs; ARGV: expected revision ('' = absent), text,
 # ttl (0 = none), the new revision.
 #
 # A write is idempotent: redis-py sends a command again when its connection drops before the answer
@@ -63,15 +59,6 @@ logger = logging.getLogger("telos_wrap.sessions")
 # scale").
 _SWAP = """
 local current = redis.call('HGET', KEYS[1], 'rev')
-if not current and KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then
-  redis.call('RENAME', KEYS[3], KEYS[1])
-  local old = redis.call('HGETALL', KEYS[4])
-  for i = 1, #old, 2 do
-    redis.call('HSETNX', KEYS[2], old[i], old[i + 1])
-  end
-  redis.call('DEL', KEYS[4])
-  current = redis.call('HGET', KEYS[1], 'rev')
-end
 if current and not tonumber(current) then
   current = false  -- a malformed entry: replaced like an absent one (docs/security.md)
 end
@@ -175,8 +162,6 @@ class RedisStore:
             a failure or timeout no session calls this store for that long (``breaker.py``).
         max_connections: connections of the async client's pool (per event loop; on a cluster,
             per node); a call waits up to ``timeout`` for a free one (single server).
-        legacy_keys: also read (and move on write) sessions stored in the layout before hash tags;
-            default: on, except on a cluster.
     """
 
     def __init__(
@@ -190,7 +175,6 @@ class RedisStore:
         backoff: float = 5.0,
         max_backoff: float = 60.0,
         max_connections: int = 64,
-        legacy_keys: bool | None = None,
     ) -> None:
         self.url: str | None = None
         self._url: redis_urls.RedisUrl | None = None
@@ -209,9 +193,6 @@ class RedisStore:
             raise ValueError(
                 f"prefix {prefix!r} holds an empty hash tag '{{}}': a session's keys would span slots"
             )
-        if legacy_keys and self.cluster:
-            raise ValueError("legacy_keys: the layout before hash tags never worked on a cluster")
-        self.legacy_keys = not self.cluster if legacy_keys is None else legacy_keys
         self.prefix = prefix
         self.ttl = ttl
         self._sync: tuple[Any, Any] | None = (
@@ -252,12 +233,8 @@ class RedisStore:
         return self._client()[0]
 
     def _keys(self, session_id: str) -> list[str]:
-        """The session's keys: its state and its blobs, and on a single server the legacy pair."""
-        tagged = f"{self.prefix}{{{_tag(session_id)}}}"
-        keys = [f"{tagged}:session", f"{tagged}:blobs"]
-        if self.legacy_keys:
-            keys += [f"{self.prefix}session:{session_id}", f"{self.prefix}blobs:{session_id}"]
-        return keys
+        """The session's keys: its state and its blobs."""
+        return list(self.keys_of(session_id))
 
     def keys_of(self, session_id: str) -> tuple[str, str]:
         """The keys ``(state, blobs)`` a session is written to."""
@@ -271,41 +248,13 @@ class RedisStore:
     # -- sync ---------------------------------------------------------------------------------------
 
     def load(self, session_id: str) -> Versioned | None:
-        keys = self._keys(session_id)
-        if self.legacy_keys:
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.hmget(keys[0], ["rev", "state"])
-            pipe.hmget(keys[2], ["rev", "state"])
-            found = _first_found(pipe.execute())
-        else:
-            found = self.redis.hmget(keys[0], ["rev", "state"])
+        found = self.redis.hmget(self._keys(session_id)[0], ["rev", "state"])
         return _versioned(session_id, found)
 
     def swap(self, session_id: str, expected: int, text: str) -> Swapped:
         """``compare_and_set`` that returns the current state when it loses (one round trip)."""
         _, script = self._client()
-        args = self._args(expected, text)
-        try:
-            return _swapped(script(keys=self._keys(session_id), args=args))
-        except Exception as exc:
-            if not self._cross_slot(exc):
-                raise
-        return _swapped(script(keys=self._keys(session_id), args=args))
-
-    def _cross_slot(self, exc: BaseException) -> bool:
-        """A server behind one endpoint that still keeps a script's keys to one slot (a cluster
-        proxy) refused the legacy keys (``CROSSSLOT``): stop looking for them (such a server never
-        held the old layout either) and say whether to try again."""
-        from redis.exceptions import ClusterCrossSlotError
-
-        if not (self.legacy_keys and (isinstance(exc, ClusterCrossSlotError) or "CROSSSLOT" in str(exc))):
-            return False
-        self.legacy_keys = False
-        logger.info(
-            "telos_wrap: the session store keeps a script's keys to one slot (a cluster proxy): "
-            "keys of the layout before hash tags are no longer looked for (legacy_keys=False)"
-        )
-        return True
+        return _swapped(script(keys=self._keys(session_id), args=self._args(expected, text)))
 
     def compare_and_set(self, session_id: str, expected: int, text: str) -> int | None:
         return self.swap(session_id, expected, text).revision
@@ -319,26 +268,11 @@ class RedisStore:
         pipe.execute()
 
     def get_blob(self, session_id: str, key: str) -> str | None:
-        keys = self._keys(session_id)
-        if self.legacy_keys:
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.hget(keys[1], key)
-            pipe.hget(keys[3], key)
-            new, old = pipe.execute()
-            value = new if new is not None else old
-        else:
-            value = self.redis.hget(keys[1], key)
+        value = self.redis.hget(self._keys(session_id)[1], key)
         return None if value is None else _text(value)
 
     def delete(self, session_id: str) -> None:
-        keys = self._keys(session_id)
-        if not self.legacy_keys:
-            self.redis.delete(*keys)
-            return
-        pipe = self.redis.pipeline(transaction=False)
-        for group in (keys[:2], keys[2:3], keys[3:]):  # one slot per command
-            pipe.delete(*group)
-        pipe.execute()
+        self.redis.delete(*self._keys(session_id))
 
     # -- async ---------------------------------------------------------------------------------------
 
@@ -378,15 +312,8 @@ class RedisStore:
 
             return await asyncio.to_thread(self.load, session_id)
         client, _ = self._aclient()
-        keys = self._keys(session_id)
         with _pool_waits():
-            if self.legacy_keys:
-                async with client.pipeline(transaction=False) as pipe:
-                    pipe.hmget(keys[0], ["rev", "state"])
-                    pipe.hmget(keys[2], ["rev", "state"])
-                    found = _first_found(await pipe.execute())
-            else:
-                found = await client.hmget(keys[0], ["rev", "state"])
+            found = await client.hmget(self._keys(session_id)[0], ["rev", "state"])
         return _versioned(session_id, found)
 
     async def aswap(self, session_id: str, expected: int, text: str) -> Swapped:
@@ -395,14 +322,8 @@ class RedisStore:
 
             return await asyncio.to_thread(self.swap, session_id, expected, text)
         _, script = self._aclient()
-        args = self._args(expected, text)
         with _pool_waits():
-            try:
-                return _swapped(await script(keys=self._keys(session_id), args=args))
-            except Exception as exc:
-                if not self._cross_slot(exc):
-                    raise
-            return _swapped(await script(keys=self._keys(session_id), args=args))
+            return _swapped(await script(keys=self._keys(session_id), args=self._args(expected, text)))
 
     async def acompare_and_set(self, session_id: str, expected: int, text: str) -> int | None:
         return (await self.aswap(session_id, expected, text)).revision
@@ -428,16 +349,8 @@ class RedisStore:
 
             return await asyncio.to_thread(self.get_blob, session_id, key)
         client, _ = self._aclient()
-        keys = self._keys(session_id)
         with _pool_waits():
-            if self.legacy_keys:
-                async with client.pipeline(transaction=False) as pipe:
-                    pipe.hget(keys[1], key)
-                    pipe.hget(keys[3], key)
-                    new, old = await pipe.execute()
-                value = new if new is not None else old
-            else:
-                value = await client.hget(keys[1], key)
+            value = await client.hget(self._keys(session_id)[1], key)
         return None if value is None else _text(value)
 
     async def adelete(self, session_id: str) -> None:
@@ -447,14 +360,7 @@ class RedisStore:
             await asyncio.to_thread(self.delete, session_id)
             return
         client, _ = self._aclient()
-        keys = self._keys(session_id)
-        if not self.legacy_keys:
-            await client.delete(*keys)
-            return
-        async with client.pipeline(transaction=False) as pipe:
-            for group in (keys[:2], keys[2:3], keys[3:]):  # one slot per command
-                pipe.delete(*group)
-            await pipe.execute()
+        await client.delete(*self._keys(session_id))
 
     async def aclose(self) -> None:
         """Close the async client of the running loop (the sync client closes with ``close()``)."""
@@ -479,11 +385,6 @@ def _sentinels_of(client: Any) -> list[Any]:
     """The clients a Sentinel-managed client made from a URL asks for its primary (closed with it)."""
     manager = getattr(getattr(client, "connection_pool", None), "sentinel_manager", None)
     return list(getattr(manager, "sentinels", ()))
-
-
-def _first_found(pair: list[Any]) -> Any:
-    """The first of ``[new layout, legacy layout]`` replies that holds a revision."""
-    return pair[0] if pair[0][0] is not None else pair[1]
 
 
 def _versioned(session_id: str, found: Any) -> Versioned | None:
