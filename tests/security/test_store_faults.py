@@ -76,7 +76,8 @@ def test_a_malformed_redis_entry_resets_one_session(
 ) -> None:
     store = RedisStore(redis_url, prefix=redis_prefix)
     _call(wire, store, "healthy")
-    store.redis.hset(f"{redis_prefix}session:poisoned", mapping={"rev": "7", "state": "{}"})
-    store.redis.hset(f"{redis_prefix}session:poisoned", field, value)
+    key = store.keys_of("poisoned")[0]  # the one key layout (docs/sessions.md)
+    store.redis.hset(key, mapping={"rev": "7", "state": "{}"})
+    store.redis.hset(key, field, value)
     _call(wire, store, "poisoned")
     _check_local(wire, store)
