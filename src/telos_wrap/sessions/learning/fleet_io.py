@@ -169,9 +169,10 @@ def fleet_for(
     if where is None:
         return (), None
     facts, theirs = lookup_entry(store, *where)
-    note = _note(where[0], api, body, hints, theirs)
+    texts = _texts(api, body, hints)
+    note = _note(where[0], texts, theirs)
     if not theirs and not breaker_of(store).is_open:
-        publish(store, *where, (), _shape(where[0], api, body, hints))
+        publish(store, *where, (), _shape(where[0], texts))
     return facts, note
 
 
@@ -183,9 +184,10 @@ async def afleet_for(
     if where is None:
         return (), None
     facts, theirs = await alookup_entry(store, *where)
-    note = _note(where[0], api, body, hints, theirs)
+    texts = _texts(api, body, hints)
+    note = _note(where[0], texts, theirs)
     if not theirs and not breaker_of(store).is_open:
-        await apublish(store, *where, (), _shape(where[0], api, body, hints))
+        await apublish(store, *where, (), _shape(where[0], texts))
     return facts, note
 
 
@@ -196,23 +198,30 @@ async def afacts_for(
     return (await afleet_for(store, api, body, hints, tenant))[0]
 
 
-def _texts(api: Api, body: Mapping[str, Any], hints: TelosHints) -> list[str]:
-    return system_pin_texts(api, body, hints.drop_patterns)
-
-
-def _shape(space: str, api: Api, body: Mapping[str, Any], hints: TelosHints) -> tuple[str, ...]:
+def _texts(api: Api, body: Mapping[str, Any], hints: TelosHints) -> list[str] | None:
+    """The system prompt's PIN texts, read once for the note and the shape (``None``: unreadable)."""
     try:
-        return fleet_shape.prints(space, _texts(api, body, hints))
+        return system_pin_texts(api, body, hints.drop_patterns)
+    except Exception:  # never breaks a call: no note, no shape
+        logger.debug("telos_wrap: no fleet shape for this request", exc_info=True)
+        return None
+
+
+def _shape(space: str, texts: list[str] | None) -> tuple[str, ...]:
+    if texts is None:
+        return ()
+    try:
+        return fleet_shape.prints(space, texts)
     except Exception:  # never breaks a call: no shape
         logger.debug("telos_wrap: no fleet shape for this request", exc_info=True)
         return ()
 
 
-def _note(
-    space: str, api: Api, body: Mapping[str, Any], hints: TelosHints, theirs: Sequence[str]
-) -> str | None:
+def _note(space: str, texts: list[str] | None, theirs: Sequence[str]) -> str | None:
+    if texts is None:
+        return None
     try:
-        found = fleet_shape.early_text(space, _texts(api, body, hints), theirs)
+        found = fleet_shape.early_text(space, texts, theirs)
     except Exception:  # never breaks a call: nothing to say
         logger.debug("telos_wrap: no fleet shape note for this request", exc_info=True)
         return None

@@ -50,12 +50,16 @@ def _lines(texts: Sequence[str]) -> list[tuple[int, int, str]]:
 
 def prints(space: str, texts: Sequence[str]) -> tuple[str, ...]:
     """The shape of a system prompt (``texts``, one per block): a keyed digest per line (module docstring)."""
+    return _prints_of(space, _lines(texts))
+
+
+def _prints_of(space: str, lines: Sequence[tuple[int, int, str]]) -> tuple[str, ...]:
     key = hashlib.blake2b(f"shape\x00{space}".encode("utf-8", "surrogatepass"), digest_size=32).digest()
     return tuple(
         hashlib.blake2b(
             f"{block}\x00{line}".encode("utf-8", "surrogatepass"), key=key, digest_size=6
         ).hexdigest()
-        for block, _, line in _lines(texts)
+        for block, _, line in lines
     )
 
 
@@ -96,7 +100,7 @@ def early_text(space: str, texts: Sequence[str], theirs: Sequence[str]) -> Early
         return None
     known = set(theirs)
     lines = _lines(texts)
-    mine = prints(space, texts)
+    mine = _prints_of(space, lines)  # the lines masked once, not again inside prints()
     first = next((n for n, digest in enumerate(mine) if digest not in known and lines[n][2].strip()), None)
     if first is None:
         return None
