@@ -33,7 +33,9 @@ import gc
 import json
 import os
 import statistics
+import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -91,6 +93,8 @@ class Worker:
         self.times: list[float] = []
         #: CPU time of each call (this thread's): on a shared machine, wall time measures the neighbours.
         self.cpu: list[float] = []
+        #: When each call ended (wall clock shared with the control process, see ``Control``).
+        self.stamps: list[float] = []
 
     def call(self, api: str, system: str, messages: list[dict[str, Any]], hint: dict[str, Any]) -> None:
         extra = {"telos_hint": hint} if hint else {}
@@ -105,6 +109,7 @@ class Worker:
             )
         self.times.append(time.perf_counter() - start)
         self.cpu.append(time.thread_time() - cpu)
+        self.stamps.append(time.time())
 
     def conversation(self, i: int, *, api: str, base: str, turns: int, naming: str) -> None:
         history: list[dict[str, Any]] = [{"role": "user", "content": f"Hello, where is my order {i}?"}]
@@ -152,6 +157,57 @@ def per_conversation(worker: Worker, start: int) -> dict[str, float]:
     return {"rss_per_conversation": (rss() - before) / 2_000}
 
 
+class Control(threading.Thread):
+    """Fresh processes running conversations 1 to 1,000 of the same mix, side by side with the soak.
+
+    Per-call CPU time on a shared machine moves with its load (caches, frequency, a neighbour on the
+    other hyperthread), by more than the 10% the acceptance allows. So the soak does not compare its
+    last window with its first one alone: a control process, started afresh again and again, runs the
+    first 1,000 conversations at the same time, and every window's median is divided by the control's
+    median over the same wall-clock interval. A worker whose accumulated state slows its calls keeps
+    a rising ratio; a machine that gets busier raises both sides.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.records: list[tuple[float, float]] = []
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.is_set():
+            with subprocess.Popen(
+                [sys.executable, __file__, "--control-child"], stdout=subprocess.PIPE, text=True
+            ) as child:
+                assert child.stdout is not None
+                for line in child.stdout:
+                    self.records.extend((t, c) for t, c in json.loads(line))
+                    if self.stopped.is_set():
+                        child.kill()
+                        return
+            if child.returncode != 0:
+                print(f"control process exited with {child.returncode}", file=sys.stderr, flush=True)
+                return
+
+    def median_between(self, start: float, end: float) -> float | None:
+        window = [c for t, c in list(self.records) if start <= t < end]
+        return statistics.median(window) if len(window) >= 100 else None
+
+
+def control_child() -> None:
+    """One control run: conversations 1 to 1,000 in a fresh process; prints (end, CPU) per call."""
+    worker = Worker()
+    for i in range(1, 1_001):
+        worker.mixed(i)
+        if i % 50 == 0:
+            try:
+                print(json.dumps(list(zip(worker.stamps, worker.cpu, strict=True))), flush=True)
+            except BrokenPipeError:  # the soak ended
+                return
+            worker.stamps.clear()
+            worker.cpu.clear()
+            worker.times.clear()
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--conversations", type=int, default=100_000)
@@ -160,9 +216,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--json", type=Path, default=None, help="write the samples as JSON")
     parser.add_argument("--skip-issue-case", action="store_true")
     parser.add_argument(
+        "--no-control",
+        action="store_true",
+        help="no fresh control process beside the soak (per-call ratios then move with the machine's load)",
+    )
+    parser.add_argument("--control-child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
         "--from-log", type=Path, default=None, help="summarize (and --plot) what an earlier run printed"
     )
     args = parser.parse_args(argv)
+    if args.control_child:
+        control_child()
+        return {}
     if args.from_log:
         result = from_log(args.from_log)
         summarize(result)
@@ -182,11 +247,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         )
         worker.times.clear()
         worker.cpu.clear()
+        worker.stamps.clear()
+    control = None if args.no_control else Control()
+    if control:
+        control.start()
     samples: list[dict[str, float]] = []
     started = time.perf_counter()
+    window_start = time.time()
     print(
         f"{'conversations':>13} {'calls':>8} {'RSS MB':>8} {'median ms/call':>15} {'elapsed s':>10} "
-        f"{'median CPU ms/call':>19}"
+        f"{'median CPU ms/call':>19} {'/ fresh process':>16}"
     )
     for i in range(1, args.conversations + 1):
         worker.mixed(i)
@@ -200,15 +270,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 "median_cpu": statistics.median(worker.cpu),
                 "elapsed": time.perf_counter() - started,
             }
+            fresh = control.median_between(window_start, time.time()) if control else None
+            if fresh:
+                sample["fresh_cpu"] = fresh
+                sample["relative_cpu"] = sample["median_cpu"] / fresh
+            window_start = time.time()
             samples.append(sample)
             worker.times.clear()
             worker.cpu.clear()
+            worker.stamps.clear()
+            relative = f"{sample['relative_cpu']:>16.3f}" if fresh else f"{'-':>16}"
             print(
                 f"{i:>13,} {sample['calls']:>8,} {sample['rss'] / 1e6:>8.1f} "
                 f"{sample['median_call'] * 1e3:>15.3f} {sample['elapsed']:>10.0f} "
-                f"{sample['median_cpu'] * 1e3:>19.3f}",
+                f"{sample['median_cpu'] * 1e3:>19.3f} {relative}",
                 flush=True,
             )
+    if control:
+        control.stopped.set()
     result["samples"] = samples
     summarize(result)
     if args.json:
@@ -222,8 +301,8 @@ def from_log(path: Path) -> dict[str, Any]:
     """The samples an earlier run printed (its sample lines), for a run stopped before its end."""
     samples = []
     for line in path.read_text().splitlines():
-        parts = line.replace(",", "").split()
-        if len(parts) in (5, 6) and all(part.replace(".", "").isdigit() for part in parts):
+        parts = [part for part in line.replace(",", "").split() if part != "-"]
+        if len(parts) in (5, 6, 7) and all(part.replace(".", "").isdigit() for part in parts):
             conversations, calls, rss_mb, call_ms, elapsed = map(float, parts[:5])
             sample = {
                 "conversations": int(conversations),
@@ -232,8 +311,10 @@ def from_log(path: Path) -> dict[str, Any]:
                 "median_call": call_ms / 1e3,
                 "elapsed": elapsed,
             }
-            if len(parts) == 6:
+            if len(parts) >= 6:
                 sample["median_cpu"] = float(parts[5]) / 1e3
+            if len(parts) == 7:
+                sample["relative_cpu"] = float(parts[6])
             samples.append(sample)
     return {"samples": samples, "conversations": samples[-1]["conversations"] if samples else 0}
 
@@ -274,6 +355,19 @@ def summarize(result: dict[str, Any]) -> None:
         f"{summary['call_last_over_1k']:.3f} (every window from {ten['conversations']:,} on: "
         f"{summary['call_range_after_10k'][0]:.3f}-{summary['call_range_after_10k'][1]:.3f})"
     )
+    relative = [s for s in samples if "relative_cpu" in s]
+    if relative:
+        first, tenth, final = relative[0], _at(relative, 10_000), relative[-1]
+        summary["relative_last_over_first"] = final["relative_cpu"] / first["relative_cpu"]
+        summary["relative_last_over_10k"] = final["relative_cpu"] / tenth["relative_cpu"]
+        print(
+            "CPU time per call over a fresh process's at the same moment (load-independent): "
+            f"{first['relative_cpu']:.3f} at {first['conversations']:,} conversations, "
+            f"{tenth['relative_cpu']:.3f} at {tenth['conversations']:,}, "
+            f"{final['relative_cpu']:.3f} at {final['conversations']:,}; last / first "
+            f"{summary['relative_last_over_first']:.3f}, "
+            f"last / 10,000 {summary['relative_last_over_10k']:.3f}"
+        )
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
@@ -292,6 +386,19 @@ def plot(result: dict[str, Any], path: Path) -> None:
     bottom.plot(x, [s["median_call"] * 1e3 for s in samples], color="tab:orange", label="wall")
     if all("median_cpu" in s for s in samples):
         bottom.plot(x, [s["median_cpu"] * 1e3 for s in samples], color="tab:green", label="CPU")
+    relative = [s for s in samples if "relative_cpu" in s]
+    if relative:
+        ratio = bottom.twinx()
+        ratio.plot(
+            [s["conversations"] for s in relative],
+            [s["relative_cpu"] for s in relative],
+            color="tab:red",
+            linestyle="--",
+            label="CPU / fresh process (right)",
+        )
+        ratio.set_ylim(0, max(2.0, max(s["relative_cpu"] for s in relative) * 1.2))
+        ratio.set_ylabel("ratio to a fresh process")
+        ratio.legend(loc="upper right")
     bottom.legend(loc="lower right")
     bottom.set_ylabel("median ms per call")
     bottom.set_ylim(bottom=0)
