@@ -171,6 +171,7 @@ class Control(threading.Thread):
     def __init__(self) -> None:
         super().__init__(daemon=True)
         self.records: list[tuple[float, float]] = []
+        self.lock = threading.Lock()
         self.stopped = threading.Event()
 
     def run(self) -> None:
@@ -180,7 +181,9 @@ class Control(threading.Thread):
             ) as child:
                 assert child.stdout is not None
                 for line in child.stdout:
-                    self.records.extend((t, c) for t, c in json.loads(line))
+                    batch = [(t, c) for t, c in json.loads(line)]
+                    with self.lock:
+                        self.records.extend(batch)
                     if self.stopped.is_set():
                         child.kill()
                         return
@@ -189,7 +192,14 @@ class Control(threading.Thread):
                 return
 
     def median_between(self, start: float, end: float) -> float | None:
-        window = [c for t, c in list(self.records) if start <= t < end]
+        """The control's median over ``[start, end)``; forgets what is older than ``end``.
+
+        Forgetting matters: records kept for the whole run would grow the soak's own memory (and
+        the garbage collector's work on every call) with time, which is what the soak measures.
+        """
+        with self.lock:
+            window = [c for t, c in self.records if start <= t < end]
+            self.records = [record for record in self.records if record[0] >= end]
         return statistics.median(window) if len(window) >= 100 else None
 
 
