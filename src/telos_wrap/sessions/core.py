@@ -592,6 +592,9 @@ class Session:
                 self._records[index] = replace(record, usage=report)
 
     def _remember(self, record: RequestRecord) -> None:
+        # A new request of this index: its usage is not seen yet, even if an earlier request of
+        # this process had the same index (its outage state was dropped and the count went back).
+        self._usage_seen.pop(record.index, None)
         self._records[record.index] = record
         while len(self._records) > self._history_limit:
             self._records.popitem(last=False)

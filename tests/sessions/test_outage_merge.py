@@ -1,0 +1,80 @@
+"""Outage work is merged, not dropped, and its usage is kept (issue: usage lost after a drop).
+
+Two store objects on one real redis-server stand for two workers of one session; one worker's
+breaker is forced open, so its calls are kept in-process while the other worker writes.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import telos_wrap
+from telos_wrap.ir.model import UsageReport
+from telos_wrap.sessions import SessionState
+from telos_wrap.sessions.stores.breaker import StoreBreaker
+from telos_wrap.sessions.stores.redis_store import RedisStore
+
+pytestmark = pytest.mark.redis
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _call(session: telos_wrap.Session, tokens: int = 10) -> None:
+    index = session.note_passthrough("anthropic", "anthropic", {"messages": []})
+    assert index >= 0
+    session.record_usage(index, UsageReport("anthropic", tokens, 0, 0, 1))
+
+
+def test_outage_work_of_a_shared_session_is_merged_with_its_usage(redis_url: str, redis_prefix: str) -> None:
+    clock = Clock()
+    a_store = RedisStore(redis_url, prefix=redis_prefix)
+    a_store.breaker = StoreBreaker(5.0, 60.0, clock=clock)
+    b_store = RedisStore(redis_url, prefix=redis_prefix)
+    a = telos_wrap.session("shared", store=a_store)
+    b = telos_wrap.session("shared", store=b_store)
+    for _ in range(3):
+        _call(a)
+    a_store.breaker.failure(ConnectionError("forced"))  # A cannot write for 5 s
+    for _ in range(5):
+        _call(a)
+    for _ in range(5):
+        _call(b)
+    b.flush()
+    clock.now = 10.0  # A's window is over: its next call probes the store
+    for _ in range(6):
+        _call(a)
+    a.flush()
+    stored = SessionState.loads(a_store.load("shared").text)  # type: ignore[union-attr]
+    assert stored.requests == 19
+    assert stored.usage["anthropic"].responses == 19 and stored.usage["anthropic"].raw == 190
+    assert a_store.breaker.stats().events["merged"] == 1
+    assert a_store.breaker.stats().events["dropped"] == 0
+    a_store.close()
+    b_store.close()
+
+
+def test_usage_of_a_request_index_used_again_is_kept(redis_url: str, redis_prefix: str) -> None:
+    """An index this process saw before (the count went back: the store lost the session) is a new
+    request: its usage is recorded, not taken for a duplicate of the old one."""
+    store = RedisStore(redis_url, prefix=redis_prefix)
+    s = telos_wrap.session("again", store=store)
+    _call(s)
+    _call(s)
+    s.flush()
+    store.delete("again")
+    other = RedisStore(redis_url, prefix=redis_prefix)
+    o = telos_wrap.session("again", store=other)
+    _call(o)  # another worker starts the session again: index 0 is taken
+    o.flush()
+    _call(s)  # this process's next request: index 1 again (it adopts the store's copy)
+    s.flush()
+    stored = SessionState.loads(store.load("again").text)  # type: ignore[union-attr]
+    assert stored.requests == stored.usage["anthropic"].responses
+    store.close()
+    other.close()
