@@ -78,3 +78,33 @@ def test_usage_of_a_request_index_used_again_is_kept(redis_url: str, redis_prefi
     assert stored.requests == stored.usage["anthropic"].responses
     store.close()
     other.close()
+
+
+def test_a_reused_index_gets_its_own_usage_while_the_earlier_one_is_in_flight(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """Usage is keyed by request index in this process: when the index comes round again before the
+    earlier request's usage arrived, both reports are counted (each request's usage once)."""
+    store = RedisStore(redis_url, prefix=redis_prefix)
+    other = RedisStore(redis_url, prefix=redis_prefix)
+    s = telos_wrap.session("in-flight", store=store)
+    _call(s)
+    _call(s)
+    early = s.note_passthrough("anthropic", "anthropic", {"messages": []})  # its answer is slow
+    store.delete("in-flight")  # the store loses the session (no persistence) ...
+    o = telos_wrap.session("in-flight", store=other)
+    _call(o)
+    _call(o)
+    o.flush()  # ... and another worker starts it again: indices 0 and 1 are taken
+    late = s.note_passthrough("anthropic", "anthropic", {"messages": []})
+    assert early == late == 2  # this process's next request reuses the index of the one in flight
+    s.record_usage(early, UsageReport("anthropic", 7, 0, 0, 1))
+    s.record_usage(late, UsageReport("anthropic", 11, 0, 0, 1))
+    s.record_usage(late, UsageReport("anthropic", 11, 0, 0, 1))  # a second report of one response
+    s.flush()
+    stored = SessionState.loads(store.load("in-flight").text)  # type: ignore[union-attr]
+    # The worker's 2 calls (10 tokens each) and both of this process's requests of index 2, once.
+    assert stored.usage["anthropic"].raw == 10 + 10 + 7 + 11
+    assert stored.usage["anthropic"].responses == 4
+    store.close()
+    other.close()
