@@ -6,11 +6,16 @@ breaker is forced open, so its calls are kept in-process while the other worker 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 import telos_wrap
 from telos_wrap.ir.model import UsageReport
 from telos_wrap.sessions import SessionState
+from telos_wrap.sessions.durable.merge import MAX_WRITERS, Delta, delta_of, marked, merged
+from telos_wrap.sessions.durable.records import MAX_LEARNED, VolatileSpan
+from telos_wrap.sessions.durable.state import EngineUsage
 from telos_wrap.sessions.stores.breaker import StoreBreaker
 from telos_wrap.sessions.stores.redis_store import RedisStore
 
@@ -108,3 +113,47 @@ def test_a_reused_index_gets_its_own_usage_while_the_earlier_one_is_in_flight(
     assert stored.usage["anthropic"].responses == 4
     store.close()
     other.close()
+
+
+def _span(n: int) -> VolatileSpan:
+    return VolatileSpan(f"^(?<=stamp {n}: ).*$", 0, n, 1, n)
+
+
+def test_merged_adds_the_delta_joins_spans_capped_and_keeps_the_stores_view() -> None:
+    """The arithmetic of docs/sessions.md, "Outages and several workers: the invariant"."""
+    before = SessionState(session_id="m", requests=3, usage={"anthropic": EngineUsage(3, 30, 0, 0, 0, 3)})
+    mine = replace(
+        before,
+        requests=5,
+        breaks=1,
+        fallbacks=1,
+        by_engine={"anthropic": 2},
+        usage={"anthropic": EngineUsage(5, 51, 4, 0, 0, 5)},
+        pins={"mine": "k1"},
+        volatile=tuple(_span(n) for n in range(3)),
+    )
+    delta = delta_of(mine, before)
+    assert delta.combine(delta, -1) == Delta() and not Delta() and delta
+    stored = replace(
+        before,
+        requests=6,
+        by_engine={"anthropic": 3, "openai": 1},
+        usage={"anthropic": EngineUsage(6, 60, 0, 0, 0, 6)},
+        pins={"theirs": "k2"},
+        volatile=tuple(_span(n) for n in range(1, MAX_LEARNED)),  # one short of the cap
+        applied={"other": 4},
+    )
+    out = merged(stored, delta, mine)
+    assert (out.requests, out.breaks, out.fallbacks) == (8, 1, 1)
+    assert out.by_engine == {"anthropic": 5, "openai": 1}
+    assert out.usage["anthropic"] == EngineUsage(8, 81, 4, 0, 0, 8)
+    # Spans by union (the store's first, then this worker's new ones), never past the cap.
+    assert len(out.volatile) == MAX_LEARNED
+    assert out.volatile[: MAX_LEARNED - 1] == stored.volatile and out.volatile[-1] == _span(0)
+    # The rest is the store's: pins, and the marks of the writers.
+    assert out.pins == {"theirs": "k2"} and out.applied == {"other": 4}
+    assert marked(out, "me", 1).applied == {"other": 4, "me": 1}
+    many = out
+    for n in range(MAX_WRITERS + 3):
+        many = marked(many, f"w{n}", n)
+    assert len(many.applied) == MAX_WRITERS and "other" not in many.applied  # the oldest go first
