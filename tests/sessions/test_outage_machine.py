@@ -135,6 +135,10 @@ def test_outage_invariant(redis_url: str) -> None:
                     proxy.close()
 
     Outages.TestCase.settings = settings(
-        max_examples=25, stateful_step_count=30, deadline=None, suppress_health_check=list(HealthCheck)
+        max_examples=25,
+        stateful_step_count=30,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        report_multiple_bugs=False,  # a failure is shrunk once, not once per distinct bug
     )
     Outages.TestCase().runTest()
