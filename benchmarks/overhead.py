@@ -2,21 +2,40 @@
 
 Same calls with and without ``telos_wrap.patch()``, through the real SDKs and a transport that
 answers instantly with a canned response (network time is zero, only client-side work counts),
-alternating A/B in small batches in one run. Conversations of 10, 100 and 1,000 messages are built
+alternating A/B in small batches in one run, each call timed in this thread's CPU time
+(``time.thread_time``: the SDKs' client work, the instant transport and ``asyncio.run`` of an async
+call all run in it; ``--wall`` times elapsed time instead, which on a shared machine also counts
+the time other processes held the core). Conversations of 10, 100 and 1,000 messages are built
 from a real session in ../shared/traces. Prints, per case: median client-side time unpatched,
 patched, their ratio and the added milliseconds; then the added time per turn of a session replayed
 turn by turn (Anthropic 500 turns, OpenAI 200: its SDK alone takes ~0.2 s per call at 400
 messages); then the size of a 1,000-turn session's state.
 
-    python benchmarks/overhead.py [--traces ../shared/traces] [--rounds 15] [--quick]
+    python benchmarks/overhead.py [--traces ../shared/traces] [--rounds 15] [--quick] [--wall]
+
+``--against TREE`` compares this checkout's telos_wrap with the one in another checkout (``TREE/src``,
+e.g. a worktree at the previous commit) in the same minutes: one worker process per tree (this
+script with ``PYTHONPATH=<tree>/src``), asked in turn (A/B/B/A...) for batches of unpatched and
+patched calls, each call timed in CPU time (``time.thread_time``: a neighbour's load on a shared
+machine stretches wall time, much less the CPU time the call itself uses). Prints per case and
+tree the median and the minimum CPU time unpatched and patched, their ratio and the added
+microseconds; first, the function calls telos adds to one call (counted by ``cProfile``:
+deterministic, load-free).
+
+    python benchmarks/overhead.py --against ../base-checkout [--rounds 40] [--cases "anthropic sync 10"]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import json
+import logging
+import os
+import pstats
 import statistics
+import subprocess
 import sys
 import time
 import tracemalloc
@@ -175,10 +194,16 @@ def make_calls(kwargs: dict[str, Any], api: str) -> dict[str, Call]:
     }
 
 
+#: The clock of every figure: this thread's CPU time (``--wall``: elapsed time). On a shared machine
+#: the elapsed time of a call includes the time other processes held the core; its CPU time much less.
+CLOCK: list[Callable[[], float]] = [time.thread_time]
+
+
 def timed(call: Call) -> float:
-    start = time.perf_counter()
+    clock = CLOCK[0]
+    start = clock()
     call()
-    return time.perf_counter() - start
+    return clock() - start
 
 
 def ab(call: Call, rounds: int, batch: int = 4) -> tuple[float, float]:
@@ -251,6 +276,123 @@ def state_size(base: dict[str, Any], turns: int) -> tuple[int, float]:
     return size, peak / 2**20
 
 
+AB_CASES = (
+    "anthropic sync 10,anthropic stream 10,anthropic sync 100,anthropic async 100,"
+    "openai sync 10,openai stream 10,openai sync 100"
+)
+
+
+def _cpu_times(call: Call, count: int) -> list[float]:
+    return [timed(call) for _ in range(count)]
+
+
+def _calls_counted(call: Call) -> int:
+    """Function calls (Python and C) one call makes, counted by cProfile."""
+    profiler = cProfile.Profile()
+    profiler.runcall(call)
+    return int(pstats.Stats(profiler).total_calls)  # type: ignore[attr-defined]
+
+
+def worker(traces: Path) -> int:
+    """The --against worker: answers ``<side> <batch> <case>`` lines on stdin with JSON CPU times.
+
+    ``side`` is ``plain``, ``patched`` or ``count`` (function calls of one unpatched and one
+    patched call). Every case is built and warmed once, before the first answer.
+    """
+    anthropic_base, openai_base = load_messages(traces)
+    calls: dict[str, Call] = {}
+    for api, base in (("anthropic", anthropic_base), ("openai", openai_base)):
+        for n in (10, 100, 1000):
+            for kind, call in make_calls(conversation(base, n, api), api).items():
+                calls[f"{api} {kind} {n}"] = call
+    logging.getLogger("telos_wrap").setLevel(logging.ERROR)  # a case's cache break is no news here
+    print(json.dumps(telos_wrap.__file__), flush=True)
+    for line in sys.stdin:
+        side, batch, case = line.split(maxsplit=2)
+        call = calls[case.strip()]
+        if side == "count":
+            counts = []
+            for patched in (False, True):
+                telos_wrap.patch() if patched else telos_wrap.unpatch()
+                call(), call()
+                counts.append(_calls_counted(call))
+            print(json.dumps(counts), flush=True)
+            continue
+        telos_wrap.patch() if side == "patched" else telos_wrap.unpatch()
+        print(json.dumps(_cpu_times(call, int(batch))), flush=True)
+    return 0
+
+
+class Worker:
+    """One tree's worker process."""
+
+    def __init__(self, tree: Path, traces: Path) -> None:
+        env = {**os.environ, "PYTHONPATH": str(tree / "src")}
+        command = [sys.executable, __file__, "--worker", "--traces", str(traces)]
+        self.process = subprocess.Popen(
+            command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        self.module = json.loads(self.ask())
+
+    def ask(self, line: str | None = None) -> str:
+        assert self.process.stdin and self.process.stdout
+        if line is not None:
+            self.process.stdin.write(line + "\n")
+            self.process.stdin.flush()
+        return self.process.stdout.readline()
+
+    def times(self, side: str, batch: int, case: str) -> list[float]:
+        return list(json.loads(self.ask(f"{side} {batch} {case}")))
+
+    def close(self) -> None:
+        assert self.process.stdin
+        self.process.stdin.close()
+        self.process.wait()
+
+
+def against(other: Path, traces: Path, cases: list[str], rounds: int, batch: int = 4) -> None:
+    """This tree (A) and ``other`` (B), interleaved A/B/B/A in one run; CPU-time medians."""
+    trees = {"A": ROOT, "B": other.resolve()}
+    workers = {name: Worker(tree, traces) for name, tree in trees.items()}
+    for name, tree in trees.items():
+        print(f"{name}: {tree} (telos_wrap from {workers[name].module})")
+    print(f"\n{'case':26} {'tree':4} {'of':6} {'unpatched':>10} {'patched':>10} {'ratio':>6} {'added':>10}")
+    counts: list[tuple[str, str, int, int]] = []
+    try:
+        for case in cases:
+            for name in trees:  # counted first (after two calls of each side), then timed
+                plain_calls, patched_calls = json.loads(workers[name].ask(f"count 1 {case}"))
+                counts.append((case, name, plain_calls, patched_calls))
+            samples = {(name, side): [] for name in trees for side in ("plain", "patched")}
+            for name in trees:  # warm each side of both trees before measuring
+                for side in ("plain", "patched"):
+                    workers[name].times(side, 2, case)
+            for round_number in range(rounds):
+                order = ("A", "B") if round_number % 2 == 0 else ("B", "A")
+                sides = ("plain", "patched") if round_number % 4 < 2 else ("patched", "plain")
+                for name in order:
+                    for side in sides:
+                        samples[name, side].extend(workers[name].times(side, batch, case))
+            for name in trees:
+                for label, pick in (("median", statistics.median), ("min", min)):
+                    plain = pick(samples[name, "plain"])
+                    patched = pick(samples[name, "patched"])
+                    print(
+                        f"{case + ' msgs':26} {name:4} {label:6} {plain * 1e3:8.3f}ms {patched * 1e3:8.3f}ms "
+                        f"{patched / plain:6.2f} {(patched - plain) * 1e6:+8.1f}us",
+                        flush=True,
+                    )
+        print(f"\n{'function calls per call':26} {'tree':4} {'unpatched':>10} {'patched':>10} {'added':>8}")
+        for case, name, plain_calls, patched_calls in counts:
+            print(
+                f"{case + ' msgs':26} {name:4} {plain_calls:10} {patched_calls:10} "
+                f"{patched_calls - plain_calls:+8}"
+            )
+    finally:
+        for each in workers.values():
+            each.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -258,9 +400,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--traces", type=Path, default=ROOT.parent / "shared" / "traces")
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--quick", action="store_true", help="fewer rounds and a 200-turn growth run")
+    parser.add_argument("--against", type=Path, help="another checkout to compare with, A/B in one run")
+    parser.add_argument("--cases", default=AB_CASES, help="--against: comma-separated '<api> <kind> <n>'")
+    parser.add_argument("--wall", action="store_true", help="time elapsed time, not this thread's CPU time")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.wall:
+        CLOCK[0] = time.perf_counter
+    if args.worker:
+        return worker(args.traces)
+    if args.against:
+        cases = [case.strip() for case in args.cases.split(",")]
+        against(args.against, args.traces, cases, 4 if args.quick else args.rounds)
+        return 0
     rounds = 4 if args.quick else args.rounds
     anthropic_base, openai_base = load_messages(args.traces)
+    print(f"clock: {'elapsed (--wall)' if args.wall else 'CPU time of the calling thread'}")
     print(f"{'case':34} {'unpatched':>10} {'patched':>10} {'ratio':>6} {'added':>9}")
     for api, base in (("anthropic", anthropic_base), ("openai", openai_base)):
         for n in (10, 100, 1000):

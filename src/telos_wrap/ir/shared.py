@@ -68,6 +68,15 @@ class SharedTexts:
         """The text equal to ``text`` that this process holds (``text`` itself the first time)."""
         if len(text) < self.min_chars or type(text) is not str:
             return text
+        # A hit without the lock: ``get`` and ``move_to_end`` are each atomic (C, a ``str`` key); a
+        # text dropped by another thread between the two stays a hit (the caller's copy is equal).
+        found = self._texts.get(text)
+        if found is not None:
+            try:
+                self._texts.move_to_end(found)
+            except KeyError:
+                pass
+            return found
         with self._lock:
             found = self._texts.get(text)
             if found is not None:
@@ -84,8 +93,7 @@ class SharedTexts:
 
     def holds(self, text: str) -> bool:
         """Whether ``text`` is this very object held here (not only an equal one)."""
-        with self._lock:
-            return self._texts.get(text) is text
+        return len(text) >= self.min_chars and self._texts.get(text) is text  # one atomic look-up
 
     @property
     def bytes_held(self) -> int:
@@ -104,10 +112,9 @@ class SharedTexts:
 #: The process's shared texts (64 MiB at most).
 shared_texts = SharedTexts()
 
-
-def share(text: str) -> str:
-    """``shared_texts.share(text)``: the one copy of ``text`` this process holds."""
-    return shared_texts.share(text)
+#: ``share(text)``: the one copy of ``text`` this process holds (``shared_texts.share``, bound once:
+#: several calls per request, so no wrapper function around it).
+share: Callable[[str], str] = shared_texts.share
 
 
 class BoundedMemo(Generic[K, V]):
@@ -116,7 +123,10 @@ class BoundedMemo(Generic[K, V]):
     ``memo(key, *args)`` returns ``function(key, *args)`` from the table when ``key`` was asked
     before: ``key`` must determine the result (``args`` are not kept: a text whose digest is the
     key, say, so the table holds no text). Bytes are ``sizer(key, value)``, else ``size_of`` the key
-    and the value.
+    and the value. ``keep(key)``, on a miss only, is the key the table holds and ``function`` gets
+    (``share`` for a text key: the table holds the process's one copy, and a hit shares nothing).
+
+    A hit takes no lock (``get`` and ``move_to_end`` are each atomic); a miss and its eviction do.
     """
 
     def __init__(
@@ -126,9 +136,11 @@ class BoundedMemo(Generic[K, V]):
         max_entries: int,
         max_bytes: int,
         sizer: Callable[[Any, V], int] | None = None,
+        keep: Callable[[Any], Any] | None = None,
     ) -> None:
         self.function = function
         self.sizer = sizer
+        self.keep = keep
         self.max_entries = max_entries
         self.max_bytes = max_bytes
         self._table: OrderedDict[Any, tuple[V, int]] = OrderedDict()
@@ -136,13 +148,16 @@ class BoundedMemo(Generic[K, V]):
         self._lock = threading.Lock()
 
     def __call__(self, key: K, *args: Any) -> V:
-        full = key
-        with self._lock:
-            found = self._table.get(full)
-            if found is not None:
-                self._table.move_to_end(full)
-                return found[0]
-        value = self.function(key, *args)
+        table = self._table
+        found = table.get(key)
+        if found is not None:
+            try:
+                table.move_to_end(key)
+            except KeyError:  # dropped by another thread meanwhile: still the right value
+                pass
+            return found[0]
+        full = key if self.keep is None else self.keep(key)
+        value = self.function(full, *args)
         cost = (self.sizer(full, value) if self.sizer else size_of(key) + size_of(value)) + ENTRY_OVERHEAD
         if cost > self.max_bytes:
             return value

@@ -126,6 +126,16 @@ class SplitPatterns:
     #: DROP patterns for system text only (``telos_hint`` ``drop_patterns`` with the default
     #: ``drop_scope="system"``).
     system_drop: tuple[Pattern, ...] = ()
+    #: The hash, computed once: the patterns are part of memo keys looked up several times per
+    #: request, and a compiled pattern hashes its whole program every time.
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __hash__(self) -> int:
+        cached = self._hash
+        if not cached:
+            cached = hash((self.drop, self.fold, self.layers, self.system_drop)) or 1
+            object.__setattr__(self, "_hash", cached)
+        return cached
 
     def extended(
         self,

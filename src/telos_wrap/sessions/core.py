@@ -429,8 +429,9 @@ class Session:
         last = state.last
         if last is None:
             return _SESSION_BYTES
-        start = last.n_tools + last.n_system
-        held = sum(last.sizes[start:]) if self._keep_requests is False else sum(last.sizes)
+        held = last.total_size()  # known from the print's making: no walk over every position
+        if self._keep_requests is False:
+            held -= sum(last.sizes[: last.n_tools + last.n_system])
         return _SESSION_BYTES + 2 * held
 
     def _cool(self) -> None:

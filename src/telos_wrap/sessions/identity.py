@@ -123,16 +123,10 @@ def _normalized(message: Mapping[str, Any], patterns: SplitPatterns) -> dict[str
             others.append(_without_markers(part))
     if not isinstance(content, (str, list)) and message.get("type") not in (None, "message"):
         others.append(_without_markers(message))  # a Responses item that is not a message
-    text = " ".join(_flat_pin(text, patterns) for text in texts).strip()
+    text = " ".join(_flat_pins((text, patterns)) for text in texts).strip()
     if not text and not others:
         return None
     return {"role": message.get("role"), "text": text, "parts": others}
-
-
-def _flat_pin(text: str, patterns: SplitPatterns) -> str:
-    """``text`` without its envelopes, whitespace runs collapsed (memoized: the opening message
-    of a conversation is the same string on every turn)."""
-    return _flat_pins((text, patterns))
 
 
 def _flat_pin_of(key: tuple[str, SplitPatterns]) -> str:
@@ -143,7 +137,9 @@ def _flat_size(key: tuple[str, SplitPatterns], value: str) -> int:
     return 2 * len(key[0]) + 200
 
 
-#: Opening messages seen recently (keyed by their text), bounded in entries and bytes.
+#: Opening messages seen recently without their envelopes, whitespace runs collapsed (keyed by their
+#: text: the opening message of a conversation is the same string on every turn), bounded in entries
+#: and bytes.
 _flat_pins: BoundedMemo[tuple[str, SplitPatterns], str] = BoundedMemo(
     _flat_pin_of, max_entries=1024, max_bytes=4 << 20, sizer=_flat_size
 )

@@ -72,6 +72,7 @@ _SLOTS = {
     "meter": ("opentelemetry.metrics._internal", "_METER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER"),
 }
 _MISSING = object()
+(_TRACE_MODULE, _TRACE_SLOT, _), (_METER_MODULE, _METER_SLOT, _) = _SLOTS["tracer"], _SLOTS["meter"]
 #: Whether the environment names a provider (read once: ``in os.environ`` costs ~6 us here).
 _named: dict[str, bool] = {}
 
@@ -110,6 +111,18 @@ def enabled() -> bool:
         return False
     _activate()
     return True
+
+
+def _quiet() -> bool:
+    """``_unset`` of both signals in one call (``begin``'s check on every request)."""
+    modules = sys.modules
+    trace, metrics = modules.get(_TRACE_MODULE), modules.get(_METER_MODULE)
+    return (
+        trace is None or (trace.__dict__.get(_TRACE_SLOT, _MISSING) is None and _named.get("tracer") is False)
+    ) and (
+        metrics is None
+        or (metrics.__dict__.get(_METER_SLOT, _MISSING) is None and _named.get("meter") is False)
+    )
 
 
 def _unset(kind: str) -> bool:
@@ -156,6 +169,8 @@ def begin(ctx: Any, options: Any) -> CallTelemetry | None:
     """Start the telemetry of the call whose request telos just prepared (``ctx``: its
     ``CallContext``; ``options``: the SDK's request options as the caller built them). ``None``,
     at the cost of one check, when no provider is configured."""
+    if not _seen[0] and _given["tracer"] is None and _given["meter"] is None and _quiet():
+        return None  # ``enabled()``'s common case, without its calls: this runs on every request
     if not enabled():
         return None
     failed = _failures.get()

@@ -63,15 +63,17 @@ class _Positions(NamedTuple):
         sizes: every position's canonical byte size.
         msg_blocks: positions per message.
         first_drop: ``(message, block)`` of the first DROP block, or ``None``.
+        total: the sum of ``sizes`` (kept with them: a turn adds only its new messages' sizes).
     """
 
     hashes: str
     sizes: array[int]
     msg_blocks: array[int]
     first_drop: tuple[int, int] | None
+    total: int
 
 
-_NO_POSITIONS = _Positions("", ints(), ints(), None)
+_NO_POSITIONS = _Positions("", ints(), ints(), None, 0)
 
 
 class _NewMessages:
@@ -109,6 +111,7 @@ class _NewMessages:
             self.done.sizes + ints(self.sizes[:positions]),
             self.done.msg_blocks + ints(self.msg_blocks[:messages]),
             self.first_drop[messages - 1],
+            self.done.total + sum(self.sizes[:positions]),
         )
 
 
@@ -155,7 +158,8 @@ def prompt_print(prepared: Prepared, engine: str, now: float, memo: HistoryMemo 
     else:
         cached_upto = n_head + sum(msg_blocks) - 1
     params = {key: ir.params.get(key) for key in CACHE_PARAMS}
-    return PromptPrint(
+    head_sizes = [size for _, size in head]
+    print_ = PromptPrint(
         engine=engine,
         model=str(ir.params.get("model", "")),
         params=short_hash(canonical_bytes(params)),
@@ -163,8 +167,9 @@ def prompt_print(prepared: Prepared, engine: str, now: float, memo: HistoryMemo 
         n_system=len(ir.system),
         msg_blocks=msg_blocks,
         hashes="".join(digest for digest, _ in head) + whole.hashes,
-        sizes=ints(size for _, size in head) + whole.sizes,
+        sizes=ints(head_sizes) + whole.sizes,
         cached_upto=cached_upto,
         breakpoints=breakpoints,
         at=now,
     )
+    return print_.with_total(sum(head_sizes) + whole.total)

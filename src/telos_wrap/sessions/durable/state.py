@@ -129,10 +129,26 @@ class PromptPrint:
     breakpoints: tuple[tuple[int, int], ...]
     at: float
     _text: str | None = field(default=None, init=False, repr=False, compare=False)
+    #: ``sum(sizes)``, once known (``total_size``; ``prompt_print`` gives it from the memo's totals).
+    _total: int = field(default=-1, init=False, repr=False, compare=False)
 
     @property
     def positions(self) -> int:
         return len(self.sizes)
+
+    def total_size(self) -> int:
+        """The sum of ``sizes`` (canonical bytes of the whole prompt), summed at most once per print:
+        a sum over a uint32 array makes an int object per position (~50 ns each)."""
+        total = self._total
+        if total < 0:
+            total = sum(self.sizes)
+            object.__setattr__(self, "_total", total)  # a cache on a frozen value, same for every reader
+        return total
+
+    def with_total(self, total: int) -> PromptPrint:
+        """This print, its ``total_size`` known to be ``total`` (the caller summed the same sizes)."""
+        object.__setattr__(self, "_total", total)
+        return self
 
     def hash_at(self, index: int) -> str:
         return self.hashes[index * HASH_LEN : (index + 1) * HASH_LEN]
@@ -352,12 +368,19 @@ class SessionState:
         app = self.app
         if app is not None:
             size += 200 + len(app.messages) + len(app.kinds) + 60 * len(app.slugs)
-            size += sum(0 if shared_texts.holds(text) else 50 + len(text) for text in app.system or ())
-        size += sum(400 + len(fold.summary) for fold in self.slug_folds)
-        size += sum(400 + len(fold.summary) for fold in self.range_folds)
-        size += sum(400 + len(span.pattern) for span in (*self.volatile, *self.suspects))
-        size += sum(400 + len(brk.detail) for brk in self.recent_breaks)
-        size += sum(80 + len(writer) for writer in self.applied)
+            for text in app.system or ():
+                size += 0 if shared_texts.holds(text) else 50 + len(text)
+        # Every store write counts this: the records are most often none, so no generator is made then.
+        if self.slug_folds:
+            size += sum(400 + len(fold.summary) for fold in self.slug_folds)
+        if self.range_folds:
+            size += sum(400 + len(fold.summary) for fold in self.range_folds)
+        if self.volatile or self.suspects:
+            size += sum(400 + len(span.pattern) for span in (*self.volatile, *self.suspects))
+        if self.recent_breaks:
+            size += sum(400 + len(brk.detail) for brk in self.recent_breaks)
+        if self.applied:
+            size += sum(80 + len(writer) for writer in self.applied)
         return size + 100 * (len(self.pins) + len(self.orders) + len(self.usage))
 
     def with_break(self, brk: CacheBreak) -> SessionState:

@@ -212,19 +212,21 @@ def _block_print_of(text: str) -> str:
     return share(",".join(_line_print(line) for line in text.split("\n")))
 
 
-#: Block prints by text (the text is shared first: the key is the one copy of a prompt many
+#: Block prints by text (a new key is shared first: the key is the one copy of a prompt many
 #: conversations send), bounded in entries and bytes (docs/sessions.md).
-_block_prints: BoundedMemo[str, str] = BoundedMemo(_block_print_of, max_entries=256, max_bytes=4 << 20)
+_block_prints: BoundedMemo[str, str] = BoundedMemo(
+    _block_print_of, max_entries=256, max_bytes=4 << 20, keep=share
+)
 
 
 def _block_print(text: str | None) -> str:
-    return "~" if text is None else _block_prints(share(text))
+    return "~" if text is None else _block_prints(text)
 
 
 def fingerprint(view: Sequence[str | None]) -> tuple[str, ...]:
     """What the state keeps of a lifted system segment: per block, per line, hashes only (one
     shared copy of a block's print for every conversation that sends the block: ``ir.shared``)."""
-    return tuple(_block_print(text) for text in view)
+    return tuple("~" if text is None else _block_prints(text) for text in view)
 
 
 # -- learning ---------------------------------------------------------------------------------------
@@ -506,12 +508,8 @@ def present_spans(view: Sequence[str | None], index: int) -> tuple[VolatileSpan,
     spans: list[VolatileSpan] = []
     for block, text in enumerate(view):
         if text is not None and not text.startswith("\x00"):
-            spans.extend(replace(span, learned_at=index) for span in _present_spans_of(block, text))
+            spans.extend(replace(span, learned_at=index) for span in _present_memo((text, block)))
     return tuple(spans)
-
-
-def _present_spans_of(block: int, text: str) -> tuple[VolatileSpan, ...]:
-    return _present_memo((share(text), block))
 
 
 def _present_spans_keyed(key: tuple[str, int]) -> tuple[VolatileSpan, ...]:
@@ -535,9 +533,13 @@ def _spans_size(key: tuple[str, int], spans: tuple[VolatileSpan, ...]) -> int:
     return (0 if shared_texts.holds(key[0]) else len(key[0])) + 400 * len(spans)
 
 
+def _shared_key(key: tuple[str, int]) -> tuple[str, int]:
+    return (share(key[0]), key[1])
+
+
 #: Present-line spans by (shared) text and block, bounded in entries and bytes.
 _present_memo: BoundedMemo[tuple[str, int], tuple[VolatileSpan, ...]] = BoundedMemo(
-    _present_spans_keyed, max_entries=256, max_bytes=2 << 20, sizer=_spans_size
+    _present_spans_keyed, max_entries=256, max_bytes=2 << 20, sizer=_spans_size, keep=_shared_key
 )
 
 
