@@ -60,7 +60,10 @@ def test_states_of_every_shape_are_written_canonically_and_read_back() -> None:
     options = PrepareOptions(engine="anthropic", session_id="shapes")
     empty = SessionState(session_id="shapes")
     turned = run_turn(empty, "anthropic", body, options, pins={}, now=1.0).state
-    for state in (empty, turned, replace(turned, last=None), replace(turned, app=None, pins={"a": "b"})):
+    # Written only when set: fallbacks, and the writers' applied marks (sessions/durable/merge.py).
+    marked = replace(turned, fallbacks=2, applied={"9f2c4e1a0b3d": 7, "0a1b2c3d4e5f": 1})
+    shapes = (empty, turned, replace(turned, last=None), replace(turned, app=None, pins={"a": "b"}), marked)
+    for state in shapes:
         text = state.dumps()
         assert text == canonical_json(state.to_json())
         assert SessionState.loads(text) == state

@@ -17,7 +17,7 @@ import pytest
 import telos_wrap
 from telos_wrap.emulator import Emulator, ManualClock
 from telos_wrap.failopen import failure_counts, reset_failures
-from telos_wrap.sessions import MemoryStore, RedisStore, Session
+from telos_wrap.sessions import MemoryStore, RedisStore, Session, SessionState
 from telos_wrap.sessions.stores.breaker import StoreBreaker
 from telos_wrap.sessions.stores.store import Swapped, Versioned
 from tests.sdk_http import AsyncEmulatorTransport, sdk_http
@@ -302,9 +302,12 @@ def test_a_failed_probe_doubles_the_window(lenient: anthropic.Anthropic, clock: 
     assert store.breaker.stats().state == "closed"  # type: ignore[attr-defined]
 
 
-def test_state_written_by_another_worker_during_an_outage_wins_and_ours_is_dropped(
+def test_outage_work_is_added_to_what_another_worker_wrote_meanwhile(
     lenient: anthropic.Anthropic, clock: ManualClock, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """docs/sessions.md, "Outages and several workers: the invariant": the counters and usage of the
+    calls a worker made while it could not write are added to the state another worker wrote
+    meanwhile (nothing dropped, nothing counted twice); the conversation's view is the store's."""
     backend = MemoryStore()
     mine, theirs = _broken(clock, backend), _broken(clock, backend)
     a = Session("shared", store=mine)
@@ -316,15 +319,28 @@ def test_state_written_by_another_worker_during_an_outage_wins_and_ours_is_dropp
         _ask(lenient, 1)  # kept in this process only
     with b:
         _ask(lenient, 1)  # the other worker reaches the store
+    stored_by_b = SessionState.loads(backend.load("shared").text)  # type: ignore[union-attr]
+    assert stored_by_b.requests == 2  # worker a's outage call is not in the store yet
     mine.down = False
     clock.advance(5.0)
     with a:
         _ask(lenient, 2)
-    (event,) = mine.breaker.stats().recent  # type: ignore[attr-defined]
-    assert event.kind == "dropped" and "another worker wrote the session" in event.reason
-    assert any("dropped" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
-    # Not merged: the store has worker 0's turn 0, the other worker's turn 1, and turn 2.
-    assert a.stats.requests == 3
+    event, written = mine.breaker.stats().recent  # type: ignore[attr-defined]
+    # Merged onto b's state (2 requests) before turn 2 ran on it: 2 + a's 1 outage request; then
+    # that state, with turn 2, was written.
+    assert event.kind == "merged" and event.requests == 3
+    assert written.kind == "reconciled" and written.requests == 4
+    assert "another worker wrote the session" in event.reason
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING and "dropped" in r.getMessage()]
+    assert mine.breaker.stats().events["dropped"] == 0  # type: ignore[attr-defined]
+    a.flush()
+    b.flush()  # usage rides with a worker's next write
+    # Every call counted once, each with its usage: a's turns 0, 1 (outage), 2 and b's turn 1.
+    stored = SessionState.loads(backend.load("shared").text)  # type: ignore[union-attr]
+    assert stored.requests == 4 and sum(u.responses for u in stored.usage.values()) == 4
+    assert sum(stored.by_engine.values()) == 4
+    assert a.stats.requests == 4 and _usage_total(a) == 4
+    assert b.stats.requests == 4 and _usage_total(b) == 4
 
 
 def test_a_session_the_store_lost_is_restored_from_this_process(

@@ -131,7 +131,11 @@ class Session:
         self._lock = threading.RLock()
         self._records: OrderedDict[int, RequestRecord] = OrderedDict()
         self._fallbacks_here = 0  # requests of this session this process sent as built (fail open)
-        self._usage_seen: OrderedDict[int, None] = OrderedDict()
+        #: Per request index, how many requests of that index this process made whose usage has not
+        #: arrived yet: a second report of one response is ignored, and a request whose index comes
+        #: round again (the store's count went back) gets its own usage, even while the earlier
+        #: one's is still in flight.
+        self._usage_due: OrderedDict[int, int] = OrderedDict()
         self._history_limit = history_limit
         #: Keep the last request (``mark()`` / ``fold()`` / ``refresh()`` use it): sessions the
         #: application holds; the registry's implicit and hint-named sessions keep none of its text.
@@ -444,8 +448,8 @@ class Session:
             self._last_prepared = None
             while len(self._records) > _COOL_RECORDS:
                 self._records.popitem(last=False)
-            while len(self._usage_seen) > _COOL_RECORDS:
-                self._usage_seen.popitem(last=False)
+            while len(self._usage_due) > _COOL_RECORDS:
+                self._usage_due.popitem(last=False)
             if self._sync.pending and store_ops(self.store).inline:
                 self.flush()  # an in-process store: nothing to wait for, and the session is let go
             if not self._sync.pending and self._sync.dirty is None:
@@ -580,18 +584,28 @@ class Session:
         if index < 0:
             return
         with self._lock:
-            if index in self._usage_seen:
-                return
-            self._usage_seen[index] = None
-            while len(self._usage_seen) > 4 * self._history_limit:
-                self._usage_seen.popitem(last=False)
+            due = self._usage_due.get(index)
+            if due == 0:
+                return  # this request's usage is counted already (a second report of one response)
+            # None: a request this process no longer remembers (the table is bounded): counted once.
+            self._usage_due[index] = (1 if due is None else due) - 1
+            self._trim_usage_due()
             self._sync.pending.append((index, report, response_id))
             _hold(self)
             record = self._records.get(index)
             if record is not None:
                 self._records[index] = replace(record, usage=report)
 
+    def _trim_usage_due(self) -> None:
+        while len(self._usage_due) > 4 * self._history_limit:
+            self._usage_due.popitem(last=False)
+
     def _remember(self, record: RequestRecord) -> None:
+        # A new request of this index: one more usage is due, even if an earlier request of this
+        # process had the same index (the store's count went back) and its usage is still to come.
+        self._usage_due[record.index] = self._usage_due.get(record.index, 0) + 1
+        self._usage_due.move_to_end(record.index)
+        self._trim_usage_due()
         self._records[record.index] = record
         while len(self._records) > self._history_limit:
             self._records.popitem(last=False)

@@ -10,7 +10,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["BreakReason", "CacheBreak", "RangeFold", "SlugFold", "SpanKind", "VolatileSpan"]
+__all__ = ["MAX_LEARNED", "BreakReason", "CacheBreak", "RangeFold", "SlugFold", "SpanKind", "VolatileSpan"]
+
+#: Session-wide cap on learned volatile spans (``SessionState.volatile``): learning stops there
+#: (``sessions/learning/volatility.py``) and a merge of two workers' spans keeps no more
+#: (``sessions/durable/merge.py``).
+MAX_LEARNED = 32
 
 #: How a volatile span was found (``VolatileSpan.kind``).
 SpanKind = Literal["value", "lines", "region", "list", "present"]

@@ -298,6 +298,10 @@ class EngineUsage:
         return cls(**{key: int(data.get(key, 0)) for key in cls.__dataclass_fields__})
 
 
+#: The keys written between ``"app"`` and ``"last"`` in ``SessionState.dumps`` (sorted key order).
+_BEFORE_LAST = ("applied", "breaks", "by_engine", "fallbacks", "id")
+
+
 def _empty_str_int() -> dict[str, int]:
     return {}
 
@@ -329,13 +333,17 @@ class SessionState:
     recent_breaks: tuple[CacheBreak, ...] = ()
     #: Schema name orders first seen (``sessions/learning/orders.py``): ``"key:order"`` strings.
     orders: tuple[str, ...] = ()
+    #: Per writer, the sequence number of its latest write (``sessions/durable/merge.py``): how a worker
+    #: whose write's answer was lost learns whether it landed. Stored only when not empty.
+    applied: Mapping[str, int] = field(default_factory=_empty_str_int)
 
     def approx_bytes(self) -> int:
         """About how many bytes this state object holds in memory (a ``MemoryStore``'s byte bound).
 
         Prints count their hashes and arrays; texts this process shares with other conversations
         (``ir.shared``: a system prompt's print) count once, in the shared table, not here; every
-        record (folds, learned spans, breaks) a flat 400 bytes plus its texts.
+        record (folds, learned spans, breaks) a flat 400 bytes plus its texts, every writer's
+        ``applied`` mark 80 bytes plus its name.
         """
         size = 1200 + len(self.session_id)
         last = self.last
@@ -349,6 +357,7 @@ class SessionState:
         size += sum(400 + len(fold.summary) for fold in self.range_folds)
         size += sum(400 + len(span.pattern) for span in (*self.volatile, *self.suspects))
         size += sum(400 + len(brk.detail) for brk in self.recent_breaks)
+        size += sum(80 + len(writer) for writer in self.applied)
         return size + 100 * (len(self.pins) + len(self.orders) + len(self.usage))
 
     def with_break(self, brk: CacheBreak) -> SessionState:
@@ -386,16 +395,18 @@ class SessionState:
         }
         if self.fallbacks:
             data["fallbacks"] = self.fallbacks
+        if self.applied:
+            data["applied"] = dict(self.applied)
         return data
 
     def dumps(self) -> str:
         """The canonical JSON text stored for this state (``canonical_json(self.to_json())``).
 
         Written as three encoded parts and the two prints' cached texts, in sorted key order:
-        ``{"app": .., <breaks .. id>, "last": .., <last_response .. volatile>}``.
+        ``{"app": .., <applied .. id>, "last": .., <last_response .. volatile>}``.
         """
         data = self._json_without_prints()
-        before = {key: data.pop(key) for key in ("breaks", "by_engine", "id")}
+        before = {key: data.pop(key) for key in _BEFORE_LAST if key in data}
         return (
             '{"app":'
             + ("null" if self.app is None else self.app.json_text())
@@ -438,6 +449,7 @@ class SessionState:
             telos_rewrites=int(data.get("telos_rewrites", 0)),
             fallbacks=int(data.get("fallbacks", 0)),
             orders=tuple(str(entry) for entry in data.get("orders", ())),
+            applied={str(k): int(v) for k, v in (data.get("applied") or {}).items()},
         )
 
     @classmethod

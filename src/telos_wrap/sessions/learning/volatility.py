@@ -67,7 +67,7 @@ from telos_wrap.ir.refpool import entry_payload_text, parse_rendered
 from telos_wrap.ir.shared import BoundedMemo, share, shared_texts
 from telos_wrap.lift.text_units import regions, unit_of
 from telos_wrap.lift.user_split import SplitPatterns, split_text
-from telos_wrap.sessions.durable.records import SpanKind, VolatileSpan
+from telos_wrap.sessions.durable.records import MAX_LEARNED, SpanKind, VolatileSpan
 from telos_wrap.sessions.learning.values import ValueScanner
 
 __all__ = [
@@ -86,8 +86,7 @@ __all__ = [
 
 #: The longest run of changed lines (not a live value) that is learned.
 MAX_SPAN_LINES = 8
-#: Session-wide cap on learned spans, and on remembered suspects.
-MAX_LEARNED = 32
+#: Cap on remembered suspects (learned spans: ``MAX_LEARNED``, a durable-state limit).
 MAX_SUSPECTS = 16
 #: At most this many changed lines (and values of a line) are tried per block and request: each try
 #: checks a pattern against the whole block, so an unbounded count (a log of thousands of timestamped

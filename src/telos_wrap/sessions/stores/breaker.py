@@ -6,9 +6,9 @@ node has its own breaker, ``node_breakers.py``); every call goes on with the sta
 ``docs/sessions.md``, "When the store is unavailable"). One ``logging`` warning is written per
 window, and every call that could not use the store is counted. When the window ends, the next call
 *probes* the store (the others keep skipping it until the probe answers): success closes the
-breaker, failure opens a new window twice as long (up to ``max_backoff``). What sessions wrote
-meanwhile is reconciled with compare-and-set on their next write, or dropped with a recorded
-reason (``StoreEvent``), never merged.
+breaker, failure opens a new window twice as long (up to ``max_backoff``). What sessions did
+meanwhile is written with compare-and-set on their next write, and added to the stored state if
+another worker wrote since (``sessions/durable/merge.py``; a recorded ``StoreEvent`` either way).
 """
 
 from __future__ import annotations
@@ -31,8 +31,10 @@ class StoreEvent:
     """Something that happened to a session's state because its store was unavailable or lost it.
 
     ``kind`` is ``"reconciled"`` (state kept in-process during an outage was written with
-    compare-and-set), ``"restored"`` (the store had lost the session; this process's copy was
-    written back), ``"dropped"`` (the in-process state was discarded; ``reason`` says why), or
+    compare-and-set), ``"merged"`` (another worker wrote meanwhile: this worker's outage work was
+    added to the stored state, ``sessions/durable/merge.py``), ``"restored"`` (the store had lost the
+    session; this process's copy was written back), ``"dropped"`` (the in-process state was
+    discarded; ``reason`` says why), or
     ``"reset"`` (the store's entry for the session was malformed: the session started again from a
     fresh state, and its next write replaces the entry; never a trip of the breaker).
     """

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import random
+import uuid
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
@@ -32,6 +33,7 @@ from telos_wrap.errors import (
 from telos_wrap.failopen import report_failure
 from telos_wrap.ir.model import UsageReport
 from telos_wrap.ir.shared import share
+from telos_wrap.sessions.durable.merge import Delta, delta_of, marked, merged
 from telos_wrap.sessions.durable.state import EngineUsage, SessionState
 
 __all__ = [
@@ -216,6 +218,13 @@ class StateSync:
         self.before: tuple[int, str] | None = None
         #: Usage recorded here, written with the session's next write.
         self.pending: list[tuple[int, UsageReport | None, str | None]] = []
+        #: This worker's name in the states' ``applied`` marks, and its last write's number.
+        self.writer = uuid.uuid4().hex[:12]
+        self.seq = 0
+        #: Counters this worker added that the store is not known to hold (``sessions/durable/merge.py``).
+        self.delta = Delta()
+        #: Unanswered writes since the last confirmed one: (their mark's seq, the delta they carried).
+        self.attempts: list[tuple[int, Delta]] = []
 
     def cached_pins(self, state: SessionState) -> dict[str, str]:
         """The pinned texts of ``state`` from this process's blob cache (filled by the plan)."""
@@ -235,6 +244,8 @@ class StateSync:
             if self.bound is not None and (self.pending or self.dirty is not None):
                 logger.debug("telos_wrap: session %s moved stores; unwritten state dropped", self.id)
             self.bound, self.parsed, self.dirty, self.before = store, None, None, None
+            self.delta = Delta()
+            self.attempts.clear()
             self.unconfirmed.clear()
             self.pending.clear()
 
@@ -341,7 +352,7 @@ class StateSync:
                         breaker.success()
                         self.adopt(loaded)
                         if self.dirty is not None and loaded is not None:
-                            self.drop("the store holds a state this process had not read before the outage")
+                            self.merge_into(self.parsed[2] if self.parsed is not None else None)
                 else:
                     self.unavailable(None, strict, reported, breaker=breaker)
             base = self.view() or SessionState(session_id=self.id)
@@ -362,13 +373,19 @@ class StateSync:
             if self.parsed is None or not breaker.allow():
                 if self.parsed is not None:
                     self.unavailable(None, strict, reported, breaker=breaker)
-                self.keep_local(target, pending)
+                self.keep_local(target, pending, base)
                 return result
+            if not self.host.store_inline():
+                # A shared store: the write carries this worker's mark (how a lost answer is settled).
+                self.seq += 1
+                target = marked(target, self.writer, self.seq)
             swap = Swap(self.parsed[0], target)
             outcome = yield swap
             if isinstance(outcome, Failed):
                 self.unavailable(outcome.exc, strict, reported, outcome.started, breaker=breaker)
-                self.keep_local(target, pending)
+                self.keep_local(target, pending, base)
+                self.attempts.append((self.seq, self.delta))
+                del self.attempts[:-UNCONFIRMED_LIMIT]
                 # The write may still have landed (only its answer was lost): recognized later.
                 self.unconfirmed.append((swap.text, target))
                 del self.unconfirmed[:-UNCONFIRMED_LIMIT]
@@ -395,6 +412,8 @@ class StateSync:
                 self.before = (previous[0], previous[1]) if previous[0] and previous[1] is not None else None
                 self.parsed = (outcome.revision, swap.encoded, target)
                 self.dirty = None
+                self.delta = Delta()
+                self.attempts.clear()
                 del self.pending[:pending]
                 if not self.pending:
                     self.host.release()
@@ -423,10 +442,10 @@ class StateSync:
                 self.parsed = (current.revision, current.text, self.parsed[2])
                 rewound = True
                 continue
-            if self.dirty is not None:
-                self.drop(f"another worker wrote the session (revision {current.revision}) meanwhile")
             known = self.parsed[2].requests
             self.adopt(current)
+            if self.dirty is not None:
+                self.merge_into(self.parsed[2])
             if self.parsed[2].requests < known:
                 # Request counts only grow: the store's copy went back in time (another worker put
                 # back an older copy after the store lost the session). Not merged: recorded.
@@ -443,13 +462,37 @@ class StateSync:
             f"session {self.id!r}: lost the store's compare-and-set {MAX_ATTEMPTS} times in a row"
         )
 
-    def keep_local(self, state: SessionState, pending: int) -> None:
-        """The store is unavailable: ``state`` lives in this process until it can be written."""
+    def keep_local(self, state: SessionState, pending: int, base: SessionState) -> None:
+        """The store is unavailable: ``state`` (grown from ``base``) lives in this process until it
+        can be written; what it added to the counters joins ``delta``."""
+        self.delta = self.delta.combine(delta_of(state, base))
         self.dirty = state
         del self.pending[:pending]
         self.host.hold()
 
-    def drop(self, reason: str) -> None:
+    def settle(self, stored: SessionState) -> None:
+        """Take out of ``delta`` what the store already holds: the delta of this worker's latest
+        unanswered write that landed (the store's mark for this writer names it)."""
+        seq = stored.applied.get(self.writer)
+        if seq is None:
+            return
+        landed = next((d for s, d in reversed(self.attempts) if s <= seq), None)
+        if landed is not None:
+            self.delta = self.delta.combine(landed, -1)
+            self.attempts = [(s, d.combine(landed, -1)) for s, d in self.attempts if s > seq]
+
+    def merge_into(self, stored: SessionState | None) -> None:
+        """Another worker wrote while this one could not: add this worker's outage work to
+        ``stored`` (``sessions/durable/merge.py``) and write that next, instead of dropping it."""
         assert self.dirty is not None
-        self.host.store_event("dropped", self.dirty, reason)
-        self.dirty = None
+        if stored is None:
+            return
+        self.settle(stored)
+        mine = self.dirty
+        self.dirty = merged(stored, self.delta, mine)
+        self.host.store_event(
+            "merged",
+            self.dirty,
+            f"another worker wrote the session meanwhile: this worker's {self.delta.requests} requests "
+            "and their usage are added to the stored state",
+        )
