@@ -7,17 +7,35 @@
 #                                    prints its URL (redis+cluster://127.0.0.1:PORT,...), also
 #                                    written to DIR/url; DIR/ports lists the ports.
 #   .ci/redis-cluster.sh stop DIR    stops every server started in DIR (by the pid files there).
+#   .ci/redis-cluster.sh restart DIR PORT
+#                                    starts the node of PORT again (after a crash: it rejoins the
+#                                    cluster from its nodes.conf, as a replica if it was replaced).
 #
 # REDIS_CLUSTER_NODE_TIMEOUT (ms, default 1500) is the cluster-node-timeout: how long a silent
-# primary takes to be declared failed and replaced by its replica. No persistence (tests only).
+# primary takes to be declared failed and replaced by its replica. REDIS_CLUSTER_FULL_COVERAGE (yes,
+# Redis's default, or no) is cluster-require-full-coverage: whether every node refuses every
+# command while some slot has no live primary. No persistence (tests only).
 set -euo pipefail
 
 command="${1:-}"
 dir="${2:-}"
 if [[ -z "$command" || -z "$dir" ]]; then
-    echo "usage: $0 start|stop DIR" >&2
+    echo "usage: $0 start|stop DIR | restart DIR PORT" >&2
     exit 2
 fi
+timeout_ms="${REDIS_CLUSTER_NODE_TIMEOUT:-1500}"
+full_coverage="${REDIS_CLUSTER_FULL_COVERAGE:-yes}"
+
+# One node of the cluster, in cluster mode, its files under DIR/node-PORT.
+start_node() {
+    local port="$1" node="$dir/node-$1"
+    mkdir -p "$node"
+    redis-server --port "$port" --bind 127.0.0.1 --cluster-enabled yes \
+        --cluster-config-file "$node/nodes.conf" --cluster-node-timeout "$timeout_ms" \
+        --cluster-require-full-coverage "$full_coverage" \
+        --save '' --appendonly no --repl-diskless-sync-delay 0 --dir "$node" \
+        --daemonize yes --pidfile "$node/redis.pid" --logfile "$node/redis.log"
+}
 
 stop() {
     local pidfile pid
@@ -34,15 +52,21 @@ stop)
     stop
     exit 0
     ;;
+restart)
+    port="${3:?usage: $0 restart DIR PORT}"
+    start_node "$port"
+    for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && exit 0; sleep 0.05; done
+    echo "the node on port $port did not start" >&2
+    exit 1
+    ;;
 start) ;;
 *)
-    echo "usage: $0 start|stop DIR" >&2
+    echo "usage: $0 start|stop DIR | restart DIR PORT" >&2
     exit 2
     ;;
 esac
 
 mkdir -p "$dir"
-timeout_ms="${REDIS_CLUSTER_NODE_TIMEOUT:-1500}"
 # Six free ports whose cluster bus ports (port + 10000) are free too.
 read -r -a ports < <(python3 - <<'EOF'
 import random, socket
@@ -66,12 +90,7 @@ EOF
 printf '%s\n' "${ports[@]}" >"$dir/ports"
 
 for port in "${ports[@]}"; do
-    node="$dir/node-$port"
-    mkdir -p "$node"
-    redis-server --port "$port" --bind 127.0.0.1 --cluster-enabled yes \
-        --cluster-config-file "$node/nodes.conf" --cluster-node-timeout "$timeout_ms" \
-        --save '' --appendonly no --repl-diskless-sync-delay 0 --dir "$node" \
-        --daemonize yes --pidfile "$node/redis.pid" --logfile "$node/redis.log"
+    start_node "$port"
 done
 for port in "${ports[@]}"; do
     for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.05; done

@@ -111,15 +111,19 @@ class RedisClusterProcesses:
     """A real Redis Cluster of the test's own: 3 primaries and 3 replicas on free loopback ports,
     started and stopped by ``.ci/redis-cluster.sh`` (the script CI uses)."""
 
-    def __init__(self, data: Path, node_timeout_ms: int = 1000) -> None:
+    def __init__(self, data: Path, node_timeout_ms: int = 1000, *, full_coverage: bool = True) -> None:
         for binary in ("redis-server", "redis-cli"):
             if shutil.which(binary) is None:
                 pytest.skip(f"{binary} is not installed (apt-get install redis-server)")
         self.data = data
-        env = {**os.environ, "REDIS_CLUSTER_NODE_TIMEOUT": str(node_timeout_ms)}
+        self.env = {
+            **os.environ,
+            "REDIS_CLUSTER_NODE_TIMEOUT": str(node_timeout_ms),
+            "REDIS_CLUSTER_FULL_COVERAGE": "yes" if full_coverage else "no",
+        }
         started = subprocess.run(
             ["bash", str(CLUSTER_SCRIPT), "start", str(data)],
-            env=env,
+            env=self.env,
             capture_output=True,
             text=True,
             timeout=120,
@@ -152,6 +156,16 @@ class RedisClusterProcesses:
         pidfile = self.data / f"node-{port}" / "redis.pid"
         os.kill(int(pidfile.read_text()), signal.SIGKILL)
         pidfile.unlink()
+
+    def restart(self, port: int) -> None:
+        """Start the node on ``port`` again (it rejoins from its nodes.conf: a replica if replaced)."""
+        subprocess.run(
+            ["bash", str(CLUSTER_SCRIPT), "restart", str(self.data), str(port)],
+            env=self.env,
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
 
     def stop(self) -> None:
         subprocess.run(["bash", str(CLUSTER_SCRIPT), "stop", str(self.data)], check=False, timeout=60)

@@ -190,7 +190,7 @@ class Session:
     # or ``drivers.arun`` (async: their ``a``-twins, awaited). See ``sessions/sync/plans.py``.
 
     def _breaker(self) -> StoreBreaker:
-        return breaker_of(self.store)
+        return breaker_of(self.store, self.id)
 
     def _plan(
         self,
@@ -214,7 +214,7 @@ class Session:
     async def _arun(self, plan: Generator[StoreOp, Any, T]) -> T:
         """Run a plan with the store's async methods, one plan per session at a time."""
         store = self.store
-        return await drivers.arun(plan, store, breaker_of(store), self.id, self._alocks.get())
+        return await drivers.arun(plan, store, breaker_of(store, self.id), self.id, self._alocks.get())
 
     def flush(self) -> None:
         """Write what this process holds and the store does not yet (pending usage, outage state).

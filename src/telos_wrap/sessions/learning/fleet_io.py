@@ -57,7 +57,7 @@ def lookup(store: SessionStore, space: str, template: str) -> tuple[Fact, ...]:
 
 def lookup_entry(store: SessionStore, space: str, template: str) -> tuple[tuple[Fact, ...], tuple[str, ...]]:
     """``(facts, prints)`` the fleet holds for ``template`` in ``space`` (none on any failure)."""
-    breaker = breaker_of(store)
+    breaker = breaker_of(store, fleet_id(space, template))
     if breaker.is_open:  # left alone for the window; not counted as a session call skipped
         return (), ()
     try:
@@ -79,7 +79,7 @@ async def alookup_entry(
     store: SessionStore, space: str, template: str
 ) -> tuple[tuple[Fact, ...], tuple[str, ...]]:
     """``lookup_entry`` for async code (the store's async client; a sync-only store in a thread)."""
-    breaker = breaker_of(store)
+    breaker = breaker_of(store, fleet_id(space, template))
     if breaker.is_open:  # left alone for the window; not counted as a session call skipped
         return (), ()
     try:
@@ -100,7 +100,7 @@ def publish(
 ) -> None:
     """Add ``new`` to the facts of ``template`` in ``space`` (and its ``shape`` if it has none yet).
     Never raises."""
-    breaker = breaker_of(store)
+    breaker = breaker_of(store, fleet_id(space, template))
     if not (new or shape) or breaker.is_open:
         return
     key = fleet_id(space, template)
@@ -120,7 +120,7 @@ async def apublish(
     store: SessionStore, space: str, template: str, new: Sequence[Fact], shape: Sequence[str] = ()
 ) -> None:
     """``publish`` for async code."""
-    breaker = breaker_of(store)
+    breaker = breaker_of(store, fleet_id(space, template))
     if not (new or shape) or breaker.is_open:
         return
     key = fleet_id(space, template)
@@ -171,7 +171,7 @@ def fleet_for(
     facts, theirs = lookup_entry(store, *where)
     texts = _texts(api, body, hints)
     note = _note(where[0], texts, theirs)
-    if not theirs and not breaker_of(store).is_open:
+    if not theirs and not breaker_of(store, fleet_id(*where)).is_open:
         publish(store, *where, (), _shape(where[0], texts))
     return facts, note
 
@@ -186,7 +186,7 @@ async def afleet_for(
     facts, theirs = await alookup_entry(store, *where)
     texts = _texts(api, body, hints)
     note = _note(where[0], texts, theirs)
-    if not theirs and not breaker_of(store).is_open:
+    if not theirs and not breaker_of(store, fleet_id(*where)).is_open:
         await apublish(store, *where, (), _shape(where[0], texts))
     return facts, note
 

@@ -1,7 +1,8 @@
 """A circuit breaker per session store: a sick store costs one timeout per back-off window, not one per call.
 
 When a store call fails (an error or a timeout), the breaker *opens*: for ``backoff`` seconds no
-session calls the store; every call goes on with the state this process holds (see
+session calls the store (on a Redis Cluster: no session whose slot the failed node serves — each
+node has its own breaker, ``node_breakers.py``); every call goes on with the state this process holds (see
 ``docs/sessions.md``, "When the store is unavailable"). One ``logging`` warning is written per
 window, and every call that could not use the store is counted. When the window ends, the next call
 *probes* the store (the others keep skipping it until the probe answers): success closes the
@@ -228,8 +229,16 @@ def _resolve(future: asyncio.Future[None]) -> None:
 _breakers_lock = threading.Lock()
 
 
-def breaker_of(store: object) -> StoreBreaker:
-    """The breaker of ``store``: its ``breaker`` attribute if it has one, else one made for it once."""
+def breaker_of(store: object, session_id: str | None = None) -> StoreBreaker:
+    """The breaker of ``store`` for ``session_id``'s calls: the store's ``breaker_for(session_id)``
+    if it routes breakers by key (a Redis Cluster: per node), else its ``breaker`` attribute if it
+    has one, else one made for it once. Events are recorded on ``breaker_of(store)``."""
+    if session_id is not None:
+        route = getattr(store, "breaker_for", None)
+        if route is not None:
+            routed = route(session_id)
+            if isinstance(routed, StoreBreaker):
+                return routed
     found = getattr(store, "breaker", None)
     if isinstance(found, StoreBreaker):
         return found

@@ -31,6 +31,7 @@ them in step. URL parsing and client construction are already ``redis_urls``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import random
@@ -42,6 +43,7 @@ from typing import Any
 from telos_wrap.errors import StoreBusyError, StoreEntryError
 from telos_wrap.sessions.stores import redis_urls
 from telos_wrap.sessions.stores.breaker import StoreBreaker
+from telos_wrap.sessions.stores.node_breakers import DEFAULT_BREAKER_BYTES, NodeBreakers
 from telos_wrap.sessions.stores.store import Swapped, Versioned
 
 __all__ = ["RedisStore"]
@@ -159,7 +161,9 @@ class RedisStore:
             Sentinel's) for async calls when ``client`` is an instance; without it (and without a
             URL) async calls run the sync client in a worker thread.
         backoff / max_backoff: the circuit breaker's first and longest window, in seconds: after
-            a failure or timeout no session calls this store for that long (``breaker.py``).
+            a failure or timeout no session calls this store for that long (``breaker.py``) — on
+            a cluster, no session whose slot the failed node serves (``breaker_for``).
+        breaker_bytes: bytes the table of per-node breakers may hold, about (``node_breakers``).
         max_connections: connections of the async client's pool (per event loop; on a cluster,
             per node); a call waits up to ``timeout`` for a free one (single server).
     """
@@ -175,12 +179,19 @@ class RedisStore:
         backoff: float = 5.0,
         max_backoff: float = 60.0,
         max_connections: int = 64,
+        breaker_bytes: int = DEFAULT_BREAKER_BYTES,
     ) -> None:
         self.url: str | None = None
         self._url: redis_urls.RedisUrl | None = None
         self.timeout = timeout
         self.max_connections = max_connections
+        #: The store's breaker: a single server's, and a cluster's until its slot map is read (the
+        #: sessions' events are recorded here in either case).
         self.breaker = StoreBreaker(backoff, max_backoff)
+        #: On a cluster: one breaker per node, for the sessions whose slots it serves (``breaker_for``).
+        self.node_breakers = NodeBreakers(
+            lambda: StoreBreaker(backoff, max_backoff, clock=self.breaker.clock), breaker_bytes
+        )
         if isinstance(client, str):
             self.url, self._url, client = client, redis_urls.parse(client), None
         #: Whether the store runs on a Redis Cluster (keys are routed by their hash tag).
@@ -241,6 +252,47 @@ class RedisStore:
         tagged = f"{self.prefix}{{{_tag(session_id)}}}"
         return f"{tagged}:session", f"{tagged}:blobs"
 
+    # -- circuit breakers ---------------------------------------------------------------------------
+
+    def breaker_for(self, session_id: str) -> StoreBreaker:
+        """The circuit breaker of ``session_id``'s store calls.
+
+        On a cluster: the breaker of the primary that serves the session's slot in redis-py's slot
+        map as it is now (``node_breakers``), so a failed node's window skips only its own sessions
+        and, once redis-py has re-read the map after a failover, the promoted replica's sessions use
+        the new primary's breaker (docs/sessions.md, "Failover"). A single server, and a cluster
+        whose map was not read yet (no store call made), use the store's one ``breaker``.
+        """
+        if not self.cluster:
+            return self.breaker
+        node = self._node_of(session_id)
+        return self.breaker if node is None else self.node_breakers.get(node)
+
+    def _node_of(self, session_id: str) -> str | None:
+        """The name (``host:port``) of the primary serving ``session_id``'s slot in the slot map of
+        the client its calls use now (the running loop's async client, else the sync one); ``None``
+        if no map was read yet."""
+        client = None
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            found = self._async.get(loop)
+            client = None if found is None else found[0]
+        if client is None and self._sync is not None:
+            client = self._sync[0]
+        if client is None:
+            return None
+        try:
+            from redis.crc import key_slot
+
+            nodes = client.nodes_manager.slots_cache.get(key_slot(self.keys_of(session_id)[0].encode()))
+            return str(nodes[0].name) if nodes else None
+        except Exception:  # a client of another shape: the store's own breaker
+            logger.debug("telos_wrap: no slot map to route a breaker by", exc_info=True)
+            return None
+
     def _args(self, expected: int, text: str) -> list[str]:
         revision = random.randrange(1, _REVISION_LIMIT)
         return ["" if expected == 0 else str(expected), text, str(self.ttl or 0), str(revision)]
@@ -278,8 +330,6 @@ class RedisStore:
 
     def _aclient(self) -> tuple[Any, Any]:
         """``(redis.asyncio client, swap script)`` for the running event loop."""
-        import asyncio
-
         loop = asyncio.get_running_loop()
         found = self._async.get(loop)
         if found is None:
@@ -308,8 +358,6 @@ class RedisStore:
 
     async def aload(self, session_id: str) -> Versioned | None:
         if not self.has_async_client:
-            import asyncio
-
             return await asyncio.to_thread(self.load, session_id)
         client, _ = self._aclient()
         with _pool_waits():
@@ -318,8 +366,6 @@ class RedisStore:
 
     async def aswap(self, session_id: str, expected: int, text: str) -> Swapped:
         if not self.has_async_client:
-            import asyncio
-
             return await asyncio.to_thread(self.swap, session_id, expected, text)
         _, script = self._aclient()
         with _pool_waits():
@@ -330,8 +376,6 @@ class RedisStore:
 
     async def aput_blob(self, session_id: str, key: str, text: str) -> None:
         if not self.has_async_client:
-            import asyncio
-
             await asyncio.to_thread(self.put_blob, session_id, key, text)
             return
         client, _ = self._aclient()
@@ -345,8 +389,6 @@ class RedisStore:
 
     async def aget_blob(self, session_id: str, key: str) -> str | None:
         if not self.has_async_client:
-            import asyncio
-
             return await asyncio.to_thread(self.get_blob, session_id, key)
         client, _ = self._aclient()
         with _pool_waits():
@@ -355,8 +397,6 @@ class RedisStore:
 
     async def adelete(self, session_id: str) -> None:
         if not self.has_async_client:
-            import asyncio
-
             await asyncio.to_thread(self.delete, session_id)
             return
         client, _ = self._aclient()
@@ -364,8 +404,6 @@ class RedisStore:
 
     async def aclose(self) -> None:
         """Close the async client of the running loop (the sync client closes with ``close()``)."""
-        import asyncio
-
         found = self._async.pop(asyncio.get_running_loop(), None)
         if found is not None and self._async_given is None:
             await found[0].aclose()
@@ -399,8 +437,6 @@ def _pool_waits() -> Iterator[None]:
     """Turn redis-py's "No connection available." (a ``BlockingConnectionPool`` wait that outlasted
     ``timeout``: every pooled connection stayed in use) into ``StoreBusyError``: the process is
     saturated, the store is not sick, so the circuit breaker must not open for it."""
-    import asyncio
-
     import redis.exceptions
 
     try:

@@ -209,7 +209,9 @@ class Host:
         return self._get().store
 
     def store_breaker(self) -> StoreBreaker:
-        return breaker_of(self._get().store)
+        """The breaker of this session's store calls (on a cluster: its slot's node's)."""
+        session = self._get()
+        return breaker_of(session.store, session.id)
 
     def store_inline(self) -> bool:
         return store_ops(self._get().store).inline

@@ -301,9 +301,14 @@ class StateSync:
         strict: bool | None,
         reported: list[bool],
         started: float | None = None,
+        breaker: Breaker | None = None,
     ) -> None:
-        """The store cannot be used for this call: open the breaker (if it just failed) and count it."""
-        breaker = self.host.store_breaker()
+        """The store cannot be used for this call: open the breaker (if it just failed) and count it.
+
+        ``breaker``: the one the plan asked before the call (on a cluster, the breaker of the node
+        the call went to: the slot map may have moved on since, and the failure is that node's)."""
+        if breaker is None:
+            breaker = self.host.store_breaker()
         if isinstance(exc, StoreBusyError):
             breaker.busy()  # this process is saturated, the store is not sick: no window
         elif exc is not None:
@@ -342,20 +347,20 @@ class StateSync:
                         breaker.success()  # the store answered: only this session's entry is bad
                         self.reset(str(loaded.exc))
                     elif isinstance(loaded, Failed):
-                        self.unavailable(loaded.exc, strict, reported, loaded.started)
+                        self.unavailable(loaded.exc, strict, reported, loaded.started, breaker=breaker)
                     else:
                         breaker.success()
                         self.adopt(loaded)
                         if self.dirty is not None and loaded is not None:
                             self.merge_into(self.parsed[2] if self.parsed is not None else None)
                 else:
-                    self.unavailable(None, strict, reported)
+                    self.unavailable(None, strict, reported, breaker=breaker)
             base = self.view() or SessionState(session_id=self.id)
             for key in base.pins.values():
                 if key not in self.blobs and self.parsed is not None and breaker.allow():
                     blob = yield GetBlob(key)
                     if isinstance(blob, Failed):
-                        self.unavailable(blob.exc, strict, reported, blob.started)
+                        self.unavailable(blob.exc, strict, reported, blob.started, breaker=breaker)
                     elif blob is not None:
                         breaker.success()
                         self.blobs[key] = share(blob)  # one copy of a document pinned by many
@@ -367,7 +372,7 @@ class StateSync:
                 return result  # nothing durable changed: no store round trip
             if self.parsed is None or not breaker.allow():
                 if self.parsed is not None:
-                    self.unavailable(None, strict, reported)
+                    self.unavailable(None, strict, reported, breaker=breaker)
                 self.keep_local(target, pending, base)
                 return result
             if not self.host.store_inline():
@@ -377,7 +382,7 @@ class StateSync:
             swap = Swap(self.parsed[0], target)
             outcome = yield swap
             if isinstance(outcome, Failed):
-                self.unavailable(outcome.exc, strict, reported, outcome.started)
+                self.unavailable(outcome.exc, strict, reported, outcome.started, breaker=breaker)
                 self.keep_local(target, pending, base)
                 self.attempts.append((self.seq, self.delta))
                 del self.attempts[:-UNCONFIRMED_LIMIT]
