@@ -396,3 +396,52 @@ def test_small_request_with_sdk_objects_is_sent_as_the_sdk_sends_it() -> None:
     assert failures == {}
     assert len(runs[1]) == len(SCRIPT) + 1
     assert runs[0] == runs[1]
+
+
+def test_async_file_input_is_read_off_the_event_loop(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An image given as a ``pathlib.Path`` (anthropic >= 1 reads it as base64) on an async client: telos
+    reads it as the SDK does there, in a worker thread, never on the event loop's thread; once, and
+    the request is rewritten with the file's bytes (found by the anthropic SDK's own suite,
+    ``test_file_input_is_read_when_the_stream_is_entered``)."""
+    import base64
+    import importlib
+    import pathlib
+    import threading
+
+    prepare = importlib.import_module("anthropic._utils")
+    if not hasattr(getattr(prepare, "_prepare", None), "async_prepare_request_data"):
+        pytest.skip("this anthropic SDK reads no file inputs in a JSON body")
+    image = tmp_path / "image.png"
+    image.write_bytes(b"image-bytes")
+    on_loop: list[bool] = []
+    read_bytes = pathlib.Path.read_bytes
+
+    def observed(self: pathlib.Path) -> bytes:
+        on_loop.append(threading.current_thread() is loop_thread)
+        return read_bytes(self)
+
+    monkeypatch.setattr(pathlib.Path, "read_bytes", observed)
+    source = {"type": "base64", "media_type": "image/png", "data": image}
+
+    async def main() -> None:
+        async with anthropic.AsyncAnthropic(api_key="k", base_url=url, max_retries=0) as client:
+            await client.messages.create(
+                model="claude-sonnet-4-5",
+                max_tokens=64,
+                system=SYSTEM,
+                messages=[{"role": "user", "content": [{"type": "image", "source": source}]}],
+            )
+
+    loop_thread = threading.current_thread()  # asyncio.run's loop runs on this thread
+    emulator = Emulator()
+    with serve(emulator) as url, _patched(url, in_session=False):
+        asyncio.run(main())
+        failures = telos_wrap.failure_counts()
+    assert failures == {}
+    assert on_loop == [False]
+    (sent,) = emulator.requests
+    assert sent.status == 200
+    assert (
+        sent.body["messages"][0]["content"][0]["source"]["data"] == base64.b64encode(b"image-bytes").decode()
+    )
+    assert "cache_control" in json.dumps(sent.body)  # rewritten, not sent as built
