@@ -144,3 +144,93 @@ def typecheck(session: nox.Session) -> None:
     # pytest / vcrpy for the pytest plugin (telos_wrap_pytest, telos_wrap.testing).
     session.install("-e", ".[redis]", "mypy>=1.11", "pytest>=8", "vcrpy>=7")
     session.run("mypy")
+
+
+#: The SDK lines whose own suites ``sdk_suites`` runs: the newest releases (what ``tests`` installs)
+#: and the 0.x line's oldest (anthropic 0.93 + openai 2.0).
+SUITE_LINES = {"newest": ["anthropic", "openai"], "0x": SDK_LINES["0x"]}
+#: The suites' own test dependencies (their pyproject's dev group, less the type checkers and
+#: linters), and the SDKs' extras their tests import.
+SUITE_DEPS = [
+    "respx",
+    "pytest-asyncio",
+    "time-machine",
+    "dirty-equals>=0.6.0",
+    "importlib-metadata",
+    "rich",
+    "hypothesis",
+    "inline-snapshot>=0.28.0",
+    "griffe",
+    "http-snapshot[httpx]",
+    "packaging",
+    "opentelemetry-sdk",
+    "trio",
+    "Pillow",
+    "nest_asyncio",
+    "standardwebhooks",
+    "boto3",
+    "google-auth[requests]",
+    "azure-identity",
+    "aiohttp",
+    "httpx_aiohttp",
+    "pip",
+]
+
+
+def _their_addopts(pyproject: str) -> str:
+    """The suite's own pytest ``addopts`` without pytest-xdist's options (one process here)."""
+    with open(pyproject, "rb") as file:
+        addopts = tomllib.load(file)["tool"]["pytest"]["ini_options"].get("addopts", "")
+    words, kept = addopts.split(), []
+    skip = False
+    for word in words:
+        if skip:
+            skip = False
+        elif word in ("-n", "--dist"):
+            skip = True
+        elif not word.startswith(("-n=", "--dist=", "--numprocesses")):
+            kept.append(word)
+    return " ".join(kept)
+
+
+@nox.session(python=PYTHON)
+@nox.parametrize("line", list(SUITE_LINES))
+def sdk_suites(session: nox.Session, line: str) -> None:
+    """The anthropic and openai SDKs' own test suites, from the sdists of the installed versions,
+    under ``telos_wrap.patch()`` (``tests/sdk_suites``: the plugin and the known exceptions with
+    their reasons). ``TELOS_SUITE_PATCH=0`` runs the baseline without patching;
+    ``TELOS_SUITE_SDKS=anthropic`` runs one SDK's suite. Arguments after ``--`` go to pytest instead
+    of the default selection (everything but ``tests/api_resources``, which needs a Prism mock
+    server): a test path of the suites, or ``-x``."""
+    import os
+    import tarfile
+
+    session.install("-e", ".", *SUITE_LINES[line], *SUITE_DEPS)
+    work = tempfile.mkdtemp(prefix="telos-sdk-suites-")
+    plugin_dir = os.path.abspath("tests/sdk_suites")
+    failed = []
+    for sdk in os.environ.get("TELOS_SUITE_SDKS", "anthropic,openai").split(","):
+        installed = session.run(
+            "python", "-c", f"import importlib.metadata as m; print(m.version({sdk!r}))", silent=True
+        )
+        version = str(installed).strip().splitlines()[-1]
+        session.run(
+            "python", "-m", "pip", "download", "-q", f"{sdk}=={version}",
+            "--no-binary", ":all:", "--no-deps", "-d", work,
+        )  # fmt: skip
+        with tarfile.open(os.path.join(work, f"{sdk}-{version}.tar.gz")) as sdist:
+            sdist.extractall(work, filter="data")
+        root = os.path.join(work, f"{sdk}-{version}")
+        addopts = _their_addopts(os.path.join(root, "pyproject.toml"))
+        args = session.posargs or ["tests", "--ignore=tests/api_resources"]
+        with session.chdir(root):
+            try:
+                session.run(
+                    "python", "-m", "pytest", "-o", f"addopts={addopts}", "-p", "telos_under_patch",
+                    "-p", "no:cacheprovider", "-q", "-rfEs", *args,
+                    env={"PYTHONPATH": plugin_dir},
+                )  # fmt: skip
+            except nox.command.CommandFailed:
+                failed.append(f"{sdk} {version}")
+    if failed:
+        session.error(f"failures under patch() in the suites of {', '.join(failed)}")

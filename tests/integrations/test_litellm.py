@@ -268,6 +268,57 @@ def test_litellm_native_route_fails_open(strict: bool, monkeypatch: pytest.Monke
     assert "cache_control" not in json.dumps(sent.body), "the caller's request, as LiteLLM built it"
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_litellm_fallbacks_count_in_the_session_and_are_said_loudly(
+    mode: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A fallback on LiteLLM's own route counts and logs as on the SDK routes: ``s.stats.fallbacks``
+    counts each request sent as LiteLLM built it, the conversation that keeps falling back is said
+    once at WARNING, and each response's usage is still recorded (issue 32)."""
+    import logging
+
+    from telos_wrap import pipeline
+    from telos_wrap.failopen import reset_failures
+
+    from .agent_kit import served
+
+    def broken(stage: str) -> None:
+        if stage == "plan":
+            raise RuntimeError("injected")
+
+    reset_failures()
+    monkeypatch.setattr(pipeline, "_stage_hook", broken)
+    messages = _messages()
+    kwargs = {"model": f"anthropic/{ANTHROPIC_MODEL}", "api_key": "x", "max_retries": 0}
+    with served() as (emulator, url):
+        telos_wrap.patch()
+        with (
+            caplog.at_level(logging.WARNING, logger="telos_wrap"),
+            telos_wrap.session(f"litellm-falls-{mode}") as s,
+        ):
+            for n in range(4):
+                if mode == "async":
+                    response = asyncio.run(litellm.acompletion(messages=messages, api_base=url, **kwargs))
+                else:
+                    response = litellm.completion(messages=messages, api_base=url, **kwargs)
+                assert telos_wrap.usage_of(response) is not None
+                messages += [
+                    {"role": "assistant", "content": "Looking."},
+                    {"role": "user", "content": f"and {n}?"},
+                ]
+            stats = s.stats
+    failures = telos_wrap.failure_counts()
+    reset_failures()  # the tests after this one count their own
+    assert len(emulator.requests) == 4
+    assert all("cache_control" not in json.dumps(r.body) for r in emulator.requests)
+    assert failures == {"plan": 4}
+    assert stats.fallbacks == 4 and stats.requests == 4
+    assert stats.responses_with_usage == 4  # recorded for the requests that fell back too
+    loud = [r.getMessage() for r in caplog.records if "keep falling back" in r.getMessage()]
+    assert len(loud) == 1, [r.getMessage() for r in caplog.records]
+    assert f"conversation litellm-falls-{mode}" in loud[0] and "stage 'plan' failed: RuntimeError" in loud[0]
+
+
 def test_litellm_routes_per_provider() -> None:
     from telos_wrap.patch.litellm import engine_for
 

@@ -26,7 +26,7 @@ import pydantic
 import pytest
 
 import telos_wrap
-from telos_wrap.emulator import Emulator, ToolCall, serve, tool_loop
+from telos_wrap.emulator import Emulator, Replier, Reply, ToolCall, serve, tool_loop
 from telos_wrap.failopen import reset_failures
 
 SYSTEM = "You are the support agent of an online shop.\n" + "Quote the order record; never guess.\n" * 300
@@ -71,9 +71,9 @@ def _patched(url: str, in_session: bool) -> Iterator[None]:
 
 
 def _run(
-    loop: Callable[[str, bool], None], *, objects: bool, in_session: bool
+    loop: Callable[[str, bool], None], *, objects: bool, in_session: bool, replier: Replier | None = None
 ) -> tuple[list[Any], dict[str, int]]:
-    emulator = Emulator(replier=tool_loop(SCRIPT, "All three ship tomorrow."))
+    emulator = Emulator(replier=replier or tool_loop(SCRIPT, "All three ship tomorrow."))
     with serve(emulator) as url, _patched(url, in_session):
         loop(url, objects)
         failures = telos_wrap.failure_counts()
@@ -81,12 +81,18 @@ def _run(
     return [r.body for r in emulator.requests], failures
 
 
-def _check(loop: Callable[[str, bool], None], field: str, in_session: bool, requests: int) -> None:
-    bodies, failures = _run(loop, objects=True, in_session=in_session)
+def _check(
+    loop: Callable[[str, bool], None],
+    field: str,
+    in_session: bool,
+    requests: int,
+    replier: Replier | None = None,
+) -> None:
+    bodies, failures = _run(loop, objects=True, in_session=in_session, replier=replier)
     assert failures == {}
     assert len(bodies) == requests
     assert all(field in json.dumps(body) for body in bodies[1:]), f"a request without {field}"
-    plain, _ = _run(loop, objects=False, in_session=in_session)
+    plain, _ = _run(loop, objects=False, in_session=in_session, replier=replier)
     # The same loop written with plain JSON sends the same bytes (key order included).
     assert [json.dumps(b) for b in bodies] == [json.dumps(b) for b in plain]
 
@@ -310,6 +316,52 @@ def test_openai_parse_loop(in_session: bool) -> None:
     _check(loop, "prompt_cache_key", in_session, 3)
 
 
+def _order_json(api: str, body: Any) -> Reply:
+    """A structured-output reply: the JSON of an ``Order`` (the turn count names the order)."""
+    return Reply(text=json.dumps({"id": str(len(body["messages"])), "status": "shipped"}))
+
+
+@pytest.mark.parametrize("in_session", [False, True], ids=["implicit", "session"])
+@pytest.mark.parametrize("mode", MODES)
+def test_anthropic_parse_loop(mode: str, in_session: bool) -> None:
+    """``messages.parse(output_format=Model)`` (and ``messages.stream(output_format=Model)``), the
+    parsed reply's ``response.content`` (``ParsedTextBlock`` objects, whose ``parsed_output`` the SDK
+    leaves out of a request) appended each turn, as the structured-outputs docs do."""
+
+    def loop(url: str, objects: bool) -> None:
+        kwargs: dict[str, Any] = {
+            "model": "claude-sonnet-4-5",
+            "max_tokens": 1024,
+            "system": SYSTEM,
+            "output_format": Order,
+        }
+        messages: list[Any] = [{"role": "user", "content": QUESTION}]
+
+        def turn(response: Any, n: int) -> None:
+            assert response.parsed_output == Order(id=str(len(messages)), status="shipped")
+            messages.append({"role": "assistant", "content": _dump(response.content, objects)})
+            messages.append({"role": "user", "content": f"And order {n + 2}?"})
+
+        if mode == "async":
+
+            async def main() -> None:
+                async with anthropic.AsyncAnthropic(api_key="k", base_url=url, max_retries=0) as client:
+                    for n in range(3):
+                        turn(await client.messages.parse(messages=messages, **kwargs), n)
+
+            asyncio.run(main())
+            return
+        with anthropic.Anthropic(api_key="k", base_url=url, max_retries=0) as client:
+            for n in range(3):
+                if mode == "stream":
+                    with client.messages.stream(messages=messages, **kwargs) as stream:
+                        turn(stream.get_final_message(), n)
+                else:
+                    turn(client.messages.parse(messages=messages, **kwargs), n)
+
+    _check(loop, "cache_control", in_session, 3, replier=_order_json)
+
+
 # -- below the cacheable minimum: the SDK's own bytes --------------------------------------------------
 
 
@@ -344,3 +396,52 @@ def test_small_request_with_sdk_objects_is_sent_as_the_sdk_sends_it() -> None:
     assert failures == {}
     assert len(runs[1]) == len(SCRIPT) + 1
     assert runs[0] == runs[1]
+
+
+def test_async_file_input_is_read_off_the_event_loop(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An image given as a ``pathlib.Path`` (anthropic >= 1 reads it as base64) on an async client: telos
+    reads it as the SDK does there, in a worker thread, never on the event loop's thread; once, and
+    the request is rewritten with the file's bytes (found by the anthropic SDK's own suite,
+    ``test_file_input_is_read_when_the_stream_is_entered``)."""
+    import base64
+    import importlib
+    import pathlib
+    import threading
+
+    prepare = importlib.import_module("anthropic._utils")
+    if not hasattr(getattr(prepare, "_prepare", None), "async_prepare_request_data"):
+        pytest.skip("this anthropic SDK reads no file inputs in a JSON body")
+    image = tmp_path / "image.png"
+    image.write_bytes(b"image-bytes")
+    on_loop: list[bool] = []
+    read_bytes = pathlib.Path.read_bytes
+
+    def observed(self: pathlib.Path) -> bytes:
+        on_loop.append(threading.current_thread() is loop_thread)
+        return read_bytes(self)
+
+    monkeypatch.setattr(pathlib.Path, "read_bytes", observed)
+    source = {"type": "base64", "media_type": "image/png", "data": image}
+
+    async def main() -> None:
+        async with anthropic.AsyncAnthropic(api_key="k", base_url=url, max_retries=0) as client:
+            await client.messages.create(
+                model="claude-sonnet-4-5",
+                max_tokens=64,
+                system=SYSTEM,
+                messages=[{"role": "user", "content": [{"type": "image", "source": source}]}],
+            )
+
+    loop_thread = threading.current_thread()  # asyncio.run's loop runs on this thread
+    emulator = Emulator()
+    with serve(emulator) as url, _patched(url, in_session=False):
+        asyncio.run(main())
+        failures = telos_wrap.failure_counts()
+    assert failures == {}
+    assert on_loop == [False]
+    (sent,) = emulator.requests
+    assert sent.status == 200
+    assert (
+        sent.body["messages"][0]["content"][0]["source"]["data"] == base64.b64encode(b"image-bytes").decode()
+    )
+    assert "cache_control" in json.dumps(sent.body)  # rewritten, not sent as built

@@ -140,13 +140,15 @@ def _rewrite(
         return args, call, None
     config = current_config()
     strict = config.strict
+    session: Session | None = None
+    engine: str | None = None
+    body: dict[str, Any] = {"model": model, "messages": messages}
+    if tools is not None:
+        body["tools"] = tools
     try:
         engine = hints.engine or engine_for(model, _provider(model, call))
         if engine is None:
             return args, call, None
-        body: dict[str, Any] = {"model": model, "messages": messages}
-        if tools is not None:
-            body["tools"] = tools
         session = _resolve_session(_API, body, hints, None)
         hints = hints.merged_over(session.hints)
         strict = session.strict if session.strict is not None else config.strict
@@ -170,11 +172,9 @@ def _rewrite(
             call.update((key, body[key]) for key in ("messages", "tools") if key in body)
             index, prepared = session.prepare_request(_API, body, options, strict=strict, tenant=tenant)
     except TelosStageError as error:
-        report_failure(error, strict=strict)
-        return args, call, None
+        return args, call, _fell_back(session, engine, body, error, strict)
     except Exception as exc:  # a telos bug must never break the call
-        report_failure(TelosStageError("litellm", exc), strict=strict)
-        return args, call, None
+        return args, call, _fell_back(session, engine, body, TelosStageError("litellm", exc), strict)
     finish = _finisher(session, index, engine, strict)
     if prepared.untouched is not None:
         return args, call, finish
@@ -184,6 +184,20 @@ def _rewrite(
     if "tools" in prepared.body:
         rewritten["tools"] = copy.deepcopy(prepared.body["tools"])
     return args, rewritten, finish
+
+
+def _fell_back(
+    session: Session | None, engine: str | None, body: Mapping[str, Any], error: TelosStageError, strict: bool
+) -> Callable[[Any], Any] | None:
+    """A telos stage failed: report it (raises if strict) and, as on the SDK routes, count the call in
+    its session as a fallback (``stats.fallbacks``, the loud warning of a conversation that keeps
+    falling back) with its usage. Not recorded when the session's store itself failed (recording
+    would wait on it a second time) or before the call's session was known."""
+    report_failure(error, strict=strict)
+    if session is None or engine is None or error.stage == "session.store":
+        return None
+    index = session.note_passthrough(_API, engine, body, failed=error)
+    return _finisher(session, index, engine, strict)
 
 
 def _litellm_value(value: Any) -> Any:

@@ -13,6 +13,10 @@ that plain body is what telos prepares — and what goes out, rewritten or not:
 * openai 2.x: the HTTP library's ``json=`` encoding (the standard encoder, compact, no NaN), after the
   SDK's own ``maybe_transform`` already ran in the resource method.
 
+An async client's file inputs (a ``pathlib.Path`` as a base64 source's ``data``, anthropic >= 1) are
+read the way the SDK reads them there, in a worker thread (``files_read``, its
+``async_prepare_request_data``), before the body is serialized: never on the event loop's thread.
+
 The text is read back with the standard decoder. Read back, every value is what the SDK would have
 sent, so sending the plain body gives the SDK's own bytes below the cacheable minimum, and the SDK
 never has to read a one-shot value (a file object, an iterator) a second time. A value the SDK's
@@ -28,7 +32,7 @@ from typing import Any
 
 from telos_wrap.ir.canon import compact_json_encoder
 
-__all__ = ["sdk_plain"]
+__all__ = ["files_read", "has_file_inputs", "sdk_plain"]
 
 #: The HTTP library's ``json=`` encoding (httpx >= 0.28: compact, UTF-8 kept, no NaN).
 _HTTP_JSON = compact_json_encoder(sort_keys=False, allow_nan=False)
@@ -68,3 +72,20 @@ def sdk_plain(sdk: str, body: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(plain, dict):  # pragma: no cover - a mapping serializes as an object
         raise TypeError(f"the {sdk} SDK serialized the body as {type(plain).__name__}")
     return plain
+
+
+def has_file_inputs(sdk: str, body: Mapping[str, Any]) -> bool:
+    """Whether serializing ``body`` would read a file input (anthropic >= 1 reads a path or file
+    object found where a base64 source's data goes; no other SDK reads files in a JSON body)."""
+    copy_tree = _optional(f"{sdk}._utils._prepare", "copy_tree")
+    if not callable(copy_tree):
+        return False
+    _, slots = copy_tree(dict(body), location="body", keep_top_level_omit=False)
+    return bool(slots)
+
+
+async def files_read(sdk: str, body: Mapping[str, Any]) -> Any:
+    """``body`` with its file inputs read as the SDK reads them for an async client (in a worker
+    thread: its ``async_prepare_request_data``); the rest as the SDK prepares it."""
+    prepare = _optional(f"{sdk}._utils._prepare", "async_prepare_request_data")
+    return await prepare(dict(body), location="body")

@@ -22,6 +22,7 @@ own (``sdk_json``, ``streams``, ``observers``, ``routing``, ``litellm``).
 
 from __future__ import annotations
 
+import contextvars
 import importlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
@@ -49,7 +50,7 @@ from telos_wrap.patch.calls import (
 from telos_wrap.patch.mode import rewriting
 from telos_wrap.patch.observers import OBSERVERS, notify_request, notify_usage
 from telos_wrap.patch.routing import Route, route_request
-from telos_wrap.patch.sdk_json import sdk_plain
+from telos_wrap.patch.sdk_json import files_read, has_file_inputs, sdk_plain
 from telos_wrap.patch.streams import hook_stream, is_stream
 from telos_wrap.pipeline import Prepared, PrepareOptions, prepare, time_budget
 from telos_wrap.sessions import Session, current_session, default_store, implicit_session, named_session
@@ -196,12 +197,24 @@ def _readable(sdk: str, options: Any) -> tuple[Any, dict[str, Any] | None]:
     return _as_sdk_sends(sdk, options, body)
 
 
+#: Set while an async client's call is routed: a body with file inputs is then not read here (that
+#: would read the files on the event loop's thread) but raises ``_FilesToRead``, and the async path
+#: reads them in a worker thread as the SDK does (``sdk_json.files_read``) and routes the call again.
+_async_route: contextvars.ContextVar[bool] = contextvars.ContextVar("telos_wrap_async_route", default=False)
+
+
+class _FilesToRead(Exception):
+    """An async call's body has file inputs to read before it can be serialized (``_async_route``)."""
+
+
 def _as_sdk_sends(sdk: str, options: Any, body: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
     """``body`` as the SDK serializes it (``patch/sdk_json.py``), and options that send exactly that.
 
     If the SDK's serializer rejects a value, the request goes out as built (the SDK then raises its
     own error), with a log line saying so; nothing is guessed.
     """
+    if _async_route.get() and has_file_inputs(sdk, body):
+        raise _FilesToRead
     try:
         plain = sdk_plain(sdk, body)
     except Exception as exc:
@@ -562,7 +575,16 @@ async def _aprepare(sdk: str, client: Any, options: Any) -> tuple[Any, CallConte
 
 
 async def _aprepare_within_budget(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None]:
-    options, ctx, turn = _route(sdk, client, options)
+    token = _async_route.set(True)
+    try:
+        options, ctx, turn = _route(sdk, client, options)
+    except _FilesToRead:
+        body = _merged_body(options)
+        read = await files_read(sdk, body or {})
+        options = options.model_copy(update={"json_data": read, "extra_json": None})
+        options, ctx, turn = _route(sdk, client, options)
+    finally:
+        _async_route.reset(token)
     if turn is None:
         return options, ctx
     return await _aprepare_turn(turn, again=True)
