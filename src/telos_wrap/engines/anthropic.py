@@ -27,7 +27,7 @@ BP-T < BP-S < BP-mid(2nd) < BP-R < BP-mid < BP-fork < BP-X (BP-fork covers syste
 and is only there on a divergent request).
 
 No write nobody reads (issue 34): a cache write costs 1.25x the uncached price and pays only if a
-later request reads it (docs/vendor-facts.md §1). The tail of a conversation (its own messages past
+later request reads it (docs/vendor-facts.md §1.4). The tail of a conversation (its own messages past
 what an earlier request wrote) is read by no other conversation, so on the request the session
 expects to be the conversation's last (``plan(final=N)``: a ``telos_hint`` ``expected_turns``, or
 what the fleet saw of the application's conversation lengths, ``sessions/learning/lengths.py``)
@@ -87,7 +87,7 @@ _CACHEABLE_TYPES = frozenset(
     }
 )
 _TTL_RANK = {"5m": 0, "1h": 1}
-# Consecutive blocks of these kinds in one message are one lookback position (docs/vendor-facts.md §1).
+# Consecutive blocks of these kinds in one message are one lookback position (docs/vendor-facts.md §1.4).
 _RUN_KINDS = frozenset({BlockKind.TOOL_USE, BlockKind.TOOL_RESULT})
 Segment = Literal["tools", "system", "messages"]
 Location = tuple[Segment, int | None, int]

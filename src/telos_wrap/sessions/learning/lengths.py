@@ -1,7 +1,7 @@
 """How long an application's conversations run, and when a cache write would not be read.
 
 A cache write costs more than sending the same tokens uncached (Anthropic: 1.25x, a read 0.1x;
-docs/vendor-facts.md §1), so it pays only if a later request reads it. What the tools and the shared
+docs/vendor-facts.md §1.4), so it pays only if a later request reads it. What the tools and the shared
 system text write is read by every later conversation of the application; what a conversation
 writes of its own messages (its *tail*) is read only by its own next request. On the request that
 ends a conversation that write is lost: in a two-request conversation it is most of what telos

@@ -6,6 +6,12 @@ span is learned, runs the pipeline again with it; then it fingerprints the resul
 break against the previous request, and returns the state to write. It does no I/O and reads no
 clock, so a store's compare-and-set loop can simply run it again after losing a race — and every
 worker that runs it on the same state and body emits the same bytes.
+
+Why one module, over 500 lines: ``run_turn`` is one pure step, and its parts — the hooks the
+pipeline calls (``StateHooks``: learned spans, the fork, the expected last request), the fleet
+adoption and the learning retry that re-run the pipeline with new hooks, the break detection and
+the next state — all read the hooks of the one request being prepared; split, each part would
+pass that state back and forth.
 """
 
 from __future__ import annotations
@@ -90,11 +96,17 @@ class StateHooks(SessionHooks):
         the previous request, which that request wrote (``sessions/learning/lengths.py``)."""
         if not self.last or self.state.range_folds:
             return None
+        previous = self.state.app
+        if (
+            previous is None
+            or (self.state.last is not None and self.state.last.cached_upto < 0)
+            or fingerprint(self.system_view) != previous.system
+        ):
+            # No earlier entry holds any of its messages: none was written, or the system prompt
+            # before them changed since (a first change); the tools and system are still marked.
+            return 0
         if self._fork is not None:
             return self._fork
-        previous = self.state.app
-        if previous is None or (self.state.last is not None and self.state.last.cached_upto < 0):
-            return 0  # no earlier request wrote any message
         return len(previous.messages) // HASH_LEN
 
     def own_references(self) -> OwnReferences:
