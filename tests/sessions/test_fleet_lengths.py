@@ -108,7 +108,7 @@ class CountsMachine(RuleBasedStateMachine):
         for store_number, store in enumerate(self.stores):
             for app in APPS:
                 stored = fleet_io.lookup_entry(store, *app)[2]
-                pending = fleet_io._pending.get(store, {}).get(app, Lengths())
+                pending = Lengths(fleet_io._pending.get(store, {}).get(app, ()))
                 total = stored.plus(pending).reached
                 want = self.model.get((store_number, app), [])
                 assert list(total) + [0] * (len(want) - len(total)) == want

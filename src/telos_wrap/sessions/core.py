@@ -120,9 +120,10 @@ class Session:
         #: Fleet learning for this session (``None``: ``patch(fleet_learning=...)``); see ``_fleet``.
         self.fleet_learning = fleet_learning
         self._fleet_asked = False
-        #: What the fleet said of this conversation's application: its conversation lengths, and
-        #: where to count this conversation's requests (``sessions/learning/lengths.py``).
-        self._lengths: Lengths | None = None
+        #: What the fleet said of this conversation's application: its conversation lengths (the
+        #: counts as a plain tuple, which the collector stops tracking), and where to count this
+        #: conversation's requests (``sessions/learning/lengths.py``).
+        self._lengths: tuple[int, ...] = ()
         self._fleet_where: tuple[str, str] | None = None
         self._store = store
         self.hints = hints or TelosHints()
@@ -303,7 +304,7 @@ class Session:
     def _started(self, start: fleet_io.FleetStart) -> tuple[tuple[fleet.Fact, ...], str | None]:
         """Keep what the fleet said of this conversation's lengths; ``(facts, note)``."""
         if start.where is not None:
-            self._lengths, self._fleet_where = start.lengths, start.where
+            self._lengths, self._fleet_where = start.lengths.reached, start.where
         return start.facts, start.note
 
     # -- end of the fleet learning hook ------------------------------------------------------------
@@ -332,7 +333,7 @@ class Session:
                 own=dict(self._own),
                 own_history_only=self.implicit and not tells_users_apart(api, body, options.hints.isolation),
                 fleet=facts,
-                lengths=self._lengths,
+                lengths=Lengths(self._lengths) if self._lengths else None,
             )
             return result.state, result
 

@@ -251,7 +251,8 @@ async def afacts_for(
 #: Applications with pending counts kept per store (the oldest are dropped past it).
 MAX_PENDING = 1_024
 _pending_lock = threading.Lock()
-_pending: weakref.WeakKeyDictionary[Any, dict[tuple[str, str], Lengths]] = weakref.WeakKeyDictionary()
+#: Counts as plain tuples of ints, which the collector stops tracking.
+_pending: weakref.WeakKeyDictionary[Any, dict[tuple[str, str], tuple[int, ...]]] = weakref.WeakKeyDictionary()
 
 
 def note_reached(store: SessionStore, where: tuple[str, str], requests: int) -> None:
@@ -264,7 +265,7 @@ def note_reached(store: SessionStore, where: tuple[str, str], requests: int) -> 
     try:
         with _pending_lock:
             by_app = _pending.setdefault(store, {})
-            by_app[where] = by_app.pop(where, Lengths()).plus(one)
+            by_app[where] = Lengths(by_app.pop(where, ())).plus(one).reached
             while len(by_app) > MAX_PENDING:
                 del by_app[next(iter(by_app))]
     except TypeError:  # a store that cannot be weakly referenced: its lengths are not counted
@@ -275,7 +276,7 @@ def _take_pending(store: SessionStore, where: tuple[str, str]) -> Lengths:
     try:
         with _pending_lock:
             by_app = _pending.get(store)
-            return by_app.pop(where, Lengths()) if by_app else Lengths()
+            return Lengths(by_app.pop(where, ())) if by_app else Lengths()
     except TypeError:
         return Lengths()
 
