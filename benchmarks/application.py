@@ -34,7 +34,9 @@ next one within the TTL. Here:
 Strategies per application and style: **uncached** (every input token at the uncached price: the
 denominator), **native** (Anthropic: automatic caching, a top-level ``cache_control`` on the request
 as sent; OpenAI: the request as sent, cached automatically), **telos** (``telos_wrap.patch()``, one
-``telos_wrap.session`` per conversation, fleet learning on) and **telos, fleet off**; and the
+``telos_wrap.session`` per conversation, fleet learning on: the facts of the application's prompts,
+and how long its conversations run, so that a conversation's expected last request writes nothing
+nobody reads, docs/sessions.md) and **telos, fleet off**; and the
 **shared-prefix ideal**: a prefix cache shared by the whole application that keeps the caller's order
 and takes the live values (the strings the style declares volatile) out — per request, the longest
 unit prefix (``_bench_bound``) it shares with *any* earlier request of the application is read,
@@ -43,10 +45,11 @@ no TTL (an ideal). Cost = uncached + read x read price + write x write price (An
 OpenAI 0.1 / writes free), relative to uncached.
 
 Acceptance lines (issue 34): telos <= native on every application and style; telos <= 1.1x the
-ideal on the one-prompt and per-user support application; telos <= 100% of uncached wherever native
-is. ``--quick`` is the CI form (the support applications, clock-first, a few conversations; the
-full form's table is in BENCHMARKS.md, "Applications"). ``--apps demo`` runs the bundled demo
-session as an application (no traces needed).
+ideal on the one-prompt and per-user support application (checked with three requests per
+conversation, the issue's case; ``--max-turns 2`` measures two-request conversations); telos <= 100%
+of uncached wherever native is. ``--quick`` is the CI form (the support applications, clock-first,
+a few conversations; the full form's table is in BENCHMARKS.md, "Applications"). ``--apps demo``
+runs the bundled demo session as an application (no traces needed).
 """
 
 from __future__ import annotations

@@ -156,6 +156,13 @@ class SessionHooks:
         """
         return None
 
+    def final_point(self) -> int | None:
+        """After ``before_bridge``: when the session expects this to be the conversation's last
+        request, how many leading messages an earlier request already wrote to the cache (the
+        engine's ``plan(final=...)``); ``None`` otherwise (a stateless call: always).
+        """
+        return None
+
 
 @dataclass(frozen=True, slots=True)
 class PrepareOptions:
@@ -247,7 +254,9 @@ def prepare(
             ir = bridge_pass(ir)
     tables = memo.tables if memo is not None else None
     with stage("plan"):
-        plan = engine.plan(ir, options.hints, reuse=tables, fork=hooks.fork_point())
+        plan = engine.plan(
+            ir, options.hints, reuse=tables, fork=hooks.fork_point(), final=hooks.final_point()
+        )
         if options.count_only:
             plan = replace(plan, extras={})
     with stage("emit"):

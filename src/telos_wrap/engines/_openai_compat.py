@@ -363,7 +363,13 @@ class OpenAICompatEngine:
     stream_options_accepted: ClassVar[bool] = False
 
     def plan(
-        self, ir: TelosIR, hints: TelosHints, *, reuse: PrefixTables | None = None, fork: int | None = None
+        self,
+        ir: TelosIR,
+        hints: TelosHints,
+        *,
+        reuse: PrefixTables | None = None,
+        fork: int | None = None,
+        final: int | None = None,
     ) -> EmitPlan:
         """The caller's own markers (kept) and, where accepted, the stream-usage request."""
         extras = stream_usage_extras(ir.params) if self.stream_options_accepted and is_chat(ir) else {}

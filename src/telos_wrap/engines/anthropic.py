@@ -26,7 +26,16 @@ alone exceeds the limit). Over budget, ours are dropped by priority
 BP-T < BP-S < BP-mid(2nd) < BP-R < BP-mid < BP-fork < BP-X (BP-fork covers system and tools too,
 and is only there on a divergent request).
 
-Why one module of ~530 lines: the plan is one priority-ordered choice under the 4-marker budget
+No write nobody reads (issue 34): a cache write costs 1.25x the uncached price and pays only if a
+later request reads it (docs/vendor-facts.md §1.4). The tail of a conversation (its own messages past
+what an earlier request wrote) is read by no other conversation, so on the request the session
+expects to be the conversation's last (``plan(final=N)``: a ``telos_hint`` ``expected_turns``, or
+what the fleet saw of the application's conversation lengths, ``sessions/learning/lengths.py``)
+BP-X goes on the last block of the first ``N`` messages, which an earlier request wrote: that
+prefix is read, the new tail is paid uncached (1x instead of 1.25x), and BP-T / BP-S / BP-R — the
+tools and system text other conversations of the application read — are placed as always.
+
+Why one module of ~580 lines: the plan is one priority-ordered choice under the 4-marker budget
 (the caller's markers, TTL order, lookback anchors, the fork), and ``emit`` must put each marker at
 exactly the location the plan chose (a ``Location`` per breakpoint, ``_block_at``, a caller's
 marker kept where it was); split apart, the two would share those private helpers. The usage
@@ -48,11 +57,13 @@ from telos_wrap.errors import TelosInvariantError
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Band, BlockKind, TelosBlock, TelosIR, TelosMessage, UsageReport
 
-__all__ = ["LOOKBACK", "MAX_BREAKPOINTS", "MID_ANCHOR_STRIDE", "AnthropicEngine"]
+__all__ = ["FINAL_NOTE", "LOOKBACK", "MAX_BREAKPOINTS", "MID_ANCHOR_STRIDE", "AnthropicEngine"]
 
 MAX_BREAKPOINTS = 4
 LOOKBACK = 20
 MID_ANCHOR_STRIDE = 19
+#: How a plan note starts when BP-X was kept off the conversation's tail (``plan(final=...)``).
+FINAL_NOTE = "no cache write past the first"
 
 # Content block types that accept ``cache_control`` (anthropic 2.12 *_block_param types).
 _CACHEABLE_TYPES = frozenset(
@@ -76,7 +87,7 @@ _CACHEABLE_TYPES = frozenset(
     }
 )
 _TTL_RANK = {"5m": 0, "1h": 1}
-# Consecutive blocks of these kinds in one message are one lookback position (docs/vendor-facts.md §1).
+# Consecutive blocks of these kinds in one message are one lookback position (docs/vendor-facts.md §1.4).
 _RUN_KINDS = frozenset({BlockKind.TOOL_USE, BlockKind.TOOL_RESULT})
 Segment = Literal["tools", "system", "messages"]
 Location = tuple[Segment, int | None, int]
@@ -120,13 +131,23 @@ class AnthropicEngine:
     # -- planning -------------------------------------------------------------------------------
 
     def plan(
-        self, ir: TelosIR, hints: TelosHints, *, reuse: PrefixTables | None = None, fork: int | None = None
+        self,
+        ir: TelosIR,
+        hints: TelosHints,
+        *,
+        reuse: PrefixTables | None = None,
+        fork: int | None = None,
+        final: int | None = None,
     ) -> EmitPlan:
         """Decide the breakpoints for ``ir`` (see module docstring).
 
         With ``reuse`` (a session's ``PrefixTables``) the settled history's summaries come from
         earlier turns, so planning costs what is new in the request, not the conversation's length.
         ``fork`` (from the session): the first message that differs from its previous request.
+        ``final`` (from the session): the request is expected to be the conversation's last, and an
+        earlier request wrote its first ``final`` messages: BP-X goes on the last block of those
+        (a read, no write), so the tail nobody will read is paid uncached instead of at the write
+        price (module docstring, *No write nobody reads*).
         """
         notes: list[str] = []
         summaries = _summaries(ir, reuse)
@@ -145,7 +166,8 @@ class AnthropicEngine:
         slots = allowed - len(caller)
         stable_ttl = "1h" if hints.ttl == "1h" else "5m"
         ours: list[Breakpoint] = []
-        for name, location, ttl in self._candidates(ir, summaries, stable_ttl, fork):
+        candidates = self._candidates(ir, summaries, stable_ttl, fork, final, notes)
+        for name, location, ttl in candidates:
             if slots <= 0:
                 break
             if location is None or location in taken:
@@ -255,10 +277,34 @@ class AnthropicEngine:
         return found + in_messages[::-1]
 
     def _candidates(
-        self, ir: TelosIR, summaries: list[_Summary], stable_ttl: str, fork: int | None
+        self,
+        ir: TelosIR,
+        summaries: list[_Summary],
+        stable_ttl: str,
+        fork: int | None,
+        final: int | None = None,
+        notes: list[str] | None = None,
     ) -> list[tuple[str, Location | None, str]]:
         x_location = _last_cacheable_before_drop(ir, summaries)
         bp_x: Location | None = None if x_location is None else ("messages", *x_location)
+        if final is not None and bp_x is not None:
+            covered = _fork_anchor(ir, final, bp_x) if final > 0 else None
+            if covered != bp_x:
+                x_location = None if covered is None else (covered[1] or 0, covered[2])
+                if notes is not None:
+                    where = (
+                        "not placed (no earlier request wrote any of them; the tools and system "
+                        "text are marked as always)"
+                        if covered is None
+                        else f"on messages[{covered[1]}][{covered[2]}], the end of what an earlier "
+                        "request wrote (read, not written again)"
+                    )
+                    notes.append(
+                        f"{FINAL_NOTE} {final} messages: the session expects this to be the "
+                        f"conversation's last request, so a cache entry of its tail would not be "
+                        f"read; BP-X {where}"
+                    )
+                bp_x = covered
         bp_fork = _fork_anchor(ir, fork, bp_x)
         mids = _mid_anchors(ir, summaries, x_location)
         system_pin = [

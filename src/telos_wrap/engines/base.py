@@ -208,13 +208,24 @@ class EngineAdapter(Protocol):
     profile: EngineProfile
 
     def plan(
-        self, ir: TelosIR, hints: TelosHints, *, reuse: PrefixTables | None = None, fork: int | None = None
+        self,
+        ir: TelosIR,
+        hints: TelosHints,
+        *,
+        reuse: PrefixTables | None = None,
+        fork: int | None = None,
+        final: int | None = None,
     ) -> EmitPlan:
         """Decide cache anchors and vendor fields. ``reuse``: the session's ``PrefixTables``.
 
         ``fork``: when the request diverges from the session's previous one (a rewind or a sibling
         branch), the index of its first message that differs; engines with explicit breakpoints may
         anchor the shared prefix before it (``engines/anthropic.py``, BP-fork). ``None`` otherwise.
+        ``final``: when the session expects no later request to read what this one would write past
+        its history (the conversation's expected last request: ``sessions/learning/lengths.py``),
+        the number of leading messages an earlier request of the session already wrote to the cache;
+        engines that pay for cache writes then write nothing past them and still read them
+        (``engines/anthropic.py``, *No write nobody reads*). ``None`` otherwise.
         """
         ...
 

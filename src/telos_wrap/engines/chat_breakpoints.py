@@ -137,12 +137,18 @@ class BreakpointChatEngine(OpenAICompatEngine):
         return caches_at_breakpoints(model)
 
     def plan(
-        self, ir: TelosIR, hints: TelosHints, *, reuse: PrefixTables | None = None, fork: int | None = None
+        self,
+        ir: TelosIR,
+        hints: TelosHints,
+        *,
+        reuse: PrefixTables | None = None,
+        fork: int | None = None,
+        final: int | None = None,
     ) -> EmitPlan:
         """The Anthropic planner's breakpoints on the chat IR, or the generic plan for other models."""
         if not self.breakpoints_on(ir):
             return super().plan(ir, hints, reuse=reuse, fork=fork)
-        planned = self._planner.plan(anthropic_view(ir, reuse), hints, reuse=reuse, fork=fork)
+        planned = self._planner.plan(anthropic_view(ir, reuse), hints, reuse=reuse, fork=fork, final=final)
         if self.tool_markers:
             return planned
         kept = tuple(bp for bp in planned.breakpoints if bp.name == "caller" or bp.segment != "tools")

@@ -115,7 +115,13 @@ class OpenAIEngine(OpenAICompatEngine):
     stream_options_accepted = True
 
     def plan(
-        self, ir: TelosIR, hints: TelosHints, *, reuse: PrefixTables | None = None, fork: int | None = None
+        self,
+        ir: TelosIR,
+        hints: TelosHints,
+        *,
+        reuse: PrefixTables | None = None,
+        fork: int | None = None,
+        final: int | None = None,
     ) -> EmitPlan:
         """Key, options and breakpoints for ``ir`` (see module docstring)."""
         params = ir.params

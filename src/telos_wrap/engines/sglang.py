@@ -69,7 +69,13 @@ class SGLangEngine(OpenAICompatEngine):
     server_flag = "--enable-cache-report"
 
     def plan(
-        self, ir: TelosIR, hints: TelosHints, *, reuse: PrefixTables | None = None, fork: int | None = None
+        self,
+        ir: TelosIR,
+        hints: TelosHints,
+        *,
+        reuse: PrefixTables | None = None,
+        fork: int | None = None,
+        final: int | None = None,
     ) -> EmitPlan:
         """``stream_options``, isolation keys, ``cache_control`` and ``tier_hint`` for ``ir``."""
         params = ir.params

@@ -94,7 +94,13 @@ class VLLMEngine(OpenAICompatEngine):
     server_flag = "--enable-prompt-tokens-details"
 
     def plan(
-        self, ir: TelosIR, hints: TelosHints, *, reuse: PrefixTables | None = None, fork: int | None = None
+        self,
+        ir: TelosIR,
+        hints: TelosHints,
+        *,
+        reuse: PrefixTables | None = None,
+        fork: int | None = None,
+        final: int | None = None,
     ) -> EmitPlan:
         """``stream_options``, ``cache_salt`` (isolation) and ``cache_policy`` for ``ir``."""
         params = ir.params

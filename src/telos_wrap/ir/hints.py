@@ -47,7 +47,11 @@ class TelosHints(BaseModel):
         description="Tenant or user key: hashed into vLLM/SGLang cache_salt so tenants never share KV.",
     )
     expected_turns: int | None = Field(
-        default=None, ge=1, description="How long the session is expected to run."
+        default=None,
+        ge=1,
+        description="How many requests the conversation is expected to make: from request N on, an "
+        "engine whose cache writes cost extra writes nothing past what an earlier request wrote "
+        "(docs/sessions.md, 'No write nobody reads').",
     )
 
     @field_validator("drop_patterns")

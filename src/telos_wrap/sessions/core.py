@@ -49,6 +49,7 @@ from telos_wrap.sessions.durable.records import CacheBreak, VolatileSpan
 from telos_wrap.sessions.durable.state import SessionState
 from telos_wrap.sessions.identity import tells_users_apart
 from telos_wrap.sessions.learning import fleet, fleet_io
+from telos_wrap.sessions.learning.lengths import Lengths
 from telos_wrap.sessions.live import (
     _forget_warm,
     _held,
@@ -119,6 +120,11 @@ class Session:
         #: Fleet learning for this session (``None``: ``patch(fleet_learning=...)``); see ``_fleet``.
         self.fleet_learning = fleet_learning
         self._fleet_asked = False
+        #: What the fleet said of this conversation's application: its conversation lengths (the
+        #: counts as a plain tuple, which the collector stops tracking), and where to count this
+        #: conversation's requests (``sessions/learning/lengths.py``).
+        self._lengths: tuple[int, ...] = ()
+        self._fleet_where: tuple[str, str] | None = None
         self._store = store
         self.hints = hints or TelosHints()
         self.strict = strict
@@ -299,6 +305,12 @@ class Session:
         fresh = parsed is None or parsed[2].requests == 0
         return fresh and not self._fleet_asked and self._fleet_on()
 
+    def _started(self, start: fleet_io.FleetStart) -> tuple[tuple[fleet.Fact, ...], str | None]:
+        """Keep what the fleet said of this conversation's lengths; ``(facts, note)``."""
+        if start.where is not None:
+            self._lengths, self._fleet_where = start.lengths.reached, start.where
+        return start.facts, start.note
+
     # -- end of the fleet learning hook ------------------------------------------------------------
 
     def _turn_step(
@@ -325,6 +337,7 @@ class Session:
                 own=dict(self._own),
                 own_history_only=self.implicit and not tells_users_apart(api, body, options.hints.isolation),
                 fleet=facts,
+                lengths=Lengths(self._lengths) if self._lengths else None,
             )
             return result.state, result
 
@@ -352,7 +365,7 @@ class Session:
             note: str | None = None
             if self._fleet():  # fleet learning (sessions/learning/fleet.py)
                 self._fleet_asked = True
-                facts, note = fleet_io.fleet_for(self.store, api, body, options.hints, tenant)
+                facts, note = self._started(fleet_io.fleet_for(self.store, api, body, options.hints, tenant))
             plan = self._plan(self._turn_step(api, body, options, facts), strict)
             try:
                 result = self._run(plan)
@@ -361,8 +374,11 @@ class Session:
             except Exception as exc:
                 raise TelosStageError("session", exc) from exc
             self._after_turn(api, body, options, result, note)
-        if result.facts and self._fleet_on():  # fleet learning: publish
-            fleet_io.publish_learned(self.store, api, body, options.hints, result.facts, tenant)
+        if self._fleet_on():  # fleet learning: publish what was learned, count the request
+            if result.facts:
+                fleet_io.publish_learned(self.store, api, body, options.hints, result.facts, tenant)
+            if self._fleet_where is not None:
+                fleet_io.note_reached(self.store, self._fleet_where, result.index + 1)
         return self._report_turn(result)
 
     async def prepare_request_async(
@@ -379,7 +395,9 @@ class Session:
         note: str | None = None
         if self._fleet():  # fleet learning (sessions/learning/fleet.py)
             self._fleet_asked = True
-            facts, note = await fleet_io.afleet_for(self.store, api, body, options.hints, tenant)
+            facts, note = self._started(
+                await fleet_io.afleet_for(self.store, api, body, options.hints, tenant)
+            )
         plan = self._plan(self._turn_step(api, body, options, facts), strict)
         try:
             result = await self._arun(plan)
@@ -389,8 +407,11 @@ class Session:
             raise TelosStageError("session", exc) from exc
         with self._lock:
             self._after_turn(api, body, options, result, note)
-        if result.facts and self._fleet_on():  # fleet learning: publish
-            await fleet_io.apublish_learned(self.store, api, body, options.hints, result.facts, tenant)
+        if self._fleet_on():  # fleet learning: publish what was learned, count the request
+            if result.facts:
+                await fleet_io.apublish_learned(self.store, api, body, options.hints, result.facts, tenant)
+            if self._fleet_where is not None:
+                fleet_io.note_reached(self.store, self._fleet_where, result.index + 1)
         return self._report_turn(result)
 
     def _after_turn(

@@ -27,6 +27,9 @@ pre-learned spans, each learned again and verified on its own prompt before use.
   value (``volatility.skeleton_regex``) — plus its kind, block, line count and the request that
   learned it. So no value and no conversation content (user, assistant or tool text: learning
   reads the system prompt only) is ever stored. At most ``MAX_FACTS`` per template.
+* **How long its conversations run** (``lengths.Lengths``, the entry's ``reached``): how many of
+  the application's conversations made at least 1, 2, ... requests — counts only — so that a
+  request expected to end its conversation writes nothing nobody would read (``lengths.py``).
 * **Where** (``fleet_id``): one blob (``FACTS``) of a pseudo-session ``telos-fleet:<namespace>:<template>``
   in the session's own store — so under that store's prefix (a ``RedisStore`` key
   ``P{telos-fleet:…}:blobs``: one key, one hash slot, cluster-safe; its TTL is the store's, renewed
@@ -76,6 +79,7 @@ from telos_wrap.ir.model import Api
 from telos_wrap.lift.user_split import DEFAULT_PATTERNS, split_text
 from telos_wrap.sessions.durable.records import SpanKind, VolatileSpan
 from telos_wrap.sessions.learning.fleet_shape import decode_prints
+from telos_wrap.sessions.learning.lengths import Lengths
 from telos_wrap.sessions.learning.volatility import (
     MAX_SPAN_LINES,
     VALUE,
@@ -375,26 +379,30 @@ def facts_of(view: Sequence[str | None], learned: Sequence[VolatileSpan]) -> tup
     return tuple(facts)
 
 
-def encode(facts: Iterable[Fact], prints: Sequence[str] = ()) -> str:
-    """The stored text of an application's facts (JSON, never pickle), and the shape of one of its
-    system prompts (``fleet_shape.prints``: digests, no text) when known."""
+def encode(facts: Iterable[Fact], prints: Sequence[str] = (), reached: Lengths | None = None) -> str:
+    """The stored text of an application's facts (JSON, never pickle), the shape of one of its
+    system prompts (``fleet_shape.prints``: digests, no text) when known, and how long its
+    conversations ran (``lengths.Lengths``: counts) when known."""
     data: dict[str, Any] = {"v": _VERSION, "facts": [fact.to_json() for fact in facts]}
     if prints:
         data["prints"] = list(prints)
+    if reached:
+        data["reached"] = reached.to_json()
     return canonical_json(data)
 
 
-def decode_entry(text: str | None) -> tuple[tuple[Fact, ...], tuple[str, ...]]:
-    """``(facts, prints)`` of a stored text (``decode``; ``fleet_shape.decode_prints``); never raises."""
+def decode_entry(text: str | None) -> tuple[tuple[Fact, ...], tuple[str, ...], Lengths]:
+    """``(facts, prints, lengths)`` of a stored text (``decode``; ``fleet_shape.decode_prints``;
+    ``lengths.Lengths.from_json``): anything malformed reads as none; never raises."""
     if not text or len(text) > MAX_ENTRY:
-        return (), ()
+        return (), (), Lengths()
     try:
         data = json.loads(text)
     except ValueError:
-        return (), ()
+        return (), (), Lengths()
     if not isinstance(data, dict) or data.get("v") != _VERSION:
-        return (), ()
-    return decode(text), decode_prints(data)
+        return (), (), Lengths()
+    return decode(text), decode_prints(data), Lengths.from_json(data.get("reached"))
 
 
 def decode(text: str | None) -> tuple[Fact, ...]:

@@ -5,13 +5,22 @@ counted as a skipped session call); a failure goes to the breaker (which warns o
 as for any store failure), is logged at DEBUG and reads as "no facts". Publishing merges by union
 (capped at ``fleet.MAX_FACTS``) with a read and a write: two conversations publishing at the same
 moment may lose one fact, which the next conversation that learns it publishes again.
+
+Conversation lengths (``lengths.py``) cost no store I/O per request: each request adds its count to
+this process's pending counts (``note_reached``, in memory), and the next conversation this process
+starts on the same store and application publishes them with the read and write its first request
+already makes (``fleet_for``). Two processes publishing at the same moment may lose one's counts
+(statistics, not facts: the next publish goes on counting).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+import weakref
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from telos_wrap.ir.hints import TelosHints
@@ -28,10 +37,12 @@ from telos_wrap.sessions.learning.fleet import (
     namespace,
     system_pin_texts,
 )
+from telos_wrap.sessions.learning.lengths import NO_LENGTHS, Lengths
 from telos_wrap.sessions.stores.breaker import breaker_of
 from telos_wrap.sessions.stores.store import AsyncSessionStore, SessionStore
 
 __all__ = [
+    "FleetStart",
     "afacts_for",
     "afleet_for",
     "alookup",
@@ -40,11 +51,15 @@ __all__ = [
     "facts_for",
     "fleet_for",
     "lookup",
+    "note_reached",
     "publish",
     "publish_learned",
 ]
 
 logger = logging.getLogger("telos_wrap.sessions")
+
+Entry = tuple[tuple[Fact, ...], tuple[str, ...], Lengths]
+_NONE: Entry = ((), (), Lengths())
 
 
 # -- the store (fail open) --------------------------------------------------------------------------
@@ -55,17 +70,17 @@ def lookup(store: SessionStore, space: str, template: str) -> tuple[Fact, ...]:
     return lookup_entry(store, space, template)[0]
 
 
-def lookup_entry(store: SessionStore, space: str, template: str) -> tuple[tuple[Fact, ...], tuple[str, ...]]:
-    """``(facts, prints)`` the fleet holds for ``template`` in ``space`` (none on any failure)."""
+def lookup_entry(store: SessionStore, space: str, template: str) -> Entry:
+    """``(facts, prints, lengths)`` the fleet holds for ``template`` in ``space`` (none on any failure)."""
     breaker = breaker_of(store, fleet_id(space, template))
     if breaker.is_open:  # left alone for the window; not counted as a session call skipped
-        return (), ()
+        return _NONE
     try:
         text = store.get_blob(fleet_id(space, template), FACTS)
     except Exception as exc:
         breaker.failure(exc)
         logger.debug("telos_wrap: fleet facts could not be read", exc_info=True)
-        return (), ()
+        return _NONE
     breaker.success()
     return decode_entry(text)
 
@@ -75,13 +90,11 @@ async def alookup(store: SessionStore, space: str, template: str) -> tuple[Fact,
     return (await alookup_entry(store, space, template))[0]
 
 
-async def alookup_entry(
-    store: SessionStore, space: str, template: str
-) -> tuple[tuple[Fact, ...], tuple[str, ...]]:
+async def alookup_entry(store: SessionStore, space: str, template: str) -> Entry:
     """``lookup_entry`` for async code (the store's async client; a sync-only store in a thread)."""
     breaker = breaker_of(store, fleet_id(space, template))
     if breaker.is_open:  # left alone for the window; not counted as a session call skipped
-        return (), ()
+        return _NONE
     try:
         if isinstance(store, AsyncSessionStore):
             text = await store.aget_blob(fleet_id(space, template), FACTS)
@@ -90,25 +103,30 @@ async def alookup_entry(
     except Exception as exc:
         breaker.failure(exc)
         logger.debug("telos_wrap: fleet facts could not be read", exc_info=True)
-        return (), ()
+        return _NONE
     breaker.success()
     return decode_entry(text)
 
 
 def publish(
-    store: SessionStore, space: str, template: str, new: Sequence[Fact], shape: Sequence[str] = ()
+    store: SessionStore,
+    space: str,
+    template: str,
+    new: Sequence[Fact],
+    shape: Sequence[str] = (),
+    reached: Lengths = NO_LENGTHS,
 ) -> None:
-    """Add ``new`` to the facts of ``template`` in ``space`` (and its ``shape`` if it has none yet).
-    Never raises."""
+    """Add ``new`` to the facts of ``template`` in ``space`` (and its ``shape`` if it has none yet,
+    and the counts ``reached`` to its conversation lengths). Never raises."""
     breaker = breaker_of(store, fleet_id(space, template))
-    if not (new or shape) or breaker.is_open:
+    if not (new or shape or reached) or breaker.is_open:
         return
     key = fleet_id(space, template)
     try:
-        known, prints = decode_entry(store.get_blob(key, FACTS))
+        known, prints, lengths = decode_entry(store.get_blob(key, FACTS))
         facts = merged(known, new)
-        if facts != known or (shape and not prints):
-            store.put_blob(key, FACTS, encode(facts, prints or shape))
+        if facts != known or (shape and not prints) or reached:
+            store.put_blob(key, FACTS, encode(facts, prints or shape, lengths.plus(reached)))
     except Exception as exc:
         breaker.failure(exc)
         logger.debug("telos_wrap: fleet facts could not be written", exc_info=True)
@@ -117,21 +135,26 @@ def publish(
 
 
 async def apublish(
-    store: SessionStore, space: str, template: str, new: Sequence[Fact], shape: Sequence[str] = ()
+    store: SessionStore,
+    space: str,
+    template: str,
+    new: Sequence[Fact],
+    shape: Sequence[str] = (),
+    reached: Lengths = NO_LENGTHS,
 ) -> None:
     """``publish`` for async code."""
     breaker = breaker_of(store, fleet_id(space, template))
-    if not (new or shape) or breaker.is_open:
+    if not (new or shape or reached) or breaker.is_open:
         return
     key = fleet_id(space, template)
     try:
         if isinstance(store, AsyncSessionStore):
-            known, prints = decode_entry(await store.aget_blob(key, FACTS))
+            known, prints, lengths = decode_entry(await store.aget_blob(key, FACTS))
             facts = merged(known, new)
-            if facts != known or (shape and not prints):
-                await store.aput_blob(key, FACTS, encode(facts, prints or shape))
+            if facts != known or (shape and not prints) or reached:
+                await store.aput_blob(key, FACTS, encode(facts, prints or shape, lengths.plus(reached)))
         else:
-            await asyncio.to_thread(publish, store, space, template, new, shape)
+            await asyncio.to_thread(publish, store, space, template, new, shape, reached)
             return
     except Exception as exc:
         breaker.failure(exc)
@@ -150,52 +173,112 @@ def _where(
     return None if template is None else (namespace(hints.isolation, tenant), template)
 
 
+@dataclass(frozen=True, slots=True)
+class FleetStart:
+    """What the fleet tells a conversation at its first request in this process.
+
+    Attributes:
+        facts: the application's facts (``fleet.Fact``), each verified on the prompt before use.
+        note: what per-conversation text early in the system prompt costs (``fleet_shape``).
+        lengths: how long the application's conversations ran (``lengths.Lengths``), this
+            process's counts not yet published included.
+        where: ``(namespace, application)`` of the conversation, for ``note_reached``.
+    """
+
+    facts: tuple[Fact, ...] = ()
+    note: str | None = None
+    lengths: Lengths = NO_LENGTHS
+    where: tuple[str, str] | None = None
+
+
 def facts_for(
     store: SessionStore, api: Api, body: Mapping[str, Any], hints: TelosHints, tenant: str | None = None
 ) -> tuple[Fact, ...]:
     """The fleet's facts for the application of ``body`` (``()``: none, or a failure);
     ``tenant``: the call's tenant digest (``fleet.namespace``)."""
-    return fleet_for(store, api, body, hints, tenant)[0]
+    return fleet_for(store, api, body, hints, tenant).facts
 
 
 def fleet_for(
     store: SessionStore, api: Api, body: Mapping[str, Any], hints: TelosHints, tenant: str | None = None
-) -> tuple[tuple[Fact, ...], str | None]:
-    """``(facts, note)`` for a conversation's first request: the fleet's facts for its application,
-    and what per-conversation text early in its system prompt costs the application
-    (``fleet_shape``; ``None``: nothing to say). The first conversation of an application to find
-    no shape stores its own (one write). Never raises."""
+) -> FleetStart:
+    """What the fleet holds for a conversation's first request (``FleetStart``): the facts of its
+    application, what per-conversation text early in its system prompt costs the application
+    (``fleet_shape``), and its conversation lengths. The first conversation of an application to
+    find no shape stores its own, and this process's pending length counts are published (one
+    write, only then). Never raises."""
     where = _where(api, body, hints, tenant)
     if where is None:
-        return (), None
-    facts, theirs = lookup_entry(store, *where)
+        return FleetStart()
+    facts, theirs, stored = lookup_entry(store, *where)
     texts = _texts(api, body, hints)
     note = _note(where[0], texts, theirs)
-    if not theirs and not breaker_of(store, fleet_id(*where)).is_open:
-        publish(store, *where, (), _shape(where[0], texts))
-    return facts, note
+    pending = _take_pending(store, where)
+    if not breaker_of(store, fleet_id(*where)).is_open:
+        shape = () if theirs else _shape(where[0], texts)
+        if shape or pending:
+            publish(store, *where, (), shape, pending)
+    return FleetStart(facts, note, stored.plus(pending), where)
 
 
 async def afleet_for(
     store: SessionStore, api: Api, body: Mapping[str, Any], hints: TelosHints, tenant: str | None = None
-) -> tuple[tuple[Fact, ...], str | None]:
+) -> FleetStart:
     """``fleet_for`` for async code."""
     where = _where(api, body, hints, tenant)
     if where is None:
-        return (), None
-    facts, theirs = await alookup_entry(store, *where)
+        return FleetStart()
+    facts, theirs, stored = await alookup_entry(store, *where)
     texts = _texts(api, body, hints)
     note = _note(where[0], texts, theirs)
-    if not theirs and not breaker_of(store, fleet_id(*where)).is_open:
-        await apublish(store, *where, (), _shape(where[0], texts))
-    return facts, note
+    pending = _take_pending(store, where)
+    if not breaker_of(store, fleet_id(*where)).is_open:
+        shape = () if theirs else _shape(where[0], texts)
+        if shape or pending:
+            await apublish(store, *where, (), shape, pending)
+    return FleetStart(facts, note, stored.plus(pending), where)
 
 
 async def afacts_for(
     store: SessionStore, api: Api, body: Mapping[str, Any], hints: TelosHints, tenant: str | None = None
 ) -> tuple[Fact, ...]:
     """``facts_for`` for async code."""
-    return (await afleet_for(store, api, body, hints, tenant))[0]
+    return (await afleet_for(store, api, body, hints, tenant)).facts
+
+
+# -- conversation lengths: counted in memory, published at the next conversation's start ----------
+
+#: Applications with pending counts kept per store (the oldest are dropped past it).
+MAX_PENDING = 1_024
+_pending_lock = threading.Lock()
+#: Counts as plain tuples of ints, which the collector stops tracking.
+_pending: weakref.WeakKeyDictionary[Any, dict[tuple[str, str], tuple[int, ...]]] = weakref.WeakKeyDictionary()
+
+
+def note_reached(store: SessionStore, where: tuple[str, str], requests: int) -> None:
+    """Count, in this process, that a conversation of application ``where`` made its request number
+    ``requests`` (1-based); published by the next ``fleet_for`` on the same store and application.
+    No I/O; never raises."""
+    one = Lengths.one(requests)
+    if not one:
+        return
+    try:
+        with _pending_lock:
+            by_app = _pending.setdefault(store, {})
+            by_app[where] = Lengths(by_app.pop(where, ())).plus(one).reached
+            while len(by_app) > MAX_PENDING:
+                del by_app[next(iter(by_app))]
+    except TypeError:  # a store that cannot be weakly referenced: its lengths are not counted
+        logger.debug("telos_wrap: conversation lengths not counted for this store", exc_info=True)
+
+
+def _take_pending(store: SessionStore, where: tuple[str, str]) -> Lengths:
+    try:
+        with _pending_lock:
+            by_app = _pending.get(store)
+            return Lengths(by_app.pop(where, ())) if by_app else Lengths()
+    except TypeError:
+        return Lengths()
 
 
 def _texts(api: Api, body: Mapping[str, Any], hints: TelosHints) -> list[str] | None:

@@ -420,6 +420,12 @@ def _unit_span(
     if unit is None:
         return None
     low, high = unit
+    if low == high and kind == "list":
+        # A list seen to come and go (here, or by the fleet in another conversation) that has one
+        # line now: anchored on both ends like a longer one, so when it grows it still moves whole.
+        pattern = _line_anchored(lines, low, high, _REGION_BODY, fixed=False)
+        if pattern is not None:
+            return VolatileSpan(pattern, block, low, 1, index, kind=kind, body=_REGION_BODY)
     if low == high:
         text = _joined(lines)
         start = _offset(lines, low)

@@ -6,6 +6,12 @@ span is learned, runs the pipeline again with it; then it fingerprints the resul
 break against the previous request, and returns the state to write. It does no I/O and reads no
 clock, so a store's compare-and-set loop can simply run it again after losing a race — and every
 worker that runs it on the same state and body emits the same bytes.
+
+Why one module, over 500 lines: ``run_turn`` is one pure step, and its parts — the hooks the
+pipeline calls (``StateHooks``: learned spans, the fork, the expected last request), the fleet
+adoption and the learning retry that re-run the pipeline with new hooks, the break detection and
+the next state — all read the hooks of the one request being prepared; split, each part would
+pass that state back and forth.
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any, overload
 
+from telos_wrap.engines.anthropic import FINAL_NOTE
+from telos_wrap.engines.registry import get_engine
 from telos_wrap.history import HistoryMemo
 from telos_wrap.ir.model import Api, TelosIR, Transformation
 from telos_wrap.ir.refpool import OwnReferences
@@ -25,6 +33,7 @@ from telos_wrap.sessions.durable.prints import message_hash, message_kind, promp
 from telos_wrap.sessions.durable.records import CacheBreak, VolatileSpan
 from telos_wrap.sessions.durable.state import HASH_LEN, AppPrint, PromptPrint, SessionState, hash_list
 from telos_wrap.sessions.learning.fleet import Fact, adopt, expected_layers, facts_of
+from telos_wrap.sessions.learning.lengths import Lengths, final_reason
 from telos_wrap.sessions.learning.orders import MAX_ORDERS, stabilize_orders
 from telos_wrap.sessions.learning.volatility import (
     MAX_LEARNED,
@@ -58,8 +67,11 @@ class StateHooks(SessionHooks):
         volatile: tuple[VolatileSpan, ...],
         memo: HistoryMemo | None = None,
         own: OwnReferences = _NO_OWN,
+        last: bool = False,
     ) -> None:
         self.state = state
+        #: The session expects this request to be the conversation's last (``final_point``).
+        self.last = last
         self.memo = memo
         self.own = own
         self.pins = pins
@@ -78,6 +90,24 @@ class StateHooks(SessionHooks):
 
     def fork_point(self) -> int | None:
         return self._fork
+
+    def final_point(self) -> int | None:
+        """When this request is expected to be the conversation's last: the messages it shares with
+        the previous request, which that request wrote (``sessions/learning/lengths.py``)."""
+        if not self.last or self.state.range_folds:
+            return None
+        previous = self.state.app
+        if (
+            previous is None
+            or (self.state.last is not None and self.state.last.cached_upto < 0)
+            or fingerprint(self.system_view) != previous.system
+        ):
+            # No earlier entry holds any of its messages: none was written, or the system prompt
+            # before them changed since (a first change); the tools and system are still marked.
+            return 0
+        if self._fork is not None:
+            return self._fork
+        return len(previous.messages) // HASH_LEN
 
     def own_references(self) -> OwnReferences:
         return self.own
@@ -298,6 +328,7 @@ def run_turn(
     own: OwnReferences = _NO_OWN,
     own_history_only: bool = False,
     fleet: Sequence[Fact] = (),
+    lengths: Lengths | None = None,
 ) -> TurnResult:
     """Prepare request ``state.requests`` of the session (see module docstring).
 
@@ -314,6 +345,9 @@ def run_turn(
     ``fleet``: facts other conversations of the application learned (``sessions/learning/fleet.py``), used
     only by the first request of a conversation, each verified here (``fleet.adopt``, then the lift
     must cut exactly that) or ignored.
+    ``lengths``: how long the application's conversations ran (fleet learning); with the
+    ``expected_turns`` hint, tells whether this request is expected to be the conversation's last,
+    which then writes nothing past what an earlier request wrote (``sessions/learning/lengths.py``).
     Raises ``TelosStageError`` when a pipeline stage fails (the bridge re-checks every invariant).
     """
     index = state.requests
@@ -321,7 +355,8 @@ def run_turn(
         body = {**body, "diagnostics": {"previous_message_id": state.last_response_id}}
     volatile = state.volatile
     memo = memo if commit else None
-    hooks = StateHooks(state, pins, volatile, memo=memo, own=own)
+    last = _final_reason(index, options, lengths) if commit else None
+    hooks = StateHooks(state, pins, volatile, memo=memo, own=own, last=last is not None)
     prepared = prepare(api, body, options, hooks)
     if not commit:
         return TurnResult(index, prepared, state, None, None)
@@ -365,7 +400,7 @@ def run_turn(
             fresh += [span for span in found.learned if span.pattern not in known]
         fresh = list({span.pattern: span for span in fresh}.values())[: MAX_LEARNED - len(volatile)]
         if fresh:
-            again = StateHooks(state, pins, (*volatile, *fresh), memo=memo, own=own)
+            again = StateHooks(state, pins, (*volatile, *fresh), memo=memo, own=own, last=hooks.last)
             retried = prepare(api, body, options, again)
             # The lift applies the spans learned at one request as one layer, to the text the earlier
             # layers left (the text they were learned on): use them only if they cut there exactly
@@ -375,6 +410,11 @@ def run_turn(
                 facts = facts_of(hooks.system_view, fresh)  # described on the view they were learned on
                 hooks, prepared, learned = again, retried, tuple(fresh)
                 volatile = (*volatile, *learned)
+    if last is not None and any(note.startswith(FINAL_NOTE) for note in prepared.plan.notes):
+        prepared = replace(
+            prepared,
+            plan=replace(prepared.plan, notes=(*prepared.plan.notes, f"expected last request: {last}")),
+        )
     hooks.after_settle(prepared.ir)
     current = prompt_print(prepared, options.engine, now, memo=hooks.history_memo())
     if prepared.untouched is not None:
@@ -441,6 +481,19 @@ def run_turn(
     return TurnResult(index, prepared, new_state, cache_break, first, learned, wire, adopted, facts)
 
 
+def _final_reason(index: int, options: PrepareOptions, lengths: Lengths | None) -> str | None:
+    """Why request ``index`` is planned as its conversation's last (``lengths.final_reason``), or ``None``."""
+    if options.hints.expected_turns is None and not lengths:
+        return None
+    profile = get_engine(options.engine).profile
+    return final_reason(
+        index + 1,
+        options.hints.expected_turns,
+        lengths,
+        (profile.read_multiplier, profile.write_multiplier),
+    )
+
+
 def _adopt_fleet(
     state: SessionState,
     api: Api,
@@ -458,7 +511,7 @@ def _adopt_fleet(
     adopted = adopt(hooks.system_view, facts)
     if not adopted:
         return hooks, prepared, ()
-    again = StateHooks(state, pins, adopted, memo=memo, own=own)
+    again = StateHooks(state, pins, adopted, memo=memo, own=own, last=hooks.last)
     retried = prepare(api, body, options, again)
     if again.system_view != expected_layers(hooks.system_view, adopted):
         return hooks, prepared, ()
