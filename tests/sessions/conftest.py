@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import anthropic
 import pytest
@@ -56,12 +57,29 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _xdist_worker() -> int:
+    """The number of this pytest-xdist worker (``gw1`` is 1); 0 outside xdist (and on ``gw0``)."""
+    name = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return int(name[2:]) if name.startswith("gw") and name[2:].isdigit() else 0
+
+
+def _worker_db(url: str) -> str:
+    """``url`` with its database number moved up by the xdist worker's number: under
+    ``pytest -n 2`` (``.ci/run``) each worker has a database of its own on the one server."""
+    worker = _xdist_worker()
+    if not worker:
+        return url
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{int(parts.path.strip('/') or 0) + worker}"))
+
+
 @pytest.fixture(scope="session")
 def redis_url() -> Iterator[str]:
-    """``TELOS_REDIS_URL`` if set, else a throwaway ``redis-server`` on a free port."""
+    """``TELOS_REDIS_URL`` if set (under pytest-xdist, its database number plus the worker's), else
+    a throwaway ``redis-server`` on a free port."""
     configured = os.environ.get("TELOS_REDIS_URL")
     if configured:
-        yield configured
+        yield _worker_db(configured)
         return
     binary = shutil.which("redis-server")
     if binary is None:
@@ -173,9 +191,12 @@ class RedisClusterProcesses:
 
 @pytest.fixture(scope="session")
 def redis_cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``TELOS_REDIS_CLUSTER_URL`` if set, else a throwaway cluster (``redis+cluster://…``)."""
+    """``TELOS_REDIS_CLUSTER_URL`` if set, else a throwaway cluster (``redis+cluster://…``).
+
+    A cluster has one database: under pytest-xdist only the first worker uses the configured
+    cluster, every other worker starts a throwaway cluster of its own."""
     configured = os.environ.get("TELOS_REDIS_CLUSTER_URL")
-    if configured:
+    if configured and not _xdist_worker():
         yield configured
         return
     cluster = RedisClusterProcesses(tmp_path_factory.mktemp("redis-cluster"))
