@@ -25,7 +25,7 @@ import asyncio
 import copy
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ import pytest
 
 import telos_wrap
 from telos_wrap.ir.canon import canonical_bytes, canonical_json, canonicalize_payload, canonicalize_tool_def
+from telos_wrap.sessions import MemoryStore, set_default_store
 
 from .conftest import API_KEY, ENDPOINTS, Endpoint, HttpWire
 
@@ -333,6 +334,20 @@ def _check(
     )
     if report.cache_read is not None:
         assert report.total_input == usage["prompt_tokens"]
+
+
+@pytest.fixture(autouse=True)
+def _store_of_its_own() -> Iterator[None]:
+    """Each case is a one-request conversation of one application (the same system prompt). On the
+    process's default store the fleet would learn, after five of them, that this application's
+    conversations end at their first request, and stop writing the message tail nobody reads
+    (docs/sessions.md): a case's bytes would then depend on how many cases ran before it. A store
+    of its own per case keeps each case's bytes those of its cassette, whatever the order."""
+    previous = set_default_store(MemoryStore())
+    try:
+        yield
+    finally:
+        set_default_store(previous)
 
 
 @pytest.mark.vcr
