@@ -25,6 +25,7 @@ from typing import Any
 import anthropic
 import openai
 
+from tests.canned import anthropic_message
 from tests.sdk_http import sdk_http
 
 ANTHROPIC_KEY = "sk-ant-TESTKEY-reliability-4f1c9e2a7b3d5c6e"
@@ -133,16 +134,7 @@ def _anthropic_message(body: dict[str, Any]) -> sdk_http.Response:
 
 
 def anthropic_message_json(text: str = "ok", model: Any = None) -> dict[str, Any]:
-    return {
-        "id": "msg_reliability",
-        "type": "message",
-        "role": "assistant",
-        "content": [{"type": "text", "text": text}],
-        "model": model or ANTHROPIC_MODEL,
-        "stop_reason": "end_turn",
-        "stop_sequence": None,
-        "usage": dict(ANTHROPIC_USAGE),
-    }
+    return anthropic_message(ANTHROPIC_USAGE, id="msg_reliability", model=model or ANTHROPIC_MODEL, text=text)
 
 
 def _sse(events: Iterable[tuple[str | None, Any]]) -> bytes:
