@@ -1,11 +1,17 @@
-"""Integration suite: prints each scenario's before/after line (docs/integrations.md quotes them)."""
+"""Integration suite: the ``before_after`` fixture every framework test runs its agent with, and
+each scenario's before/after line printed at the end (docs/integrations.md quotes them)."""
 
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+
+from telos_wrap.emulator import Replier
+
+from .agent_kit import REQUESTS, Run, check, run_both, summary
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
@@ -42,3 +48,27 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(
                 pytest.mark.filterwarnings("ignore:.* the `ReadOnly` qualifier:UserWarning:pydantic")
             )
+
+
+@pytest.fixture
+def before_after(record_property: Any) -> Callable[..., tuple[Run, Run]]:
+    """Run ``agent(base_url)`` without and with ``patch()`` (:func:`agent_kit.run_both`, whose options
+    it takes), record the ``name: efficiency before -> after`` line, then apply :func:`agent_kit.check`
+    with ``requests`` model requests a run (``None``: as many as the run without ``patch()`` sent).
+    The line is recorded before the checks, so a failing scenario still prints its figures."""
+
+    def run(
+        name: str,
+        agent: Callable[[str], Any],
+        *,
+        openai_engine: bool = False,
+        replier: Replier | None = None,
+        engines: Callable[[str], dict[str, str]] | None = None,
+        requests: int | None = REQUESTS,
+    ) -> tuple[Run, Run]:
+        plain, patched = run_both(agent, openai_engine=openai_engine, replier=replier, engines=engines)
+        record_property("summary", summary(name, plain, patched))
+        check(plain, patched, requests=len(plain.emulator.requests) if requests is None else requests)
+        return plain, patched
+
+    return run

@@ -38,9 +38,7 @@ from .agent_kit import (
     QUESTION,
     SYSTEM_PROMPT,
     TOOL_FUNCTIONS,
-    check,
     run_both,
-    summary,
 )
 
 #: ReAct's trajectory, one ``observation_<i>`` field per tool result, in the prompt it sends.
@@ -99,12 +97,14 @@ def _agent(vendor: str, engine: str) -> Any:
 
 
 @pytest.mark.parametrize("vendor", ["anthropic", "openai"])
-def test_dspy_react_over_litellm(vendor: str, record_property: Any) -> None:
-    plain, patched = run_both(
-        _agent(vendor, "litellm"), openai_engine=vendor == "openai", replier=react_replier
+def test_dspy_react_over_litellm(vendor: str, before_after: Any) -> None:
+    plain, patched = before_after(
+        f"dspy-react-litellm-{vendor}-stable",
+        _agent(vendor, "litellm"),
+        openai_engine=vendor == "openai",
+        replier=react_replier,
+        requests=REQUESTS,
     )
-    record_property("summary", summary(f"dspy-react-litellm-{vendor}-stable", plain, patched))
-    check(plain, patched, requests=REQUESTS)
     assert patched.result == FINAL_TEXT
     if vendor == "anthropic":
         assert plain.cache_read() == 0  # neither DSPy nor LiteLLM marks a breakpoint
