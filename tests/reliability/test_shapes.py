@@ -24,7 +24,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import telos_wrap
-from telos_wrap.failopen import reset_failures
 from telos_wrap.sessions import MemoryStore
 from tests.anthropic.capture import Capture
 from tests.sdk_http import sdk_http
@@ -163,18 +162,10 @@ def _send(body_of: Callable[[], dict[str, Any]]) -> str:
         return json.dumps(body_of())
 
 
-@pytest.fixture
-def strict_patch() -> Any:
-    telos_wrap.patch(strict=True)
-    reset_failures()
-    yield
-    telos_wrap.unpatch()
-
-
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(turns=anthropic_turns(), big=st.booleans(), generators=st.booleans())
 def test_anthropic_shapes_are_read_as_the_sdk_sends_them(
-    strict_patch: None, turns: tuple[list[Any], list[Any]], big: bool, generators: bool
+    patched: None, turns: tuple[list[Any], list[Any]], big: bool, generators: bool
 ) -> None:
     objects, plain = turns
     system = SYSTEM if big else "Be terse."
@@ -257,7 +248,7 @@ def chat_turns(draw: st.DrawFn) -> tuple[list[Any], list[Any]]:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(turns=chat_turns(), big=st.booleans(), generators=st.booleans(), enum_system=st.booleans())
 def test_openai_shapes_are_read_as_the_sdk_sends_them(
-    strict_patch: None, turns: tuple[list[Any], list[Any]], big: bool, generators: bool, enum_system: bool
+    patched: None, turns: tuple[list[Any], list[Any]], big: bool, generators: bool, enum_system: bool
 ) -> None:
     objects, plain = turns
     system = SYSTEM if big else "Be terse."
