@@ -4,14 +4,17 @@ each scenario's before/after line printed at the end (docs/integrations.md quote
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
 
-from telos_wrap.emulator import Replier
+from telos_wrap.emulator import Replier, ToolCall, tool_loop
 
-from .agent_kit import REQUESTS, Run, check, run_both, summary
+from .agent_kit import FINAL_TEXT, SCRIPT, Run, check, run_both, summary
+
+#: ``before_after``'s default ``requests``: the script's tool calls, then the answer.
+_SCRIPTED: Any = object()
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
@@ -53,19 +56,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture
 def before_after(record_property: Any) -> Callable[..., tuple[Run, Run]]:
     """Run ``agent(base_url)`` without and with ``patch()`` (:func:`agent_kit.run_both`, whose options
-    it takes), record the ``name: efficiency before -> after`` line, then apply :func:`agent_kit.check`
-    with ``requests`` model requests a run (``None``: as many as the run without ``patch()`` sent).
-    The line is recorded before the checks, so a failing scenario still prints its figures."""
+    it takes), record the ``name: efficiency before -> after`` line, then apply :func:`agent_kit.check`.
+    The line is recorded before the checks, so a failing scenario still prints its figures.
+
+    The emulator's model calls the tools of ``script`` (:data:`agent_kit.SCRIPT`; the newer frameworks
+    :data:`agent_kit.FEW_CALLS`), then answers :data:`agent_kit.FINAL_TEXT`, unless a ``replier`` of
+    the test's own answers instead. ``requests``: the model requests of each run (by default the
+    script's calls and the answer; ``None``: as many as the run without ``patch()`` sent)."""
 
     def run(
         name: str,
         agent: Callable[[str], Any],
         *,
         openai_engine: bool = False,
-        replier: Replier | None = None,
         engines: Callable[[str], dict[str, str]] | None = None,
-        requests: int | None = REQUESTS,
+        script: Sequence[ToolCall] = SCRIPT,
+        replier: Replier | None = None,
+        requests: int | None = _SCRIPTED,
     ) -> tuple[Run, Run]:
+        if requests is _SCRIPTED:
+            requests = len(script) + 1
+        if replier is None:
+            replier = tool_loop(list(script), FINAL_TEXT)
         plain, patched = run_both(agent, openai_engine=openai_engine, replier=replier, engines=engines)
         record_property("summary", summary(name, plain, patched))
         check(plain, patched, requests=len(plain.emulator.requests) if requests is None else requests)

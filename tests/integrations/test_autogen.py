@@ -23,8 +23,6 @@ from autogen_agentchat.agents import AssistantAgent
 from autogen_ext.models.anthropic import AnthropicChatCompletionClient
 from autogen_ext.models.openai import OpenAIChatCompletionClient
 
-from telos_wrap.emulator import tool_loop
-
 from .agent_kit import (
     ANTHROPIC_MODEL,
     FEW_CALLS,
@@ -72,11 +70,7 @@ def _agent(vendor: str) -> Any:
 @pytest.mark.parametrize("vendor", ["anthropic", "openai"])
 def test_autogen_assistant_agent(vendor: str, before_after: Any) -> None:
     plain, patched = before_after(
-        f"autogen-{vendor}-agent-stable",
-        _agent(vendor),
-        openai_engine=vendor == "openai",
-        replier=tool_loop(FEW_CALLS, FINAL_TEXT),
-        requests=len(FEW_CALLS) + 1,
+        f"autogen-{vendor}-agent-stable", _agent(vendor), openai_engine=vendor == "openai", script=FEW_CALLS
     )
     assert patched.result == FINAL_TEXT
     if vendor == "anthropic":

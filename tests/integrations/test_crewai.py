@@ -30,8 +30,6 @@ with warnings.catch_warnings():
     from crewai import LLM, Agent, Crew, Task
     from crewai.tools import tool
 
-from telos_wrap.emulator import tool_loop
-
 from .agent_kit import (
     ANTHROPIC_MODEL,
     FEW_CALLS,
@@ -80,7 +78,7 @@ def test_crewai_crew(vendor: str, before_after: Any) -> None:
         f"crewai-{vendor}-crew-stable",
         _crew(vendor),
         openai_engine=vendor == "openai",
-        replier=tool_loop(FEW_CALLS, FINAL_TEXT),
+        script=FEW_CALLS,
         requests=None,
     )
     turns = [r for r in patched.emulator.requests if not r.path.endswith("/count_tokens")]

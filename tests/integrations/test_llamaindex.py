@@ -24,8 +24,6 @@ from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.llms.anthropic import Anthropic
 from llama_index.llms.openai import OpenAI
 
-from telos_wrap.emulator import tool_loop
-
 from .agent_kit import (
     ANTHROPIC_MODEL,
     FEW_CALLS,
@@ -64,11 +62,7 @@ def test_llamaindex_function_agent(vendor: str, before_after: Any) -> None:
         return asyncio.run(main())
 
     plain, patched = before_after(
-        f"llamaindex-{vendor}-agent-stable",
-        run,
-        openai_engine=vendor == "openai",
-        replier=tool_loop(FEW_CALLS, FINAL_TEXT),
-        requests=len(FEW_CALLS) + 1,
+        f"llamaindex-{vendor}-agent-stable", run, openai_engine=vendor == "openai", script=FEW_CALLS
     )
     assert patched.result == FINAL_TEXT
     if vendor == "anthropic":
