@@ -1,5 +1,6 @@
 """What the two HTTP matrices (``test_matrix_http.py``: chat; ``test_responses_matrix_http.py``: Responses)
-share: a cell's two calls, its recorded exchange, and the ``prompt_cache_key`` they expect.
+share: a cell's two calls, its recorded exchange, the ``prompt_cache_key`` they expect, and the check
+of their cassettes.
 
 A cell calls the same entry point twice: with ``telos_hint={"disable": True}`` (the SDK's own body,
 the baseline), then in a session, rewritten. ``run_cell`` / ``arun_cell`` make the two calls and
@@ -11,13 +12,14 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import telos_wrap
 from telos_wrap.ir.canon import canonical_bytes, canonical_json, canonicalize_tool_def
 
-from .conftest import HttpWire
+from .conftest import API_KEY, HttpWire
 
 #: An entry point called with the request's keyword arguments: (what it returned, what it yielded).
 Call = Callable[[dict[str, Any]], tuple[Any, list[Any]]]
@@ -77,3 +79,21 @@ async def arun_cell(
     assert session.stats.requests == turns, "a turn is rewritten exactly once"
     assert kwargs == before, "the caller's arguments must not be mutated"
     return result, items
+
+
+def assert_cassettes_cover(directory: Path, names: Iterable[str], entries: Iterable[str]) -> None:
+    """One cassette in ``directory`` per cell (sync and async, each endpoint ``name`` and ``entry``
+    point), and none holds the API key or an auth header (vcr_config filters them)."""
+    found = {path.name for path in directory.glob("*.yaml")}
+    cells = {
+        f"test_{mode}_matrix[{name}-{entry}].yaml"
+        for mode in ("sync", "async")
+        for name in names
+        for entry in entries
+    }
+    assert found == cells
+    for path in directory.glob("*.yaml"):
+        text = path.read_text(encoding="utf-8").lower()
+        assert API_KEY.lower() not in text, path.name
+        for header in ("authorization:", "api-key:", "openai-organization:", "openai-project:", "cookie:"):
+            assert header not in text, (path.name, header)
