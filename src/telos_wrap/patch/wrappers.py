@@ -664,7 +664,7 @@ def make_request_wrapper(sdk: str) -> Wrapper:
         options, ctx = _prepare(sdk, instance, original)
         if OBSERVERS:
             notify_request(_trace_api(sdk, original), ctx, _observed_body(sdk, original))
-        tel = telemetry_begin(ctx, original)  # None unless an OpenTelemetry provider is configured
+        tel = telemetry_begin(ctx, original, instance)  # None unless a provider is configured
         args, kwargs = _swap_options(args, kwargs, options)
         if ctx is None:
             return wrapped(*args, **kwargs)
@@ -692,7 +692,7 @@ def make_async_request_wrapper(sdk: str) -> Callable[..., Awaitable[Any]]:
         options, ctx = await _aprepare(sdk, instance, original)
         if OBSERVERS:
             notify_request(_trace_api(sdk, original), ctx, _observed_body(sdk, original))
-        tel = telemetry_begin(ctx, original)  # None unless an OpenTelemetry provider is configured
+        tel = telemetry_begin(ctx, original, instance)  # None unless a provider is configured
         args, kwargs = _swap_options(args, kwargs, options)
         if ctx is None:
             return await wrapped(*args, **kwargs)
