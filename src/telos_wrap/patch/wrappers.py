@@ -371,15 +371,33 @@ class _Turn:
     is_turn: bool  # False for a token count or a compaction: rewritten, never a turn of the session
     prepare_options: PrepareOptions | None  # None: telos is disabled for this call (pass-through)
     tenant: str  # the call's tenant digest (``_tenant``): scopes fleet learning
-    #: The same call made for its body as the SDK serializes it (``None``: it cannot be read).
-    read_as_sdk: Callable[[], _Turn | None]
+    #: The same call made for its body as the SDK serializes it (``None``: it cannot be read); given
+    #: a body whose file inputs were read already, for that body.
+    read_as_sdk: Callable[[dict[str, Any] | None], _Turn | None]
+    sdk: str
 
     def unread(self, error: TelosStageError) -> _Turn | None:
         """The turn to prepare instead when ``error`` says the body is not plain JSON, else ``None``."""
         if not isinstance(error.__cause__, NotPlainJSON):
             return None
         logger.debug("telos_wrap: %s; reading the body as the SDK serializes it", error.__cause__)
-        return self.read_as_sdk()
+        return self.read_as_sdk(None)
+
+    async def aunread(self, error: TelosStageError) -> _Turn | None:
+        """``unread`` for an async client: file inputs deep in the body (a later message's image
+        given as a path) are read in a worker thread, as the SDK reads them there, never on the
+        event loop's thread (``_async_route``)."""
+        if not isinstance(error.__cause__, NotPlainJSON):
+            return None
+        logger.debug("telos_wrap: %s; reading the body as the SDK serializes it", error.__cause__)
+        token = _async_route.set(True)
+        try:
+            return self.read_as_sdk(None)
+        except _FilesToRead:
+            pass
+        finally:
+            _async_route.reset(token)
+        return self.read_as_sdk(await files_read(self.sdk, self.body))
 
     def context(self, index: int) -> CallContext | None:
         """The context of a request sent as the SDK built it; ``None`` if its engine cannot be had.
@@ -482,14 +500,15 @@ def _turn(
     is_turn = route.turn and not route.count_only
     tenant = _tenant(client, hints)
 
-    def again() -> _Turn | None:
-        read, plain = _as_sdk_sends(sdk, options, body)
+    def again(files_read: dict[str, Any] | None) -> _Turn | None:
+        # ``_as_sdk_sends`` sends the body it read (``json_data``, no ``extra_json``) in either case.
+        read, plain = _as_sdk_sends(sdk, options, body if files_read is None else files_read)
         if plain is None:
             return None
         return _turn(sdk, client, read, plain, route, raw_hints, carried, named, observe_only)
 
     return _Turn(
-        options, route.api, route.engine, body, session, strict, is_turn, prepare_options, tenant, again
+        options, route.api, route.engine, body, session, strict, is_turn, prepare_options, tenant, again, sdk
     )
 
 
@@ -610,7 +629,7 @@ async def _aprepare_turn(turn: _Turn, *, again: bool) -> tuple[Any, CallContext 
             )
         )
     except TelosStageError as error:
-        read = turn.unread(error) if again else None
+        read = await turn.aunread(error) if again else None
         if read is not None:
             return await _aprepare_turn(read, again=False)
         record = turn.failed(error)
