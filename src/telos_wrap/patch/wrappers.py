@@ -50,7 +50,7 @@ from telos_wrap.patch.calls import (
 from telos_wrap.patch.mode import rewriting
 from telos_wrap.patch.observers import OBSERVERS, notify_request, notify_usage
 from telos_wrap.patch.routing import Route, route_request
-from telos_wrap.patch.sdk_json import files_read, has_file_inputs, sdk_plain
+from telos_wrap.patch.sdk_json import files_read, sdk_plain, with_file_inputs
 from telos_wrap.patch.streams import hook_stream, is_stream
 from telos_wrap.pipeline import Prepared, PrepareOptions, prepare, time_budget
 from telos_wrap.sessions import Session, current_session, default_store, implicit_session, named_session
@@ -204,7 +204,14 @@ _async_route: contextvars.ContextVar[bool] = contextvars.ContextVar("telos_wrap_
 
 
 class _FilesToRead(Exception):
-    """An async call's body has file inputs to read before it can be serialized (``_async_route``)."""
+    """An async call's body has file inputs to read before it can be serialized (``_async_route``).
+
+    ``body``: the body as the SDK copies it (``with_file_inputs``); a generator in the caller's body
+    was read once, into it, so the files are read from this copy, never from the caller's body."""
+
+    def __init__(self, body: Any) -> None:
+        super().__init__("file inputs to read")
+        self.body = body
 
 
 def _as_sdk_sends(sdk: str, options: Any, body: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
@@ -213,8 +220,11 @@ def _as_sdk_sends(sdk: str, options: Any, body: dict[str, Any]) -> tuple[Any, di
     If the SDK's serializer rejects a value, the request goes out as built (the SDK then raises its
     own error), with a log line saying so; nothing is guessed.
     """
-    if _async_route.get() and has_file_inputs(sdk, body):
-        raise _FilesToRead
+    if _async_route.get():
+        copied, files = with_file_inputs(sdk, body)
+        if files:
+            raise _FilesToRead(copied)
+        body = copied
     try:
         plain = sdk_plain(sdk, body)
     except Exception as exc:
@@ -393,11 +403,11 @@ class _Turn:
         token = _async_route.set(True)
         try:
             return self.read_as_sdk(None)
-        except _FilesToRead:
-            pass
+        except _FilesToRead as files:
+            copied = files.body
         finally:
             _async_route.reset(token)
-        return self.read_as_sdk(await files_read(self.sdk, self.body))
+        return self.read_as_sdk(await files_read(self.sdk, copied))
 
     def context(self, index: int) -> CallContext | None:
         """The context of a request sent as the SDK built it; ``None`` if its engine cannot be had.
@@ -597,9 +607,8 @@ async def _aprepare_within_budget(sdk: str, client: Any, options: Any) -> tuple[
     token = _async_route.set(True)
     try:
         options, ctx, turn = _route(sdk, client, options)
-    except _FilesToRead:
-        body = _merged_body(options)
-        read = await files_read(sdk, body or {})
+    except _FilesToRead as files:
+        read = await files_read(sdk, files.body)
         options = options.model_copy(update={"json_data": read, "extra_json": None})
         options, ctx, turn = _route(sdk, client, options)
     finally:
