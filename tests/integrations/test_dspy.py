@@ -328,3 +328,40 @@ def test_below_the_cacheable_minimum_the_native_bytes_are_dspys_own() -> None:
     sent = [json.dumps(r.body) for r in patched.emulator.requests]
     assert sent == [json.dumps(r.body) for r in plain.emulator.requests] and len(sent) == 1
     assert "cache_control" not in sent[0]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_native_responses_route(mode: str) -> None:
+    """``model_type="responses"``: DSPy's client sends OpenAI Responses requests, routed as the
+    ``openai`` client's are; each carries ``prompt_cache_key`` and its usage is in the session."""
+    from dspy.lm15 import Message, Request
+
+    from .agent_kit import served
+
+    reset_failures()
+    with served() as (emulator, url):
+        telos_wrap.patch(engines={f"{url}/openai/v1": "openai"})
+        lm = dspy.LM(
+            f"openai/{OPENAI_MODEL}",
+            model_type="responses",
+            api_base=f"{url}/openai/v1",
+            api_key="x",
+            cache=False,
+            num_retries=0,
+        )
+
+        def ask(messages: tuple[Any, ...]) -> Any:
+            request = Request(model=lm.model, system=SYSTEM_PROMPT, messages=messages)
+            return asyncio.run(lm.acall(request)) if mode == "async" else lm(request)
+
+        with telos_wrap.session(f"dspy-responses-{mode}") as s:
+            turns: tuple[Any, ...] = (Message.user(QUESTION),)
+            first = ask(turns)
+            ask((*turns, Message.assistant(first.text), Message.user("And order 43?")))
+            stats = s.stats
+    read = [r.usage["input_tokens_details"]["cached_tokens"] for r in emulator.requests]
+    assert [r.path for r in emulator.requests] == ["/v1/responses"] * 2
+    assert all(r.status == 200 and "prompt_cache_key" in r.body for r in emulator.requests)
+    assert telos_wrap.failure_counts() == {}
+    assert (stats.requests, stats.fallbacks, stats.responses_with_usage) == (2, 0, 2)
+    assert stats.cache_read == sum(read) > 0
