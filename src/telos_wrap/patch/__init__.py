@@ -243,7 +243,8 @@ def patch(
     time_budget: float | _Keep | None = KEEP,
     fleet_learning: bool | _Keep = KEEP,
 ) -> dict[str, bool]:
-    """Patch the installed ``anthropic`` and ``openai`` SDKs.
+    """Patch the installed ``anthropic`` and ``openai`` SDKs (and LiteLLM's own providers and DSPy's
+    built-in HTTP client, when they are imported: ``patch/litellm.py``, ``patch/lm15.py``).
 
     Every option is checked before anything is patched: an invalid one raises ``TelosOptionError``
     saying what is wrong and what is valid. An option left out keeps its current value — the default
