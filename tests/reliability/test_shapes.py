@@ -12,6 +12,8 @@ and below the cacheable minimum. Runs on every SDK line (tests/reliability is in
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import enum
 import json
 from collections.abc import Callable
@@ -26,6 +28,7 @@ from hypothesis import strategies as st
 import telos_wrap
 from telos_wrap.sessions import MemoryStore
 from tests.anthropic.capture import Capture
+from tests.reliability.harness import ENTRIES, RESPONSES_ENTRIES, Entry, Wire, client_for
 from tests.sdk_http import sdk_http
 
 anthropic_types = pytest.importorskip("anthropic.types")
@@ -263,3 +266,219 @@ def test_openai_shapes_are_read_as_the_sdk_sends_them(
     assert telos_wrap.failure_counts() == {}
     assert sent == expected
     assert "MessageRole" not in sent and "Role." not in sent
+
+
+# -- Every entry point, and Responses items ------------------------------------------------------------
+#
+# The same property through each public entry point telos patches (``tests/reliability/harness.py``:
+# create, stream, the stream helpers, parse, with_raw_response, with_streaming_response, beta, the
+# tool runner, token counts, Responses compact; sync and async), the bytes on the wire compared: what
+# the objects send equals what their plain spelling sends, and below the minimum what the SDK itself
+# sends unpatched.
+
+responses_types = pytest.importorskip("openai.types.responses")
+
+_LOOKUP_CHAT = {
+    "type": "function",
+    "function": {
+        "name": "lookup",
+        "strict": True,
+        "parameters": {
+            "type": "object",
+            "properties": {"id": {"type": "string"}},
+            "required": ["id"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+def _wire_bytes(
+    entry: Entry, kwargs_of: Callable[[], dict[str, Any]], *, session: bool = True
+) -> list[bytes]:
+    """Every request body ``entry`` puts on the wire for ``kwargs_of()``, in a fresh session."""
+    wire = Wire()
+    client = client_for(entry.sdk, wire, is_async=entry.is_async)
+    scope = telos_wrap.session("shapes", store=MemoryStore()) if session else contextlib.nullcontext()
+    with scope:
+        entry.run(client, kwargs_of())
+    return [sent.raw for sent in wire.sent]
+
+
+def _same_bytes_through(
+    entry: Entry,
+    objects_kwargs: Callable[[], dict[str, Any]],
+    plain_kwargs: Callable[[], dict[str, Any]],
+    big: bool,
+) -> list[bytes]:
+    sent = _wire_bytes(entry, objects_kwargs)
+    expected = _wire_bytes(entry, plain_kwargs)
+    assert telos_wrap.failure_counts() == {}
+    assert sent == expected
+    assert b"MessageRole" not in b"".join(sent) and b"Role." not in b"".join(sent)
+    if not big:  # below the minimum: the SDK's own bytes, as it sends the plain spelling unpatched
+        telos_wrap.unpatch()
+        try:
+            assert _wire_bytes(entry, plain_kwargs, session=False) == sent
+        finally:
+            telos_wrap.patch(strict=True)
+    return sent
+
+
+def _anthropic_kwargs(messages: Any, system: str) -> dict[str, Any]:
+    return {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 512,
+        "system": system,
+        "tools": [
+            {"name": "lookup", "input_schema": {"type": "object", "properties": {"id": {"type": "string"}}}}
+        ],
+        "messages": messages,
+    }
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    turns=anthropic_turns(),
+    big=st.booleans(),
+    generators=st.booleans(),
+    entry=st.sampled_from([e for e in ENTRIES if e.sdk == "anthropic"]),
+)
+def test_anthropic_shapes_through_every_entry_point(
+    patched: None, turns: tuple[list[Any], list[Any]], big: bool, generators: bool, entry: Entry
+) -> None:
+    objects, plain = turns
+    system = SYSTEM if big else "Be terse."
+    sent = _same_bytes_through(
+        entry,
+        lambda: _anthropic_kwargs(_fresh(objects, generators), system),
+        lambda: _anthropic_kwargs(plain, system),
+        big,
+    )
+    assert sent
+    if big:
+        assert all(b"cache_control" in body for body in sent)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    turns=chat_turns(),
+    big=st.booleans(),
+    generators=st.booleans(),
+    enum_system=st.booleans(),
+    entry=st.sampled_from([e for e in ENTRIES if e.sdk == "openai"]),
+)
+def test_openai_shapes_through_every_entry_point(
+    patched: None,
+    turns: tuple[list[Any], list[Any]],
+    big: bool,
+    generators: bool,
+    enum_system: bool,
+    entry: Entry,
+) -> None:
+    objects, plain = turns
+    system = SYSTEM if big else "Be terse."
+    system_role = Role.SYSTEM if enum_system else "system"
+
+    def with_objects() -> dict[str, Any]:
+        fresh = [
+            {**m, "content": (b for b in m["content"])}
+            if generators and isinstance(m, dict) and isinstance(m["content"], list)
+            else m
+            for m in objects
+        ]
+        messages = [{"role": system_role, "content": system}, *fresh]
+        return {"model": "gpt-4.1", "tools": [_LOOKUP_CHAT], "messages": messages}
+
+    def as_plain() -> dict[str, Any]:
+        messages = [{"role": "system", "content": system}, *plain]
+        return {"model": "gpt-4.1", "tools": [_LOOKUP_CHAT], "messages": messages}
+
+    assert _same_bytes_through(entry, with_objects, as_plain, big)
+
+
+@st.composite
+def responses_turns(draw: st.DrawFn) -> tuple[list[Any], list[Any]]:
+    """``(input items, some of them the SDK's output models, the same as plain JSON)``: what
+    ``input += response.output`` builds, as the Responses docs write the tool loop."""
+    objects: list[Any] = []
+    for n in range(draw(st.integers(1, 3))):
+        question = draw(TEXT)
+        if draw(st.booleans()):
+            objects.append({"role": _role(draw, "user"), "content": question})
+        else:
+            objects.append(
+                {"role": _role(draw, "user"), "content": [{"type": "input_text", "text": question}]}
+            )
+        if draw(st.booleans()):
+            objects.append(
+                responses_types.ResponseReasoningItem(
+                    id=f"rs_{n}", type="reasoning", summary=[], encrypted_content=f"opaque-{n}"
+                )
+            )
+        call = responses_types.ResponseFunctionToolCall(
+            type="function_call",
+            call_id=f"call_{n}",
+            name="lookup",
+            arguments=json.dumps({"id": draw(TEXT)}),
+            id=f"fc_{n}",
+            status="completed",
+        )
+        objects.append(call)
+        objects.append({"type": "function_call_output", "call_id": call.call_id, "output": draw(TEXT)})
+        text = responses_types.ResponseOutputText(type="output_text", text=draw(TEXT), annotations=[])
+        objects.append(
+            responses_types.ResponseOutputMessage(
+                id=f"msg_{n}", type="message", role="assistant", status="completed", content=[text]
+            )
+        )
+    objects.append({"role": "user", "content": draw(TEXT)})
+    return objects, [sdk_json(item) for item in objects]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(turns=responses_turns(), big=st.booleans(), entry=st.sampled_from(RESPONSES_ENTRIES))
+def test_responses_items_through_every_entry_point(
+    patched: None, turns: tuple[list[Any], list[Any]], big: bool, entry: Entry
+) -> None:
+    objects, plain = turns
+    instructions = SYSTEM if big else "Be terse."
+    tool = {
+        "type": "function",
+        "name": "lookup",
+        "strict": True,
+        "parameters": _LOOKUP_CHAT["function"]["parameters"],
+    }  # type: ignore[index]
+
+    def kwargs(items: list[Any]) -> dict[str, Any]:
+        return {"model": "gpt-4.1", "instructions": instructions, "tools": [tool], "input": list(items)}
+
+    assert _same_bytes_through(entry, lambda: kwargs(objects), lambda: kwargs(plain), big)
+
+
+@pytest.mark.parametrize("where", ["first message", "later message"])
+def test_an_async_clients_generator_is_read_once_and_sent_whole(patched: None, where: str) -> None:
+    """Regression: on an async anthropic client, telos looked for file inputs by copying the body
+    the way the SDK does, which reads a generator, and then serialized the caller's body again: the
+    generator's blocks went out as ``"content": []`` (found by the entry-point property above). The
+    copy is now what is serialized and sent."""
+    blocks = [{"type": "text", "text": "Where is order 1042?"}]
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": "Hello"},
+        {"role": "assistant", "content": "Hi"},
+    ]
+    asked = {"role": "user", "content": (block for block in blocks)}
+    messages = [asked] if where == "first message" else [*history, asked]
+    wire = Wire()
+    client = client_for("anthropic", wire, is_async=True)
+
+    async def call() -> None:
+        await client.messages.create(
+            model="claude-sonnet-4-5", max_tokens=8, system="Be terse.", messages=messages
+        )
+
+    with telos_wrap.session("generator", store=MemoryStore()):
+        asyncio.run(call())
+    (sent,) = wire.sent
+    assert sent.body["messages"][-1]["content"] == blocks
+    assert telos_wrap.failure_counts() == {}

@@ -398,11 +398,15 @@ def test_small_request_with_sdk_objects_is_sent_as_the_sdk_sends_it() -> None:
     assert runs[0] == runs[1]
 
 
-def test_async_file_input_is_read_off_the_event_loop(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("where", ["first message", "later tool result"])
+def test_async_file_input_is_read_off_the_event_loop(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
     """An image given as a ``pathlib.Path`` (anthropic >= 1 reads it as base64) on an async client: telos
     reads it as the SDK does there, in a worker thread, never on the event loop's thread; once, and
     the request is rewritten with the file's bytes (found by the anthropic SDK's own suite,
-    ``test_file_input_is_read_when_the_stream_is_entered``)."""
+    ``test_file_input_is_read_when_the_stream_is_entered``). Deep in a later message (a tool
+    result's image) it is found only once the body is lifted: read in a worker thread there too."""
     import base64
     import importlib
     import pathlib
@@ -422,6 +426,23 @@ def test_async_file_input_is_read_off_the_event_loop(tmp_path: Any, monkeypatch:
 
     monkeypatch.setattr(pathlib.Path, "read_bytes", observed)
     source = {"type": "base64", "media_type": "image/png", "data": image}
+    image_block = {"type": "image", "source": source}
+    if where == "first message":
+        messages: list[dict[str, Any]] = [{"role": "user", "content": [image_block]}]
+        at: list[Any] = [0, "content", 0, "source", "data"]
+    else:
+        messages = [
+            {"role": "user", "content": "Show me the chart."},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "toolu_1", "name": "chart", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": [image_block]}],
+            },
+        ]
+        at = [2, "content", 0, "content", 0, "source", "data"]
 
     async def main() -> None:
         async with anthropic.AsyncAnthropic(api_key="k", base_url=url, max_retries=0) as client:
@@ -429,7 +450,7 @@ def test_async_file_input_is_read_off_the_event_loop(tmp_path: Any, monkeypatch:
                 model="claude-sonnet-4-5",
                 max_tokens=64,
                 system=SYSTEM,
-                messages=[{"role": "user", "content": [{"type": "image", "source": source}]}],
+                messages=messages,
             )
 
     loop_thread = threading.current_thread()  # asyncio.run's loop runs on this thread
@@ -441,7 +462,8 @@ def test_async_file_input_is_read_off_the_event_loop(tmp_path: Any, monkeypatch:
     assert on_loop == [False]
     (sent,) = emulator.requests
     assert sent.status == 200
-    assert (
-        sent.body["messages"][0]["content"][0]["source"]["data"] == base64.b64encode(b"image-bytes").decode()
-    )
+    value: Any = sent.body["messages"]
+    for key in at:
+        value = value[key]
+    assert value == base64.b64encode(b"image-bytes").decode()
     assert "cache_control" in json.dumps(sent.body)  # rewritten, not sent as built

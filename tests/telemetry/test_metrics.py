@@ -19,7 +19,7 @@ from .conftest import Otel, assert_no_canary, run_session
 
 
 def test_metrics_add_up_to_session_stats(otel: Otel, emulator: str, track: Any) -> None:
-    client = track(anthropic.Anthropic(api_key="k", base_url=emulator, open_telemetry=False))
+    client = track(anthropic.Anthropic(api_key="k", base_url=emulator))
     s = run_session(client, "metrics-1")
     stats = s.stats
     assert stats.requests == 3 and stats.cache_read > 0 and stats.cache_write > 0
@@ -59,7 +59,7 @@ def test_latest_conventions_opt_in(
     otel: Otel, emulator: str, track: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "http,gen_ai_latest_experimental")
-    client = track(anthropic.Anthropic(api_key="k", base_url=emulator, open_telemetry=False))
+    client = track(anthropic.Anthropic(api_key="k", base_url=emulator))
     client.messages.create(model="claude-opus-5", max_tokens=8, messages=[{"role": "user", "content": "hi"}])
     (span,) = otel.spans()
     assert span.attributes["gen_ai.provider.name"] == "anthropic" and "gen_ai.system" not in span.attributes
@@ -88,7 +88,7 @@ def test_prometheus_scrape_shows_the_saving(emulator: str, track: Any) -> None:
     telemetry.configure(meter_provider=provider)
     telos_wrap.patch()
     try:
-        client = track(anthropic.Anthropic(api_key="k", base_url=emulator, open_telemetry=False))
+        client = track(anthropic.Anthropic(api_key="k", base_url=emulator))
         s = run_session(client, "prometheus-1")
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
             scrape = response.read().decode()

@@ -9,6 +9,7 @@ prompt text (the canary).
 from __future__ import annotations
 
 import importlib.util
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -81,7 +82,7 @@ def test_sdk_native_span_gets_telos_attributes(otel: Otel, emulator: str, track:
 
 
 def test_no_instrumentation_gives_one_span_of_telos_own(otel: Otel, emulator: str, track: Any) -> None:
-    client = track(anthropic.Anthropic(api_key="k", base_url=emulator, open_telemetry=False))
+    client = track(anthropic.Anthropic(api_key="k", base_url=emulator))
     run_session(client, "own-1")
     spans = otel.spans()
     assert [span.name for span in spans] == ["chat claude-opus-5"] * 3
@@ -93,7 +94,7 @@ def test_no_instrumentation_gives_one_span_of_telos_own(otel: Otel, emulator: st
 
 
 def test_own_span_parent_is_the_callers_span(otel: Otel, emulator: str, track: Any) -> None:
-    client = track(anthropic.Anthropic(api_key="k", base_url=emulator, open_telemetry=False))
+    client = track(anthropic.Anthropic(api_key="k", base_url=emulator))
     tracer = otel.tracer_provider.get_tracer("app")
     with tracer.start_as_current_span("agent-turn") as parent:
         client.messages.create(
@@ -112,7 +113,7 @@ def test_fallback_is_an_event_with_its_stage(
         raise RuntimeError(f"boom {CANARY}")
 
     monkeypatch.setattr(AnthropicEngine, "emit", broken)
-    client = track(anthropic.Anthropic(api_key="k", base_url=emulator, open_telemetry=False))
+    client = track(anthropic.Anthropic(api_key="k", base_url=emulator))
     with telos_wrap.session("fallback-1"):
         client.messages.create(
             model="claude-opus-5", max_tokens=8, system=SYSTEM, messages=[{"role": "user", "content": "hi"}]
@@ -128,7 +129,7 @@ def test_fallback_is_an_event_with_its_stage(
 
 
 def test_untouched_request_says_why(otel: Otel, emulator: str, track: Any) -> None:
-    client = track(anthropic.Anthropic(api_key="k", base_url=emulator, open_telemetry=False))
+    client = track(anthropic.Anthropic(api_key="k", base_url=emulator))
     client.messages.create(
         model="claude-opus-5", max_tokens=8, messages=[{"role": "user", "content": "short"}]
     )
@@ -184,6 +185,7 @@ def test_openllmetry_span_gets_telos_attributes(
         instrumentor.instrument(tracer_provider=otel.tracer_provider)
     if not telos_first:
         telos_wrap.patch()
+    # The SDK's own tracing off: OpenLLMetry's span is the only one, and telos still finds it.
     client = track(anthropic.Anthropic(api_key="k", base_url=emulator, open_telemetry=False))
     run_session(client, f"llm-{telos_first}", stream_last=False)
     with telos_wrap.session(f"llm-stream-{telos_first}"):
@@ -232,7 +234,7 @@ def test_openllmetry_and_the_sdks_tracing_together(
 
 
 def test_token_count_is_no_turn(otel: Otel, emulator: str, track: Any) -> None:
-    client = track(anthropic.Anthropic(api_key="k", base_url=emulator, open_telemetry=False))
+    client = track(anthropic.Anthropic(api_key="k", base_url=emulator))
     client.messages.count_tokens(
         model="claude-opus-5", system=SYSTEM, messages=[{"role": "user", "content": "hi"}]
     )
@@ -249,7 +251,7 @@ def test_a_telemetry_bug_never_breaks_the_call(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("telemetry bug")
 
-    client = track(anthropic.Anthropic(api_key="k", base_url=emulator, open_telemetry=False))
+    client = track(anthropic.Anthropic(api_key="k", base_url=emulator))
     before = telos_wrap.failure_counts()
     monkeypatch.setattr(facts, "request_attributes", broken)
     reply = client.messages.create(
@@ -264,3 +266,52 @@ def test_a_telemetry_bug_never_breaks_the_call(
     ) as stream:
         assert stream.get_final_text()
     assert telos_wrap.failure_counts() == before  # telos' stages all ran: nothing fell back
+
+
+# -- the client's own opt-out ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["option", "copy", "environment"])
+def test_a_client_that_turned_tracing_off_gets_no_span_but_is_counted(
+    otel: Otel, emulator: str, track: Any, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """anthropic >= 2: ``open_telemetry=False`` (or ANTHROPIC_OPEN_TELEMETRY=false when the client is
+    made, or a copy of such a client) asks for no span; telos adds none of its own, calls nothing of
+    ``opentelemetry.trace`` for the call, and still counts it in its metrics. Recording every call
+    into ``opentelemetry.trace`` made from telos' modules, the check fails before the change (telos
+    looked up the current span and started its own)."""
+    from opentelemetry import trace
+
+    if how == "environment":
+        monkeypatch.setenv("ANTHROPIC_OPEN_TELEMETRY", "false")
+        client = track(anthropic.Anthropic(api_key="k", base_url=emulator))
+        monkeypatch.delenv("ANTHROPIC_OPEN_TELEMETRY")  # read when the client was made, not later
+    else:
+        client = track(anthropic.Anthropic(api_key="k", base_url=emulator, open_telemetry=False))
+        if how == "copy":
+            client = client.with_options(max_retries=0)
+    called: list[str] = []
+
+    def recording(name: str, real: Any) -> Any:
+        def record(*args: Any, **kwargs: Any) -> Any:
+            # telos' calls only: the metrics SDK's exemplar filter reads the current span itself.
+            if sys._getframe(1).f_globals.get("__name__", "").startswith("telos_wrap"):
+                called.append(name)
+            return real(*args, **kwargs)
+
+        return record
+
+    for name in ("get_tracer_provider", "get_tracer", "get_current_span", "use_span", "set_span_in_context"):
+        monkeypatch.setattr(trace, name, recording(name, getattr(trace, name)))
+    s = run_session(client, f"quiet-{how}")
+    monkeypatch.undo()
+    assert otel.spans() == []
+    assert called == []
+    assert s.stats.requests == 3
+    assert otel.total("telos.requests") == 3
+    assert otel.total("telos.token.usage", {"telos.token.type": "cache_read"}) == s.stats.cache_read > 0
+    assert otel.total("telos.cache.breaks", {"telos.break.reason": "system_changed"}) == 1
+    # The same process, a client that did not opt out: telos' own span again.
+    other = track(anthropic.Anthropic(api_key="k", base_url=emulator))
+    other.messages.create(model="claude-opus-5", max_tokens=8, messages=[{"role": "user", "content": "hi"}])
+    assert [span.name for span in otel.spans()] == ["chat claude-opus-5"]

@@ -36,6 +36,7 @@ from typing import Any
 import wrapt
 
 from telos_wrap.config import PatchConfig, current_config, set_config, updated
+from telos_wrap.patch import lm15
 from telos_wrap.patch.litellm import completion_wrapper
 from telos_wrap.patch.mode import rewriting, set_rewriting
 from telos_wrap.patch.wrappers import (
@@ -68,7 +69,8 @@ class Target:
     sdk: str
     module: str
     qualname: str
-    role: str  # "entry" | "request" | "async_request" | "parse" | "async_parse" | "litellm"
+    #: "entry" | "request" | "async_request" | "parse" | "async_parse" | "litellm" | one of ``_LM15``
+    role: str
 
 
 def _entries(sdk: str, module: str, classes: tuple[str, ...], methods: tuple[str, ...]) -> list[Target]:
@@ -139,7 +141,26 @@ TARGETS: tuple[Target, ...] = (
     # (``acompletion`` runs ``litellm.main.completion``; applications call ``litellm.completion``).
     Target("litellm", "litellm.main", "completion", "litellm"),
     Target("litellm", "litellm", "completion", "litellm"),
+    # DSPy's built-in HTTP client (``patch/lm15.py``): lm15, vendored inside DSPy >= 3.4, sends every
+    # chat request of ``dspy.LM``'s native route through one of these (sync and async, whole or SSE).
+    Target("dspy", "dspy._vendor.lm15.providers.base", "BaseProviderLM._send", "lm15_send"),
+    Target("dspy", "dspy._vendor.lm15.providers.base", "BaseProviderLM._stream_raw", "lm15_stream"),
+    Target("dspy", "dspy._vendor.lm15.providers.async_base", "AsyncBaseProviderLM._send", "lm15_async_send"),
+    Target(
+        "dspy",
+        "dspy._vendor.lm15.providers.async_base",
+        "AsyncBaseProviderLM._stream_raw",
+        "lm15_async_stream",
+    ),
 )
+
+#: The wrappers of DSPy's built-in client, by role (``patch/lm15.py``).
+_LM15: dict[str, Callable[..., Any]] = {
+    "lm15_send": lm15.send_wrapper,
+    "lm15_stream": lm15.stream_wrapper,
+    "lm15_async_send": lm15.async_send_wrapper,
+    "lm15_async_stream": lm15.async_stream_wrapper,
+}
 
 
 def _wrapper_for(target: Target) -> Callable[..., Any]:
@@ -153,6 +174,8 @@ def _wrapper_for(target: Target) -> Callable[..., Any]:
         return parse_wrapper
     if target.role == "litellm":
         return completion_wrapper
+    if target.role in _LM15:
+        return _LM15[target.role]
     return async_parse_wrapper
 
 
@@ -220,7 +243,8 @@ def patch(
     time_budget: float | _Keep | None = KEEP,
     fleet_learning: bool | _Keep = KEEP,
 ) -> dict[str, bool]:
-    """Patch the installed ``anthropic`` and ``openai`` SDKs.
+    """Patch the installed ``anthropic`` and ``openai`` SDKs (and LiteLLM's own providers and DSPy's
+    built-in HTTP client, when they are imported: ``patch/litellm.py``, ``patch/lm15.py``).
 
     Every option is checked before anything is patched: an invalid one raises ``TelosOptionError``
     saying what is wrong and what is valid. An option left out keeps its current value — the default

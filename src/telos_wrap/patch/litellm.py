@@ -39,7 +39,6 @@ added usage chunk could not be kept from the caller the way the SDK patches do (
 
 from __future__ import annotations
 
-import contextvars
 import copy
 import json
 import sys
@@ -57,6 +56,7 @@ from telos_wrap.failopen import report_failure
 from telos_wrap.ir.hints import parse_hints
 from telos_wrap.ir.model import Api
 from telos_wrap.patch.mode import rewriting
+from telos_wrap.patch.once import inside, outermost
 from telos_wrap.patch.wrappers import _resolve_session
 from telos_wrap.pipeline import PrepareOptions
 from telos_wrap.sessions import Session
@@ -92,26 +92,19 @@ def _provider(model: str, kwargs: Mapping[str, Any]) -> str | None:
     return provider if isinstance(provider, str) else None
 
 
-#: Set while a wrapped ``completion`` runs: LiteLLM's ``litellm.completion`` (1.110+) is a dispatcher
-#: that calls ``litellm.main.completion``, and telos wraps both names; the outermost call rewrites,
-#: a call made inside it passes through, so each logical call is rewritten once.
-_inside: contextvars.ContextVar[bool] = contextvars.ContextVar("telos_wrap_litellm_inside", default=False)
-
-
 def completion_wrapper(
     wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     """wrapt wrapper of ``litellm.completion`` (module docstring)."""
     hint = kwargs.pop("telos_hint", None)
-    if _inside.get() or not rewriting() or not current_config().enabled:
+    # LiteLLM's ``litellm.completion`` (1.110+) is a dispatcher that calls ``litellm.main.completion``,
+    # and telos wraps both names: the outermost call rewrites, one made inside it passes through.
+    if inside() or not rewriting() or not current_config().enabled:
         return wrapped(*args, **kwargs)
     hints = parse_hints(hint)  # bad input: a clear error before any I/O, as on the SDK entry points
     args, kwargs, finish = _rewrite(args, kwargs, hints)
-    token = _inside.set(True)
-    try:
+    with outermost():
         result = wrapped(*args, **kwargs)
-    finally:
-        _inside.reset(token)
     if finish is None:
         return result
     if isinstance(result, Coroutine):  # acompletion=True: LiteLLM awaits what completion returns

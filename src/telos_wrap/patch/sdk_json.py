@@ -32,7 +32,7 @@ from typing import Any
 
 from telos_wrap.ir.canon import compact_json_encoder
 
-__all__ = ["files_read", "has_file_inputs", "sdk_plain"]
+__all__ = ["files_read", "sdk_plain", "with_file_inputs"]
 
 #: The HTTP library's ``json=`` encoding (httpx >= 0.28: compact, UTF-8 kept, no NaN).
 _HTTP_JSON = compact_json_encoder(sort_keys=False, allow_nan=False)
@@ -74,18 +74,21 @@ def sdk_plain(sdk: str, body: Mapping[str, Any]) -> dict[str, Any]:
     return plain
 
 
-def has_file_inputs(sdk: str, body: Mapping[str, Any]) -> bool:
-    """Whether serializing ``body`` would read a file input (anthropic >= 1 reads a path or file
-    object found where a base64 source's data goes; no other SDK reads files in a JSON body)."""
+def with_file_inputs(sdk: str, body: Mapping[str, Any]) -> tuple[Any, bool]:
+    """``body`` copied as the SDK copies it before reading its file inputs (iterators and
+    generators listed, once: the copy is what must be serialized from then on), and whether that
+    would read a file input (anthropic >= 1 reads a path or file object found where a base64
+    source's data goes; no other SDK reads files in a JSON body, and its body is returned as is)."""
     copy_tree = _optional(f"{sdk}._utils._prepare", "copy_tree")
     if not callable(copy_tree):
-        return False
-    _, slots = copy_tree(dict(body), location="body", keep_top_level_omit=False)
-    return bool(slots)
+        return body, False
+    root, slots = copy_tree(dict(body), location="body", keep_top_level_omit=False)
+    return root[0], bool(slots)
 
 
 async def files_read(sdk: str, body: Mapping[str, Any]) -> Any:
-    """``body`` with its file inputs read as the SDK reads them for an async client (in a worker
-    thread: its ``async_prepare_request_data``); the rest as the SDK prepares it."""
+    """``body`` (``with_file_inputs``' copy) with its file inputs read as the SDK reads them for an
+    async client (in a worker thread: its ``async_prepare_request_data``); the rest as the SDK
+    prepares it."""
     prepare = _optional(f"{sdk}._utils._prepare", "async_prepare_request_data")
     return await prepare(dict(body), location="body")

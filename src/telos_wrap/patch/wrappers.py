@@ -50,7 +50,7 @@ from telos_wrap.patch.calls import (
 from telos_wrap.patch.mode import rewriting
 from telos_wrap.patch.observers import OBSERVERS, notify_request, notify_usage
 from telos_wrap.patch.routing import Route, route_request
-from telos_wrap.patch.sdk_json import files_read, has_file_inputs, sdk_plain
+from telos_wrap.patch.sdk_json import files_read, sdk_plain, with_file_inputs
 from telos_wrap.patch.streams import hook_stream, is_stream
 from telos_wrap.pipeline import Prepared, PrepareOptions, prepare, time_budget
 from telos_wrap.sessions import Session, current_session, default_store, implicit_session, named_session
@@ -204,7 +204,14 @@ _async_route: contextvars.ContextVar[bool] = contextvars.ContextVar("telos_wrap_
 
 
 class _FilesToRead(Exception):
-    """An async call's body has file inputs to read before it can be serialized (``_async_route``)."""
+    """An async call's body has file inputs to read before it can be serialized (``_async_route``).
+
+    ``body``: the body as the SDK copies it (``with_file_inputs``); a generator in the caller's body
+    was read once, into it, so the files are read from this copy, never from the caller's body."""
+
+    def __init__(self, body: Any) -> None:
+        super().__init__("file inputs to read")
+        self.body = body
 
 
 def _as_sdk_sends(sdk: str, options: Any, body: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
@@ -213,8 +220,11 @@ def _as_sdk_sends(sdk: str, options: Any, body: dict[str, Any]) -> tuple[Any, di
     If the SDK's serializer rejects a value, the request goes out as built (the SDK then raises its
     own error), with a log line saying so; nothing is guessed.
     """
-    if _async_route.get() and has_file_inputs(sdk, body):
-        raise _FilesToRead
+    if _async_route.get():
+        copied, files = with_file_inputs(sdk, body)
+        if files:
+            raise _FilesToRead(copied)
+        body = copied
     try:
         plain = sdk_plain(sdk, body)
     except Exception as exc:
@@ -371,15 +381,33 @@ class _Turn:
     is_turn: bool  # False for a token count or a compaction: rewritten, never a turn of the session
     prepare_options: PrepareOptions | None  # None: telos is disabled for this call (pass-through)
     tenant: str  # the call's tenant digest (``_tenant``): scopes fleet learning
-    #: The same call made for its body as the SDK serializes it (``None``: it cannot be read).
-    read_as_sdk: Callable[[], _Turn | None]
+    #: The same call made for its body as the SDK serializes it (``None``: it cannot be read); given
+    #: a body whose file inputs were read already, for that body.
+    read_as_sdk: Callable[[dict[str, Any] | None], _Turn | None]
+    sdk: str
 
     def unread(self, error: TelosStageError) -> _Turn | None:
         """The turn to prepare instead when ``error`` says the body is not plain JSON, else ``None``."""
         if not isinstance(error.__cause__, NotPlainJSON):
             return None
         logger.debug("telos_wrap: %s; reading the body as the SDK serializes it", error.__cause__)
-        return self.read_as_sdk()
+        return self.read_as_sdk(None)
+
+    async def aunread(self, error: TelosStageError) -> _Turn | None:
+        """``unread`` for an async client: file inputs deep in the body (a later message's image
+        given as a path) are read in a worker thread, as the SDK reads them there, never on the
+        event loop's thread (``_async_route``)."""
+        if not isinstance(error.__cause__, NotPlainJSON):
+            return None
+        logger.debug("telos_wrap: %s; reading the body as the SDK serializes it", error.__cause__)
+        token = _async_route.set(True)
+        try:
+            return self.read_as_sdk(None)
+        except _FilesToRead as files:
+            copied = files.body
+        finally:
+            _async_route.reset(token)
+        return self.read_as_sdk(await files_read(self.sdk, copied))
 
     def context(self, index: int) -> CallContext | None:
         """The context of a request sent as the SDK built it; ``None`` if its engine cannot be had.
@@ -482,14 +510,15 @@ def _turn(
     is_turn = route.turn and not route.count_only
     tenant = _tenant(client, hints)
 
-    def again() -> _Turn | None:
-        read, plain = _as_sdk_sends(sdk, options, body)
+    def again(files_read: dict[str, Any] | None) -> _Turn | None:
+        # ``_as_sdk_sends`` sends the body it read (``json_data``, no ``extra_json``) in either case.
+        read, plain = _as_sdk_sends(sdk, options, body if files_read is None else files_read)
         if plain is None:
             return None
         return _turn(sdk, client, read, plain, route, raw_hints, carried, named, observe_only)
 
     return _Turn(
-        options, route.api, route.engine, body, session, strict, is_turn, prepare_options, tenant, again
+        options, route.api, route.engine, body, session, strict, is_turn, prepare_options, tenant, again, sdk
     )
 
 
@@ -578,9 +607,8 @@ async def _aprepare_within_budget(sdk: str, client: Any, options: Any) -> tuple[
     token = _async_route.set(True)
     try:
         options, ctx, turn = _route(sdk, client, options)
-    except _FilesToRead:
-        body = _merged_body(options)
-        read = await files_read(sdk, body or {})
+    except _FilesToRead as files:
+        read = await files_read(sdk, files.body)
         options = options.model_copy(update={"json_data": read, "extra_json": None})
         options, ctx, turn = _route(sdk, client, options)
     finally:
@@ -610,7 +638,7 @@ async def _aprepare_turn(turn: _Turn, *, again: bool) -> tuple[Any, CallContext 
             )
         )
     except TelosStageError as error:
-        read = turn.unread(error) if again else None
+        read = await turn.aunread(error) if again else None
         if read is not None:
             return await _aprepare_turn(read, again=False)
         record = turn.failed(error)
@@ -664,7 +692,7 @@ def make_request_wrapper(sdk: str) -> Wrapper:
         options, ctx = _prepare(sdk, instance, original)
         if OBSERVERS:
             notify_request(_trace_api(sdk, original), ctx, _observed_body(sdk, original))
-        tel = telemetry_begin(ctx, original)  # None unless an OpenTelemetry provider is configured
+        tel = telemetry_begin(ctx, original, instance)  # None unless a provider is configured
         args, kwargs = _swap_options(args, kwargs, options)
         if ctx is None:
             return wrapped(*args, **kwargs)
@@ -692,7 +720,7 @@ def make_async_request_wrapper(sdk: str) -> Callable[..., Awaitable[Any]]:
         options, ctx = await _aprepare(sdk, instance, original)
         if OBSERVERS:
             notify_request(_trace_api(sdk, original), ctx, _observed_body(sdk, original))
-        tel = telemetry_begin(ctx, original)  # None unless an OpenTelemetry provider is configured
+        tel = telemetry_begin(ctx, original, instance)  # None unless a provider is configured
         args, kwargs = _swap_options(args, kwargs, options)
         if ctx is None:
             return await wrapped(*args, **kwargs)

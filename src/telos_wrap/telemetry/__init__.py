@@ -165,10 +165,10 @@ def _listener(error: TelosStageError) -> None:
         logger.debug("telos_wrap: telemetry could not record a failure", exc_info=True)
 
 
-def begin(ctx: Any, options: Any) -> CallTelemetry | None:
+def begin(ctx: Any, options: Any, client: Any = None) -> CallTelemetry | None:
     """Start the telemetry of the call whose request telos just prepared (``ctx``: its
-    ``CallContext``; ``options``: the SDK's request options as the caller built them). ``None``,
-    at the cost of one check, when no provider is configured."""
+    ``CallContext``; ``options``: the SDK's request options as the caller built them; ``client``:
+    the SDK client sending it). ``None``, at the cost of one check, when no provider is configured."""
     if not _seen[0] and _given["tracer"] is None and _given["meter"] is None and _quiet():
         return None  # ``enabled()``'s common case, without its calls: this runs on every request
     if not enabled():
@@ -179,13 +179,25 @@ def begin(ctx: Any, options: Any) -> CallTelemetry | None:
     if ctx is None:
         return None
     try:
-        return _begin(ctx, options, failed)
+        return _begin(ctx, options, failed, client_tracing_off(client))
     except Exception:
         logger.debug("telos_wrap: telemetry could not start for a call", exc_info=True)
         return None
 
 
-def _begin(ctx: Any, options: Any, failed: tuple[str, ...]) -> CallTelemetry:
+def client_tracing_off(client: Any) -> bool:
+    """Whether ``client`` switched its own OpenTelemetry tracing off: the anthropic SDK (>= 2)
+    resolves ``open_telemetry=False``, ``{"traces": False}`` or ``ANTHROPIC_OPEN_TELEMETRY=false``
+    into ``traces.enabled = False`` when the client is made (docs/vendor-facts.md §1.7). telos then
+    adds no span of its own to the client's calls either (docs/observability.md, "Which span")."""
+    option = getattr(client, "__dict__", {}).get("_open_telemetry")
+    if not isinstance(option, dict):
+        return False
+    traces = option.get("traces")
+    return isinstance(traces, dict) and traces.get("enabled") is False
+
+
+def _begin(ctx: Any, options: Any, failed: tuple[str, ...], tracing_off: bool = False) -> CallTelemetry:
     from telos_wrap.sessions.views.stats import DEFAULT_PRICES
     from telos_wrap.telemetry import facts, otel
     from telos_wrap.telemetry.call import CallTelemetry
@@ -227,8 +239,9 @@ def _begin(ctx: Any, options: Any, failed: tuple[str, ...]) -> CallTelemetry:
         # §1.2): its native caching is no caching; on automatic routes it is not estimated.
         native_uncached=profile.caching == "explicit" and not facts.caller_marked(body),
         counted=counted,
+        client_tracing_off=tracing_off,
     )
-    span = otel.current_genai_span()
+    span = otel.current_genai_span(current=not tracing_off)
     if span is not None:
         call.claim(span)
     ctx.telemetry = call

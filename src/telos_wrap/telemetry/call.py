@@ -41,6 +41,7 @@ class CallTelemetry:
         prices: Mapping[str, Any],
         native_uncached: bool,
         counted: bool,
+        client_tracing_off: bool = False,
     ) -> None:
         self.tracer_provider = tracer_provider
         self.meter = meter
@@ -51,6 +52,8 @@ class CallTelemetry:
         self.prices = prices
         self.native_uncached = native_uncached
         self.counted = counted
+        #: The client switched its own tracing off: no span of telos' own, no look at the current span.
+        self.client_tracing_off = client_tracing_off
         self.span: Any = None
         self.own = False  # the span is telos' own (ended here)
         self.sdk_span = False  # the span is the anthropic SDK's own (it records no metrics)
@@ -131,9 +134,9 @@ class CallTelemetry:
         """The request layer is done (returned or raised): claim a span or start telos' own."""
         error = sys.exc_info()[1]
         if self.span is None:
-            span = otel.current_genai_span()
+            span = otel.current_genai_span(current=not self.client_tracing_off)
             if span is None or not self.claim(span):
-                if self.tracer_provider is None:
+                if self.tracer_provider is None or self.client_tracing_off:
                     return
                 own = otel.start_own_span(
                     self.tracer_provider,
@@ -159,7 +162,7 @@ class CallTelemetry:
         if report is None:
             return
         if self.span is None and final:
-            span = otel.current_genai_span()
+            span = otel.current_genai_span(current=not self.client_tracing_off)
             if span is not None:
                 self.claim(span)
         self.report = report

@@ -16,6 +16,11 @@ configures OpenTelemetry never imports this module.
    current span while the response is parsed;
 3. none: telos starts its own ``CLIENT`` span (``chat {model}``) once the call returned, with the
    call's start time and parent, and ends it when the usage is known. Never a second call span.
+
+A client that switched its own tracing off (anthropic >= 2: ``open_telemetry=False``,
+``{"traces": False}``, or ``ANTHROPIC_OPEN_TELEMETRY=false`` when it was made) gets no span of
+telos' either: only step 1's span, remembered by ``SpanWatch``, is still claimed, and nothing of
+``opentelemetry.trace`` is called for the call. Its metrics are counted as any call's.
 """
 
 from __future__ import annotations
@@ -86,16 +91,22 @@ def scope_of(span: Any) -> str:
     return name if isinstance(name, str) else ""
 
 
-def current_genai_span() -> Any:
+def current_genai_span(*, current: bool = True) -> Any:
     """The call span this call may claim: the latest one started in this context (``SpanWatch``),
-    else the current span, if either is an open, unclaimed GenAI call span."""
+    else (``current``) the current span, if either is an open, unclaimed GenAI call span.
+
+    ``current=False`` for a call whose client switched its own tracing off: only a span an
+    instrumentation started around the call is looked at, and nothing of ``opentelemetry.trace``
+    is called."""
     started = _started.get()
     if started is not None:
         _started.set(None)
         if claimable(started):
             return started
-    current = trace.get_current_span()
-    return current if claimable(current) else None
+    if not current:
+        return None
+    span = trace.get_current_span()
+    return span if claimable(span) else None
 
 
 class SpanWatch:
