@@ -33,7 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from telos_wrap.emulator.anthropic_rules import min_cacheable_tokens
@@ -173,18 +173,25 @@ class SessionBound:
                 )
             volatile = [value for i, value in enumerate(volatile) if i in self._known]
         units = anthropic_units(kwargs, volatile) if api == "anthropic" else openai_units(kwargs, volatile)
-        digest = hashlib.blake2b(digest_size=16)
-        shared = 0.0
-        cumulative = 0.0
-        matching = True
-        for key, tokens in units:
-            digest.update(key.encode("utf-8"))
-            digest.update(b"\x00")
-            state = digest.copy().digest()
-            cumulative += tokens
-            if matching and state in self._seen:
-                shared = cumulative
-            else:
-                matching = False
-            self._seen.add(state)
-        return readable(shared, api=api, model=str(kwargs.get("model", "")))
+        return readable(shared_prefix(self._seen, units), api=api, model=str(kwargs.get("model", "")))
+
+
+def shared_prefix(seen: set[bytes], units: Iterable[Unit]) -> float:
+    """The tokens of the longest prefix of ``units`` an earlier request of the session sent: each
+    prefix is one digest of the unit keys up to it, and ``seen`` (the session's, updated here) holds
+    every prefix digest its requests sent so far."""
+    digest = hashlib.blake2b(digest_size=16)
+    shared = 0.0
+    cumulative = 0.0
+    matching = True
+    for key, tokens in units:
+        digest.update(key.encode("utf-8"))
+        digest.update(b"\x00")
+        state = digest.copy().digest()
+        cumulative += tokens
+        if matching and state in seen:
+            shared = cumulative
+        else:
+            matching = False
+        seen.add(state)
+    return shared

@@ -26,7 +26,6 @@ the file (and leaves every other section alone).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import time
@@ -37,7 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _bench_bound import _canonical, _tokens, readable, text_units
+from _bench_bound import _canonical, _tokens, readable, shared_prefix, text_units
 
 from telos_wrap.replay import AS_SENT, TELOS, patched, replay
 from telos_wrap.replay.responses import jitter_responses, responses_sessions
@@ -85,18 +84,7 @@ class ResponsesBound:
         self._seen: set[bytes] = set()
 
     def add(self, kwargs: Mapping[str, Any]) -> int:
-        digest = hashlib.blake2b(digest_size=16)
-        shared = cumulative = 0.0
-        matching = True
-        for key, tokens in responses_units(kwargs):
-            digest.update(key.encode("utf-8") + b"\x00")
-            state = digest.copy().digest()
-            cumulative += tokens
-            if matching and state in self._seen:
-                shared = cumulative
-            else:
-                matching = False
-            self._seen.add(state)
+        shared = shared_prefix(self._seen, responses_units(kwargs))
         return readable(shared, api="openai", model=str(kwargs.get("model", "")))
 
 

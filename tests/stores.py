@@ -2,6 +2,7 @@
 
 ``default_store(store)`` is the context manager; ``fresh_store`` is the autouse fixture built on it,
 active in a directory whose ``conftest.py`` imports it (``tests/sessions``, ``tests/security``).
+``fleet_blobs(store)`` reads what fleet learning wrote into a ``MemoryStore``.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from typing import TypeVar
 import pytest
 
 from telos_wrap.sessions import MemoryStore, SessionStore, set_default_store
+from telos_wrap.sessions.learning.fleet import FLEET_PREFIX
 
-__all__ = ["default_store", "fresh_store"]
+__all__ = ["default_store", "fleet_blobs", "fresh_store"]
 
 S = TypeVar("S", bound=SessionStore)
 
@@ -34,3 +36,13 @@ def fresh_store() -> Iterator[MemoryStore]:
     """Every test starts with an empty process-wide session store."""
     with default_store(MemoryStore()) as store:
         yield store
+
+
+def fleet_blobs(store: MemoryStore) -> dict[str, str]:
+    """The fleet's entries in ``store`` (fleet learning's, not the sessions'): key → blob text."""
+    return {
+        key: blob
+        for key, entry in store._entries.items()
+        if key.startswith(FLEET_PREFIX)
+        for blob in entry.blobs.values()
+    }

@@ -5,23 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tests.canned import anthropic_message
 from tests.sdk_http import sdk_http
 
-_MESSAGE = {
-    "id": "msg_capture",
-    "type": "message",
-    "role": "assistant",
-    "content": [{"type": "text", "text": "ok"}],
-    "model": "claude-opus-5",
-    "stop_reason": "end_turn",
-    "stop_sequence": None,
-    "usage": {
-        "input_tokens": 10,
-        "output_tokens": 1,
-        "cache_read_input_tokens": 0,
-        "cache_creation_input_tokens": 0,
-    },
-}
+_MESSAGE = anthropic_message(
+    {"input_tokens": 10, "output_tokens": 1, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0},
+    id="msg_capture",
+)
 
 
 class Capture:

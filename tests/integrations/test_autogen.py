@@ -23,8 +23,6 @@ from autogen_agentchat.agents import AssistantAgent
 from autogen_ext.models.anthropic import AnthropicChatCompletionClient
 from autogen_ext.models.openai import OpenAIChatCompletionClient
 
-from telos_wrap.emulator import tool_loop
-
 from .agent_kit import (
     ANTHROPIC_MODEL,
     FEW_CALLS,
@@ -32,9 +30,6 @@ from .agent_kit import (
     QUESTION,
     SYSTEM_PROMPT,
     TOOL_FUNCTIONS,
-    check,
-    run_both,
-    summary,
 )
 
 #: The dated name the API reports back: AutoGen warns when the model it was given maps to another.
@@ -73,12 +68,10 @@ def _agent(vendor: str) -> Any:
 
 
 @pytest.mark.parametrize("vendor", ["anthropic", "openai"])
-def test_autogen_assistant_agent(vendor: str, record_property: Any) -> None:
-    plain, patched = run_both(
-        _agent(vendor), openai_engine=vendor == "openai", replier=tool_loop(FEW_CALLS, FINAL_TEXT)
+def test_autogen_assistant_agent(vendor: str, before_after: Any) -> None:
+    plain, patched = before_after(
+        f"autogen-{vendor}-agent-stable", _agent(vendor), openai_engine=vendor == "openai", script=FEW_CALLS
     )
-    record_property("summary", summary(f"autogen-{vendor}-agent-stable", plain, patched))
-    check(plain, patched, requests=len(FEW_CALLS) + 1)
     assert patched.result == FINAL_TEXT
     if vendor == "anthropic":
         assert plain.cache_read() == 0  # AutoGen's Anthropic client sends no breakpoint of its own

@@ -30,8 +30,6 @@ with warnings.catch_warnings():
     from crewai import LLM, Agent, Crew, Task
     from crewai.tools import tool
 
-from telos_wrap.emulator import tool_loop
-
 from .agent_kit import (
     ANTHROPIC_MODEL,
     FEW_CALLS,
@@ -40,9 +38,6 @@ from .agent_kit import (
     QUESTION,
     SYSTEM_PROMPT,
     TOOL_FUNCTIONS,
-    check,
-    run_both,
-    summary,
 )
 
 # CrewAI reads its own deprecated fields (``function_calling_llm``, ...) when an agent is built: its
@@ -75,14 +70,17 @@ def _crew(vendor: str) -> Any:
 
 
 @pytest.mark.parametrize("vendor", ["anthropic", "openai"])
-def test_crewai_crew(vendor: str, record_property: Any) -> None:
-    plain, patched = run_both(
-        _crew(vendor), openai_engine=vendor == "openai", replier=tool_loop(FEW_CALLS, FINAL_TEXT)
-    )
-    record_property("summary", summary(f"crewai-{vendor}-crew-stable", plain, patched))
+def test_crewai_crew(vendor: str, before_after: Any) -> None:
     # CrewAI's Anthropic LLM also counts tokens (``/v1/messages/count_tokens``) before each turn and
-    # for each tool's output: requests without usage, in neither the reads nor the bound.
+    # for each tool's output: requests without usage, in neither the reads nor the bound; the
+    # checks take as many requests as the run without patch() sent, the model turns are counted here.
+    _, patched = before_after(
+        f"crewai-{vendor}-crew-stable",
+        _crew(vendor),
+        openai_engine=vendor == "openai",
+        script=FEW_CALLS,
+        requests=None,
+    )
     turns = [r for r in patched.emulator.requests if not r.path.endswith("/count_tokens")]
     assert len(turns) == len(FEW_CALLS) + 1
-    check(plain, patched, requests=len(plain.emulator.requests))
     assert patched.result == FINAL_TEXT

@@ -40,9 +40,7 @@ from .agent_kit import (
     SYSTEM_PROMPT,
     TOOL_FUNCTIONS,
     Run,
-    check,
     run_both,
-    summary,
 )
 
 #: ReAct's trajectory, one ``observation_<i>`` field per tool result, in the prompt it sends.
@@ -140,14 +138,16 @@ def _cache_fields(vendor: str, run: Any) -> list[bool]:
 
 @pytest.mark.parametrize("mode", ["sync", "async", "stream"])
 @pytest.mark.parametrize("vendor", ["anthropic", "openai"])
-def test_dspy_react_native_client(vendor: str, mode: str, record_property: Any) -> None:
+def test_dspy_react_native_client(vendor: str, mode: str, before_after: Any) -> None:
     """DSPy's default engine, as its docs write the LM: telos sees its built-in client's traffic."""
     assert _native(vendor), "DSPy sends this LM through its built-in client"
-    plain, patched = run_both(
-        _agent(vendor, mode=mode), openai_engine=vendor == "openai", replier=react_replier
+    plain, patched = before_after(
+        f"dspy-react-native-{vendor}-{mode}-stable",
+        _agent(vendor, mode=mode),
+        openai_engine=vendor == "openai",
+        replier=react_replier,
+        requests=REQUESTS,
     )
-    record_property("summary", summary(f"dspy-react-native-{vendor}-{mode}-stable", plain, patched))
-    check(plain, patched, requests=REQUESTS)
     assert patched.result == FINAL_TEXT
     assert all(_cache_fields(vendor, patched)[1:]), _cache_fields(vendor, patched)
     if mode == "stream":
@@ -158,12 +158,14 @@ def test_dspy_react_native_client(vendor: str, mode: str, record_property: Any) 
 
 
 @pytest.mark.parametrize("vendor", ["anthropic", "openai"])
-def test_dspy_react_over_litellm(vendor: str, record_property: Any) -> None:
-    plain, patched = run_both(
-        _agent(vendor, "litellm"), openai_engine=vendor == "openai", replier=react_replier
+def test_dspy_react_over_litellm(vendor: str, before_after: Any) -> None:
+    plain, patched = before_after(
+        f"dspy-react-litellm-{vendor}-stable",
+        _agent(vendor, "litellm"),
+        openai_engine=vendor == "openai",
+        replier=react_replier,
+        requests=REQUESTS,
     )
-    record_property("summary", summary(f"dspy-react-litellm-{vendor}-stable", plain, patched))
-    check(plain, patched, requests=REQUESTS)
     assert patched.result == FINAL_TEXT
     if vendor == "anthropic":
         assert plain.cache_read() == 0  # neither DSPy nor LiteLLM marks a breakpoint

@@ -24,7 +24,7 @@ from pydantic import BaseModel
 import telos_wrap
 from telos_wrap.emulator import Reply, ToolCall
 
-from .agent_kit import ANTHROPIC_MODEL, OPENAI_MODEL, SYSTEM_PROMPT, check, clock_prompt, run_both, summary
+from .agent_kit import ANTHROPIC_MODEL, OPENAI_MODEL, SYSTEM_PROMPT, clock_prompt
 
 TURNS = 9
 
@@ -111,9 +111,8 @@ def agent(vendor: str, mode: str, clock: bool) -> Any:
 @pytest.mark.parametrize("vendor", ["anthropic", "openai"])
 @pytest.mark.parametrize("clock", [False, True], ids=["stable", "clock"])
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_instructor_extractions(vendor: str, mode: str, clock: bool, record_property: Any) -> None:
-    plain, patched = run_both(agent(vendor, mode, clock), openai_engine=vendor == "openai", replier=_replier)
-    record_property(
-        "summary", summary(f"instructor-{vendor}-{mode}-{'clock' if clock else 'stable'}", plain, patched)
+def test_instructor_extractions(vendor: str, mode: str, clock: bool, before_after: Any) -> None:
+    name = f"instructor-{vendor}-{mode}-{'clock' if clock else 'stable'}"
+    before_after(
+        name, agent(vendor, mode, clock), openai_engine=vendor == "openai", replier=_replier, requests=TURNS
     )
-    check(plain, patched, requests=TURNS)

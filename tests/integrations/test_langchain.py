@@ -23,10 +23,7 @@ from .agent_kit import (
     QUESTION,
     SYSTEM_PROMPT,
     TOOL_FUNCTIONS,
-    check,
     clock_prompt,
-    run_both,
-    summary,
 )
 
 TOOLS = {name: tool(fn) for name, fn in TOOL_FUNCTIONS.items()}
@@ -110,10 +107,7 @@ def run_async(vendor: str, clock: bool) -> Any:
 @pytest.mark.parametrize("vendor", ["anthropic", "openai"])
 @pytest.mark.parametrize("clock", [False, True], ids=["stable", "clock"])
 @pytest.mark.parametrize("mode", ["sync", "stream", "async"])
-def test_langchain_agent(vendor: str, clock: bool, mode: str, record_property: Any) -> None:
+def test_langchain_agent(vendor: str, clock: bool, mode: str, before_after: Any) -> None:
     agent = run_async(vendor, clock) if mode == "async" else run_sync(vendor, clock, mode == "stream")
-    plain, patched = run_both(agent, openai_engine=vendor == "openai")
-    record_property(
-        "summary", summary(f"langchain-{vendor}-{mode}-{'clock' if clock else 'stable'}", plain, patched)
-    )
-    check(plain, patched)
+    name = f"langchain-{vendor}-{mode}-{'clock' if clock else 'stable'}"
+    before_after(name, agent, openai_engine=vendor == "openai")

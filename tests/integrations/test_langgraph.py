@@ -17,7 +17,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
-from .agent_kit import QUESTION, check, clock_prompt, run_both, summary
+from .agent_kit import QUESTION, clock_prompt
 from .test_langchain import TOOLS, _answer, _model
 
 
@@ -45,7 +45,7 @@ def _graph(vendor: str, url: str) -> Any:
 
 @pytest.mark.parametrize("vendor", ["anthropic", "openai"])
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_langgraph_agent(vendor: str, mode: str, record_property: Any) -> None:
+def test_langgraph_agent(vendor: str, mode: str, before_after: Any) -> None:
     def agent(url: str) -> Any:
         sync_graph, async_graph = _graph(vendor, url)
         state = {"messages": [HumanMessage(QUESTION)]}
@@ -53,6 +53,4 @@ def test_langgraph_agent(vendor: str, mode: str, record_property: Any) -> None:
             return _answer(sync_graph.invoke(state)["messages"])
         return _answer(asyncio.run(async_graph.ainvoke(state))["messages"])
 
-    plain, patched = run_both(agent, openai_engine=vendor == "openai")
-    record_property("summary", summary(f"langgraph-{vendor}-{mode}-clock", plain, patched))
-    check(plain, patched)
+    before_after(f"langgraph-{vendor}-{mode}-clock", agent, openai_engine=vendor == "openai")

@@ -32,10 +32,8 @@ from .agent_kit import (
     QUESTION,
     SYSTEM_PROMPT,
     TOOL_FUNCTIONS,
-    check,
     clock_prompt,
     run_both,
-    summary,
 )
 
 #: Tool schemas built from a dict, the way LiteLLM users write them.
@@ -139,12 +137,9 @@ def agent(mode: str, clock: bool, provider: str = "openai", objects: bool = Fals
 
 @pytest.mark.parametrize("clock", [False, True], ids=["stable", "clock"])
 @pytest.mark.parametrize("mode", ["sync", "async", "stream"])
-def test_litellm_openai_compatible_agent(mode: str, clock: bool, record_property: Any) -> None:
-    plain, patched = run_both(agent(mode, clock), openai_engine=True)
-    record_property(
-        "summary", summary(f"litellm-openai-{mode}-{'clock' if clock else 'stable'}", plain, patched)
-    )
-    check(plain, patched)
+def test_litellm_openai_compatible_agent(mode: str, clock: bool, before_after: Any) -> None:
+    name = f"litellm-openai-{mode}-{'clock' if clock else 'stable'}"
+    before_after(name, agent(mode, clock), openai_engine=True)
 
 
 @pytest.mark.parametrize(
@@ -154,15 +149,10 @@ def test_litellm_openai_compatible_agent(mode: str, clock: bool, record_property
         ("bedrock", "sync", True),
     ],
 )
-def test_litellm_anthropic_provider_agent(
-    provider: str, mode: str, clock: bool, record_property: Any
-) -> None:
+def test_litellm_anthropic_provider_agent(provider: str, mode: str, clock: bool, before_after: Any) -> None:
     """LiteLLM's native Claude routes: 0 reads unpatched (LiteLLM adds no breakpoint)."""
-    plain, patched = run_both(agent(mode, clock, provider))
-    record_property(
-        "summary", summary(f"litellm-{provider}-{mode}-{'clock' if clock else 'stable'}", plain, patched)
-    )
-    check(plain, patched)
+    name = f"litellm-{provider}-{mode}-{'clock' if clock else 'stable'}"
+    plain, patched = before_after(name, agent(mode, clock, provider))
     assert all(r.flavour == "anthropic" for r in patched.emulator.requests)
     assert plain.cache_read() == 0
 
@@ -173,12 +163,12 @@ def _plain(messages: list[Any]) -> list[Any]:
 
 
 @pytest.mark.parametrize("mode", ["sync", "async", "stream"])
-def test_litellm_loop_with_message_objects(mode: str, record_property: Any) -> None:
+def test_litellm_loop_with_message_objects(mode: str, before_after: Any) -> None:
     """LiteLLM's function-calling docs append ``response.choices[0].message`` (a ``Message`` object)
     to ``messages``: read as LiteLLM sends it, no fallback, >= 0.95 of the bound (issue 32)."""
-    plain, patched = run_both(agent(mode, False, "anthropic", objects=True))
-    record_property("summary", summary(f"litellm-anthropic-{mode}-message-objects", plain, patched))
-    check(plain, patched)
+    _, patched = before_after(
+        f"litellm-anthropic-{mode}-message-objects", agent(mode, False, "anthropic", objects=True)
+    )
     # The same conversation written as dicts sends the same bytes.
     _, as_dicts = run_both(agent(mode, False, "anthropic"))
     assert [r.body for r in patched.emulator.requests] == [r.body for r in as_dicts.emulator.requests]

@@ -24,8 +24,6 @@ from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.llms.anthropic import Anthropic
 from llama_index.llms.openai import OpenAI
 
-from telos_wrap.emulator import tool_loop
-
 from .agent_kit import (
     ANTHROPIC_MODEL,
     FEW_CALLS,
@@ -34,9 +32,6 @@ from .agent_kit import (
     QUESTION,
     SYSTEM_PROMPT,
     TOOL_FUNCTIONS,
-    check,
-    run_both,
-    summary,
 )
 
 # Building an agent, LlamaIndex's workflow runs ``inspect.getmembers`` on it (a pydantic model), which
@@ -54,7 +49,7 @@ def _llm(vendor: str, url: str) -> Any:
 
 
 @pytest.mark.parametrize("vendor", ["anthropic", "openai"])
-def test_llamaindex_function_agent(vendor: str, record_property: Any) -> None:
+def test_llamaindex_function_agent(vendor: str, before_after: Any) -> None:
     def run(url: str) -> Any:
         # Plain functions as tools: LlamaIndex reads their signatures and docstrings.
         agent = FunctionAgent(
@@ -66,9 +61,9 @@ def test_llamaindex_function_agent(vendor: str, record_property: Any) -> None:
 
         return asyncio.run(main())
 
-    plain, patched = run_both(run, openai_engine=vendor == "openai", replier=tool_loop(FEW_CALLS, FINAL_TEXT))
-    record_property("summary", summary(f"llamaindex-{vendor}-agent-stable", plain, patched))
-    check(plain, patched, requests=len(FEW_CALLS) + 1)
+    plain, patched = before_after(
+        f"llamaindex-{vendor}-agent-stable", run, openai_engine=vendor == "openai", script=FEW_CALLS
+    )
     assert patched.result == FINAL_TEXT
     if vendor == "anthropic":
         assert plain.cache_read() == 0  # LlamaIndex's Anthropic LLM sends no breakpoint of its own

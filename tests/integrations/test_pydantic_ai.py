@@ -20,10 +20,7 @@ from .agent_kit import (
     OPENAI_MODEL,
     QUESTION,
     SYSTEM_PROMPT,
-    check,
     clock_prompt,
-    run_both,
-    summary,
     tools_as_set,
 )
 
@@ -67,7 +64,7 @@ def _transcript(result: Any) -> list[Any]:
 @pytest.mark.parametrize("vendor", ["anthropic", "openai"])
 @pytest.mark.parametrize("clock", [False, True], ids=["stable", "clock"])
 @pytest.mark.parametrize("mode", ["sync", "async", "stream"])
-def test_pydantic_ai_agent(vendor: str, clock: bool, mode: str, record_property: Any) -> None:
+def test_pydantic_ai_agent(vendor: str, clock: bool, mode: str, before_after: Any) -> None:
     def run(url: str) -> Any:
         agent = _agent(vendor, url, clock)
         if mode == "sync":
@@ -82,8 +79,5 @@ def test_pydantic_ai_agent(vendor: str, clock: bool, mode: str, record_property:
 
         return asyncio.run(main())
 
-    plain, patched = run_both(run, openai_engine=vendor == "openai")
-    record_property(
-        "summary", summary(f"pydantic-ai-{vendor}-{mode}-{'clock' if clock else 'stable'}", plain, patched)
-    )
-    check(plain, patched)
+    name = f"pydantic-ai-{vendor}-{mode}-{'clock' if clock else 'stable'}"
+    before_after(name, run, openai_engine=vendor == "openai")

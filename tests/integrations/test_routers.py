@@ -18,7 +18,7 @@ import pytest
 import telos_wrap
 
 from .agent_kit import CHAT_TOOLS as TOOLS
-from .agent_kit import QUESTION, SYSTEM_PROMPT, TOOL_FUNCTIONS, check, clock_prompt, run_both, summary
+from .agent_kit import QUESTION, SYSTEM_PROMPT, TOOL_FUNCTIONS, clock_prompt
 
 #: route → (the emulator's path prefix, the base URL's path, the model name as that route spells it)
 ROUTES = {
@@ -84,10 +84,10 @@ def agent(route: str, clock: bool, stream: bool) -> Any:
 @pytest.mark.parametrize("clock", [False, True], ids=["stable", "clock"])
 @pytest.mark.parametrize("route", list(ROUTES))
 def test_openai_client_through_a_router_to_claude(
-    route: str, clock: bool, stream: bool, record_property: Any
+    route: str, clock: bool, stream: bool, before_after: Any
 ) -> None:
-    plain, patched = run_both(agent(route, clock, stream), engines=lambda url: {_base_url(url, route): route})
     name = f"{route}-claude-{'stream' if stream else 'sync'}-{'clock' if clock else 'stable'}"
-    record_property("summary", summary(name, plain, patched))
-    check(plain, patched)
+    _, patched = before_after(
+        name, agent(route, clock, stream), engines=lambda url: {_base_url(url, route): route}
+    )
     assert all(r.flavour == route for r in patched.emulator.requests)

@@ -34,9 +34,6 @@ from .agent_kit import (
     QUESTION,
     SYSTEM_PROMPT,
     TOOL_FUNCTIONS,
-    check,
-    run_both,
-    summary,
 )
 
 
@@ -111,12 +108,14 @@ def _agent(model_kind: str) -> Any:
 # OpenAI server model's requests carry ``"role": "MessageRole.SYSTEM"`` (the API answers 400) and
 # LiteLLM refuses the LiteLLM model's first request. strict: once fixed, this mark must go.
 @pytest.mark.parametrize("model_kind", ["openai-server", "litellm-anthropic"])
-def test_smolagents_tool_calling_agent(model_kind: str, record_property: Any) -> None:
-    plain, patched = run_both(
-        _agent(model_kind), openai_engine=model_kind == "openai-server", replier=smol_replier
+def test_smolagents_tool_calling_agent(model_kind: str, before_after: Any) -> None:
+    plain, patched = before_after(  # its check() also requires the roles the API accepts
+        f"smolagents-{model_kind}-stable",
+        _agent(model_kind),
+        openai_engine=model_kind == "openai-server",
+        replier=smol_replier,
+        requests=len(STEPS),
     )
-    record_property("summary", summary(f"smolagents-{model_kind}-stable", plain, patched))
-    check(plain, patched, requests=len(STEPS))  # check() also requires the roles the API accepts
     assert patched.result == FINAL_TEXT
     if model_kind == "litellm-anthropic":
         assert plain.cache_read() == 0  # neither smolagents nor LiteLLM marks a breakpoint

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import hashlib
 import json
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -33,10 +32,11 @@ import openai
 import pytest
 
 import telos_wrap
-from telos_wrap.ir.canon import canonical_bytes, canonical_json, canonicalize_payload, canonicalize_tool_def
+from telos_wrap.ir.canon import canonicalize_payload
 from telos_wrap.sessions import MemoryStore, set_default_store
 
-from .conftest import API_KEY, ENDPOINTS, Endpoint, HttpWire
+from .conftest import ENDPOINTS, Endpoint, HttpWire
+from .matrix import arun_cell, assert_cassettes_cover, cassette_text, family_key, recorded, run_cell
 
 CASSETTES = Path(__file__).resolve().parents[2] / "cassettes" / "test_matrix_http"
 
@@ -109,15 +109,7 @@ NO_STREAM_OPTIONS = frozenset({"generic", "openrouter", "litellm"})
 CLAUDE_ROUTES = frozenset({"openrouter", "litellm"})
 
 
-def _family_key() -> str:
-    """The documented prompt_cache_key: sha256 over the canonical tools (docs/engines.md)."""
-    material = {
-        "tools": sorted(canonical_json(canonicalize_tool_def(tool)) for tool in TOOLS),
-    }
-    return "telos-" + hashlib.sha256(canonical_bytes(material)).hexdigest()[:16]
-
-
-KEY = _family_key()
+KEY = family_key(TOOLS)
 
 
 def _expected(name: str, baseline: Mapping[str, Any], stream: bool) -> dict[str, Any]:
@@ -194,11 +186,6 @@ def _expected_usage(engine: str, usage: Mapping[str, Any]) -> tuple[int | None, 
 # -- the recorded exchange -------------------------------------------------------------------------------
 
 
-def _text(body: Any) -> str:
-    """A cassette body (bytes when just recorded, str when loaded from YAML) as text."""
-    return body.decode("utf-8") if isinstance(body, bytes) else str(body)
-
-
 def _header(response: Mapping[str, Any], name: str) -> str:
     values = [v for k, vs in response["headers"].items() if k.lower() == name for v in vs]
     return values[0] if values else ""
@@ -206,7 +193,7 @@ def _header(response: Mapping[str, Any], name: str) -> str:
 
 def _sse_chunks(response: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The ``data:`` events of a recorded SSE response, ``[DONE]`` excluded."""
-    lines = _text(response["body"]["string"]).splitlines()
+    lines = cassette_text(response["body"]["string"]).splitlines()
     data = [line.removeprefix("data:").strip() for line in lines if line.startswith("data:")]
     assert data and data[-1] == "[DONE]", "a recorded stream must end in [DONE]"
     return [json.loads(item) for item in data[:-1]]
@@ -217,21 +204,8 @@ def _recorded_usage(response: Mapping[str, Any]) -> dict[str, Any] | None:
     if _header(response, "content-type").startswith("text/event-stream"):
         usages = [chunk["usage"] for chunk in _sse_chunks(response) if chunk.get("usage")]
         return usages[-1] if usages else None
-    usage: dict[str, Any] | None = json.loads(_text(response["body"]["string"]))["usage"]
+    usage: dict[str, Any] | None = json.loads(cassette_text(response["body"]["string"]))["usage"]
     return usage
-
-
-def _recorded(cassette: Any, wire: HttpWire) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """(baseline body, rewritten body, rewritten call's response) from the cassette, after checking that
-    the cassette holds exactly the two requests that went out, byte for byte, and both succeeded."""
-    requests, responses = cassette.requests, cassette.responses
-    assert len(requests) == len(wire.sent) == 2, "two calls, one request each"
-    assert [_text(r.body) for r in requests] == [r.content.decode("utf-8") for r in wire.sent]
-    if cassette.rewound:  # replaying: each recorded exchange was played exactly once
-        assert cassette.play_count == 2 and cassette.all_played
-    assert [r.method for r in requests] == ["POST", "POST"]
-    assert [response["status"]["code"] for response in responses] == [200, 200], responses
-    return json.loads(requests[0].body), json.loads(requests[1].body), responses[1]
 
 
 # -- entry points --------------------------------------------------------------------------------------
@@ -310,7 +284,7 @@ def _check(
     name: str, entry: str, stream: bool, cassette: Any, wire: HttpWire, result: Any, items: list[Any]
 ) -> None:
     endpoint = ENDPOINTS[name]
-    baseline, sent, response = _recorded(cassette, wire)
+    baseline, sent, response = recorded(cassette, wire)
     assert [r.path for r in cassette.requests] == [WIRE_PATHS[name]] * 2
     if name == "sglang":
         _check_sglang_control(sent)
@@ -357,15 +331,7 @@ def _store_of_its_own() -> Iterator[None]:
 def test_sync_matrix(name: str, entry: str, http_wire: HttpWire, vcr: Any) -> None:
     client = http_wire.client(ENDPOINTS[name])
     call, stream = SYNC_CALLS[entry]
-    kwargs = _kwargs(ENDPOINTS[name])
-    before = copy.deepcopy(kwargs)
-    call(client, {**kwargs, "telos_hint": {"disable": True}})
-    assert len(http_wire.sent) == 1, "one call must send exactly one request"
-    with telos_wrap.session() as session:
-        result, items = call(client, kwargs)
-    assert len(http_wire.sent) == 2, "one call must send exactly one request"
-    assert session.stats.requests == 1, "the body must be rewritten exactly once"
-    assert kwargs == before, "the caller's arguments must not be mutated"
+    result, items = run_cell(http_wire, lambda kwargs: call(client, kwargs), _kwargs(ENDPOINTS[name]))
     _check(name, entry, stream, vcr, http_wire, result, items)
 
 
@@ -377,16 +343,9 @@ def test_async_matrix(name: str, entry: str, http_wire: HttpWire, vcr: Any) -> N
     async def main() -> tuple[Any, list[Any]]:
         client = http_wire.async_client(ENDPOINTS[name])
         try:
-            kwargs = _kwargs(ENDPOINTS[name])
-            before = copy.deepcopy(kwargs)
-            await _acall(client, entry, {**kwargs, "telos_hint": {"disable": True}})
-            assert len(http_wire.sent) == 1, "one call must send exactly one request"
-            async with telos_wrap.session() as session:
-                result, items = await _acall(client, entry, kwargs)
-            assert len(http_wire.sent) == 2, "one call must send exactly one request"
-            assert session.stats.requests == 1, "the body must be rewritten exactly once"
-            assert kwargs == before, "the caller's arguments must not be mutated"
-            return result, items
+            return await arun_cell(
+                http_wire, lambda kwargs: _acall(client, entry, kwargs), _kwargs(ENDPOINTS[name])
+            )
         finally:
             await client.close()
 
@@ -396,16 +355,4 @@ def test_async_matrix(name: str, entry: str, http_wire: HttpWire, vcr: Any) -> N
 
 def test_cassettes_cover_the_matrix_and_hold_no_secrets() -> None:
     """One cassette per cell, and none holds the API key or an auth header (vcr_config filters them)."""
-    names = {path.name for path in CASSETTES.glob("*.yaml")}
-    cells = {
-        f"test_{mode}_matrix[{name}-{entry}].yaml"
-        for mode in ("sync", "async")
-        for name in ENDPOINTS
-        for entry in SYNC_CALLS
-    }
-    assert names == cells
-    for path in CASSETTES.glob("*.yaml"):
-        text = path.read_text(encoding="utf-8").lower()
-        assert API_KEY.lower() not in text, path.name
-        for header in ("authorization:", "api-key:", "openai-organization:", "openai-project:", "cookie:"):
-            assert header not in text, (path.name, header)
+    assert_cassettes_cover(CASSETTES, ENDPOINTS, SYNC_CALLS)

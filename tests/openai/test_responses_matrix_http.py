@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -30,10 +29,11 @@ import openai
 import pytest
 
 import telos_wrap
-from telos_wrap.ir.canon import canonical_bytes, canonical_json, canonicalize_payload, canonicalize_tool_def
+from telos_wrap.ir.canon import canonicalize_payload
 from tests.reliability.harness import sdk_has_responses_entry
 
-from .conftest import API_KEY, ENDPOINTS, HttpWire
+from .conftest import ENDPOINTS, HttpWire
+from .matrix import arun_cell, assert_cassettes_cover, cassette_text, family_key, recorded, run_cell
 
 CASSETTES = Path(__file__).resolve().parents[2] / "cassettes" / "test_responses_matrix_http"
 NAMES = ["openai", "openai-5.6", "azure", "vllm", "sglang", "generic"]
@@ -75,16 +75,8 @@ INPUT: list[dict[str, Any]] = [
 ]
 
 
-def _family_key(tools: list[dict[str, Any]]) -> str:
-    """The documented prompt_cache_key: sha256 over the canonical tools (docs/engines.md)."""
-    material = {
-        "tools": sorted(canonical_json(canonicalize_tool_def(tool)) for tool in tools),
-    }
-    return "telos-" + hashlib.sha256(canonical_bytes(material)).hexdigest()[:16]
-
-
-KEY = _family_key(TOOLS)
-KEY_WITHOUT_TOOLS = _family_key([])  # compact() takes no tools
+KEY = family_key(TOOLS)
+KEY_WITHOUT_TOOLS = family_key([])  # compact() takes no tools
 #: Entry points: name → (is a stream, is a turn of the session, sends tools).
 ENTRIES: dict[str, tuple[bool, bool, bool]] = {
     "create": (False, True, True),
@@ -129,13 +121,9 @@ def _check_sglang_control(body: dict[str, Any]) -> None:
         assert len(control["path_hash"]) == 32 and int(control["path_hash"], 16) >= 0
 
 
-def _text(body: Any) -> str:
-    return body.decode("utf-8") if isinstance(body, bytes) else str(body)
-
-
 def _recorded_usage(response: Mapping[str, Any]) -> dict[str, Any] | None:
     """The ``usage`` of a recorded response: the JSON body's, or a stream's ``response.completed`` event's."""
-    text = _text(response["body"]["string"])
+    text = cassette_text(response["body"]["string"])
     if text.startswith("event:"):
         events = [json.loads(line[5:]) for line in text.splitlines() if line.startswith("data:")]
         completed = [event for event in events if event["type"] == "response.completed"]
@@ -144,16 +132,6 @@ def _recorded_usage(response: Mapping[str, Any]) -> dict[str, Any] | None:
         usage: dict[str, Any] | None = completed[0]["response"]["usage"]
         return usage
     return json.loads(text).get("usage")
-
-
-def _recorded(cassette: Any, wire: HttpWire) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    requests, responses = cassette.requests, cassette.responses
-    assert len(requests) == len(wire.sent) == 2, "two calls, one request each"
-    assert [_text(r.body) for r in requests] == [r.content.decode("utf-8") for r in wire.sent]
-    if cassette.rewound:
-        assert cassette.play_count == 2 and cassette.all_played
-    assert [response["status"]["code"] for response in responses] == [200, 200], responses
-    return json.loads(requests[0].body), json.loads(requests[1].body), responses[1]
 
 
 # -- entry points ------------------------------------------------------------------------------------------
@@ -219,7 +197,7 @@ def _kwargs(name: str, entry: str) -> dict[str, Any]:
 
 def _check(name: str, entry: str, cassette: Any, wire: HttpWire, result: Any, items: list[Any]) -> None:
     endpoint = ENDPOINTS[name]
-    baseline, sent, response = _recorded(cassette, wire)
+    baseline, sent, response = recorded(cassette, wire)
     paths = {r.path for r in cassette.requests}
     suffix = {"input_tokens": "/responses/input_tokens", "compact": "/responses/compact"}.get(
         entry, "/responses"
@@ -257,15 +235,10 @@ def _skip_if_the_sdk_lacks(entry: str) -> None:
 def test_sync_matrix(name: str, entry: str, http_wire: HttpWire, vcr: Any) -> None:
     _skip_if_the_sdk_lacks(entry)
     client = http_wire.client(ENDPOINTS[name])
-    kwargs = _kwargs(name, entry)
-    before = copy.deepcopy(kwargs)
-    _sync(client, entry, {**kwargs, "telos_hint": {"disable": True}})
-    assert len(http_wire.sent) == 1, "one call must send exactly one request"
-    with telos_wrap.session() as session:
-        result, items = _sync(client, entry, kwargs)
-    assert len(http_wire.sent) == 2, "one call must send exactly one request"
-    assert session.stats.requests == (1 if ENTRIES[entry][1] else 0), "a turn is rewritten exactly once"
-    assert kwargs == before, "the caller's arguments must not be mutated"
+    turns = 1 if ENTRIES[entry][1] else 0
+    result, items = run_cell(
+        http_wire, lambda kwargs: _sync(client, entry, kwargs), _kwargs(name, entry), turns=turns
+    )
     _check(name, entry, vcr, http_wire, result, items)
 
 
@@ -279,16 +252,10 @@ def test_async_matrix(name: str, entry: str, http_wire: HttpWire, vcr: Any) -> N
     async def main() -> tuple[Any, list[Any]]:
         client = http_wire.async_client(ENDPOINTS[name])
         try:
-            kwargs = _kwargs(name, entry)
-            before = copy.deepcopy(kwargs)
-            await _async(client, entry, {**kwargs, "telos_hint": {"disable": True}})
-            assert len(http_wire.sent) == 1, "one call must send exactly one request"
-            async with telos_wrap.session() as session:
-                result, items = await _async(client, entry, kwargs)
-            assert len(http_wire.sent) == 2, "one call must send exactly one request"
-            assert session.stats.requests == (1 if ENTRIES[entry][1] else 0)
-            assert kwargs == before, "the caller's arguments must not be mutated"
-            return result, items
+            turns = 1 if ENTRIES[entry][1] else 0
+            return await arun_cell(
+                http_wire, lambda kwargs: _async(client, entry, kwargs), _kwargs(name, entry), turns=turns
+            )
         finally:
             await client.close()
 
@@ -297,16 +264,4 @@ def test_async_matrix(name: str, entry: str, http_wire: HttpWire, vcr: Any) -> N
 
 
 def test_cassettes_cover_the_matrix_and_hold_no_secrets() -> None:
-    names = {path.name for path in CASSETTES.glob("*.yaml")}
-    cells = {
-        f"test_{mode}_matrix[{name}-{entry}].yaml"
-        for mode in ("sync", "async")
-        for name in NAMES
-        for entry in ENTRIES
-    }
-    assert names == cells
-    for path in CASSETTES.glob("*.yaml"):
-        text = path.read_text(encoding="utf-8").lower()
-        assert API_KEY.lower() not in text, path.name
-        for header in ("authorization:", "api-key:", "openai-organization:", "openai-project:", "cookie:"):
-            assert header not in text, (path.name, header)
+    assert_cassettes_cover(CASSETTES, NAMES, ENTRIES)

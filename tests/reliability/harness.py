@@ -25,6 +25,7 @@ from typing import Any
 import anthropic
 import openai
 
+from tests.canned import anthropic_message
 from tests.sdk_http import sdk_http
 
 ANTHROPIC_KEY = "sk-ant-TESTKEY-reliability-4f1c9e2a7b3d5c6e"
@@ -133,16 +134,7 @@ def _anthropic_message(body: dict[str, Any]) -> sdk_http.Response:
 
 
 def anthropic_message_json(text: str = "ok", model: Any = None) -> dict[str, Any]:
-    return {
-        "id": "msg_reliability",
-        "type": "message",
-        "role": "assistant",
-        "content": [{"type": "text", "text": text}],
-        "model": model or ANTHROPIC_MODEL,
-        "stop_reason": "end_turn",
-        "stop_sequence": None,
-        "usage": dict(ANTHROPIC_USAGE),
-    }
+    return anthropic_message(ANTHROPIC_USAGE, id="msg_reliability", model=model or ANTHROPIC_MODEL, text=text)
 
 
 def _sse(events: Iterable[tuple[str | None, Any]]) -> bytes:
@@ -388,6 +380,26 @@ TOOL_MANUAL = "".join(
 )
 
 
+def _last_question(tag: str) -> dict[str, Any]:
+    """The request's last user turn: its tag (echoed back by the vendor double) and a reminder."""
+    return {
+        "role": "user",
+        "content": f"second question [req:{tag}]\n<system-reminder>be brief</system-reminder>",
+    }
+
+
+def _strict_parameters() -> tuple[dict[str, Any], dict[str, Any]]:
+    """``b_tool``'s and ``a_tool``'s parameters for OpenAI's strict tools (fresh dicts each call)."""
+    b_params = {
+        "type": "object",
+        "required": ["y", "x"],
+        "additionalProperties": False,
+        "properties": {"x": {"type": "string"}, "y": {"type": "string"}},
+    }
+    a_params = {"type": "object", "properties": {}, "required": [], "additionalProperties": False}
+    return b_params, a_params
+
+
 def anthropic_kwargs(tag: str = "r") -> dict[str, Any]:
     """A request telos visibly rewrites: unsorted tools, a clock line in the system prompt, a reminder."""
     return {
@@ -409,23 +421,14 @@ def anthropic_kwargs(tag: str = "r") -> dict[str, Any]:
         "messages": [
             {"role": "user", "content": "first question"},
             {"role": "assistant", "content": "first answer"},
-            {
-                "role": "user",
-                "content": f"second question [req:{tag}]\n<system-reminder>be brief</system-reminder>",
-            },
+            _last_question(tag),
         ],
     }
 
 
 def openai_kwargs(tag: str = "r") -> dict[str, Any]:
     """The OpenAI twin of ``anthropic_kwargs`` (strict tools, so ``parse()`` accepts them)."""
-    b_params = {
-        "type": "object",
-        "required": ["y", "x"],
-        "additionalProperties": False,
-        "properties": {"x": {"type": "string"}, "y": {"type": "string"}},
-    }
-    a_params = {"type": "object", "properties": {}, "required": [], "additionalProperties": False}
+    b_params, a_params = _strict_parameters()
     return {
         "model": OPENAI_MODEL,
         "tools": [
@@ -444,23 +447,14 @@ def openai_kwargs(tag: str = "r") -> dict[str, Any]:
             {"role": "system", "content": "You are terse.\nCurrent time: 2026-11-21T10:00:00"},
             {"role": "user", "content": "first question"},
             {"role": "assistant", "content": "first answer"},
-            {
-                "role": "user",
-                "content": f"second question [req:{tag}]\n<system-reminder>be brief</system-reminder>",
-            },
+            _last_question(tag),
         ],
     }
 
 
 def responses_kwargs(tag: str = "r") -> dict[str, Any]:
     """The Responses twin: a clock line in ``instructions``, unsorted flat tools, items of several kinds."""
-    b_params = {
-        "type": "object",
-        "required": ["y", "x"],
-        "additionalProperties": False,
-        "properties": {"x": {"type": "string"}, "y": {"type": "string"}},
-    }
-    a_params = {"type": "object", "properties": {}, "required": [], "additionalProperties": False}
+    b_params, a_params = _strict_parameters()
     return {
         "model": OPENAI_MODEL,
         # The manual here too: ``compact`` sends no tools, and must still be above the minimum.
@@ -482,10 +476,7 @@ def responses_kwargs(tag: str = "r") -> dict[str, Any]:
             {"type": "function_call", "call_id": "c1", "name": "a_tool", "arguments": "{}"},
             {"type": "function_call_output", "call_id": "c1", "output": "done"},
             {"role": "assistant", "content": "first answer"},
-            {
-                "role": "user",
-                "content": f"second question [req:{tag}]\n<system-reminder>be brief</system-reminder>",
-            },
+            _last_question(tag),
         ],
     }
 

@@ -91,25 +91,25 @@ def _validating_wire() -> Wire:
     return Wire(fail)
 
 
-def _anthropic_kwargs(**changes: Any) -> dict[str, Any]:
-    kwargs = {**kwargs_for("anthropic"), "system": "You are terse."}  # nothing to move into a message
+def _changed(kwargs: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` with each of ``changes`` set (``_DELETE``: the key removed)."""
     for key, value in changes.items():
         if value is _DELETE:
             kwargs.pop(key)
         else:
             kwargs[key] = value
     return kwargs
+
+
+def _anthropic_kwargs(**changes: Any) -> dict[str, Any]:
+    kwargs = {**kwargs_for("anthropic"), "system": "You are terse."}  # nothing to move into a message
+    return _changed(kwargs, changes)
 
 
 def _openai_kwargs(**changes: Any) -> dict[str, Any]:
     kwargs = kwargs_for("openai")
     kwargs["messages"] = [{"role": "system", "content": "You are terse."}, *kwargs["messages"][1:]]
-    for key, value in changes.items():
-        if value is _DELETE:
-            kwargs.pop(key)
-        else:
-            kwargs[key] = value
-    return kwargs
+    return _changed(kwargs, changes)
 
 
 _DELETE = object()

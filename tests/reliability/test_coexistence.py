@@ -18,13 +18,13 @@ Needs ``opentelemetry-sdk``, ``opentelemetry-instrumentation-anthropic`` and
 from __future__ import annotations
 
 import importlib.util
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import telos_wrap
+from tests.sdk_methods import sdk_methods_restored
 
 from .harness import Entry, Wire, client_for, entry, kwargs_for
 
@@ -98,15 +98,6 @@ class Tracing:
         return spans
 
 
-def _sdk_classes() -> list[type]:
-    prefixes = ("anthropic.resources", "anthropic.lib", "openai.resources", "openai.lib")
-    classes = []
-    for name, module in list(sys.modules.items()):
-        if module is not None and name.startswith(prefixes):
-            classes.extend(v for v in vars(module).values() if isinstance(v, type) and v.__module__ == name)
-    return classes
-
-
 @pytest.fixture
 def tracing() -> Iterator[Tracing]:
     """The instrumentors; afterwards every SDK method is put back as it was, whatever they left.
@@ -114,21 +105,14 @@ def tracing() -> Iterator[Tracing]:
     OpenLLMetry's ``OpenAIInstrumentor.uninstrument()`` leaves ``Completions.create`` wrapped (its
     wrapper keeps recording spans); the rest of the suite must not run under it.
     """
-    import anthropic.resources.beta.messages.messages  # noqa: F401  (imported before the snapshot)
-    import openai.resources.chat.completions.completions  # noqa: F401
-
-    snapshot = {cls: dict(vars(cls)) for cls in _sdk_classes()}
-    tracing = Tracing()
-    try:
-        yield tracing
-    finally:
-        if tracing.active:
-            tracing.uninstrument()
-        telos_wrap.unpatch()
-        for cls, attributes in snapshot.items():
-            for name, value in attributes.items():
-                if vars(cls).get(name) is not value:
-                    setattr(cls, name, value)
+    with sdk_methods_restored():
+        tracing = Tracing()
+        try:
+            yield tracing
+        finally:
+            if tracing.active:
+                tracing.uninstrument()
+            telos_wrap.unpatch()
 
 
 def _bodies(tracing: Tracing | None = None) -> dict[str, Any]:

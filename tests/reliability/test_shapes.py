@@ -26,7 +26,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import telos_wrap
-from telos_wrap.failopen import reset_failures
 from telos_wrap.sessions import MemoryStore
 from tests.anthropic.capture import Capture
 from tests.reliability.harness import ENTRIES, RESPONSES_ENTRIES, Entry, Wire, client_for
@@ -166,18 +165,10 @@ def _send(body_of: Callable[[], dict[str, Any]]) -> str:
         return json.dumps(body_of())
 
 
-@pytest.fixture
-def strict_patch() -> Any:
-    telos_wrap.patch(strict=True)
-    reset_failures()
-    yield
-    telos_wrap.unpatch()
-
-
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(turns=anthropic_turns(), big=st.booleans(), generators=st.booleans())
 def test_anthropic_shapes_are_read_as_the_sdk_sends_them(
-    strict_patch: None, turns: tuple[list[Any], list[Any]], big: bool, generators: bool
+    patched: None, turns: tuple[list[Any], list[Any]], big: bool, generators: bool
 ) -> None:
     objects, plain = turns
     system = SYSTEM if big else "Be terse."
@@ -260,7 +251,7 @@ def chat_turns(draw: st.DrawFn) -> tuple[list[Any], list[Any]]:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(turns=chat_turns(), big=st.booleans(), generators=st.booleans(), enum_system=st.booleans())
 def test_openai_shapes_are_read_as_the_sdk_sends_them(
-    strict_patch: None, turns: tuple[list[Any], list[Any]], big: bool, generators: bool, enum_system: bool
+    patched: None, turns: tuple[list[Any], list[Any]], big: bool, generators: bool, enum_system: bool
 ) -> None:
     objects, plain = turns
     system = SYSTEM if big else "Be terse."
@@ -354,7 +345,7 @@ def _anthropic_kwargs(messages: Any, system: str) -> dict[str, Any]:
     entry=st.sampled_from([e for e in ENTRIES if e.sdk == "anthropic"]),
 )
 def test_anthropic_shapes_through_every_entry_point(
-    strict_patch: None, turns: tuple[list[Any], list[Any]], big: bool, generators: bool, entry: Entry
+    patched: None, turns: tuple[list[Any], list[Any]], big: bool, generators: bool, entry: Entry
 ) -> None:
     objects, plain = turns
     system = SYSTEM if big else "Be terse."
@@ -378,7 +369,7 @@ def test_anthropic_shapes_through_every_entry_point(
     entry=st.sampled_from([e for e in ENTRIES if e.sdk == "openai"]),
 )
 def test_openai_shapes_through_every_entry_point(
-    strict_patch: None,
+    patched: None,
     turns: tuple[list[Any], list[Any]],
     big: bool,
     generators: bool,
@@ -448,7 +439,7 @@ def responses_turns(draw: st.DrawFn) -> tuple[list[Any], list[Any]]:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(turns=responses_turns(), big=st.booleans(), entry=st.sampled_from(RESPONSES_ENTRIES))
 def test_responses_items_through_every_entry_point(
-    strict_patch: None, turns: tuple[list[Any], list[Any]], big: bool, entry: Entry
+    patched: None, turns: tuple[list[Any], list[Any]], big: bool, entry: Entry
 ) -> None:
     objects, plain = turns
     instructions = SYSTEM if big else "Be terse."
@@ -466,7 +457,7 @@ def test_responses_items_through_every_entry_point(
 
 
 @pytest.mark.parametrize("where", ["first message", "later message"])
-def test_an_async_clients_generator_is_read_once_and_sent_whole(strict_patch: None, where: str) -> None:
+def test_an_async_clients_generator_is_read_once_and_sent_whole(patched: None, where: str) -> None:
     """Regression: on an async anthropic client, telos looked for file inputs by copying the body
     the way the SDK does, which reads a generator, and then serialized the caller's body again: the
     generator's blocks went out as ``"content": []`` (found by the entry-point property above). The

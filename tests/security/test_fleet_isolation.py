@@ -19,6 +19,7 @@ import pytest
 import telos_wrap
 from telos_wrap.sessions import MemoryStore, RedisStore
 from telos_wrap.sessions.learning import fleet as fleet_module
+from tests.stores import fleet_blobs
 
 from .wire import Wire, emulator_over_http
 
@@ -68,15 +69,6 @@ def _converse(
     return sess
 
 
-def _fleet_entries(store: MemoryStore) -> dict[str, str]:
-    return {
-        key: text
-        for key, entry in store._entries.items()
-        if key.startswith(fleet_module.FLEET_PREFIX)
-        for text in entry.blobs.values()
-    }
-
-
 def _assert_clean(entries: dict[str, str], convs: range, secrets: tuple[str, ...] = ()) -> None:
     assert entries
     for key, text in entries.items():
@@ -92,8 +84,8 @@ def test_no_value_or_content_in_fleet_facts(wire: Wire) -> None:
     # It learned the anchored line for itself (its own state, anchored on its canary); what it shares
     # describes that line by the skeletons of the lines around it, which hold no value.
     assert any(_canary(1)[6:] in span.pattern for span in first.volatile_spans)
-    _assert_clean(_fleet_entries(store), range(1, 2), ("tenant-a",))
-    facts = fleet_module.decode(next(iter(_fleet_entries(store).values())))
+    _assert_clean(fleet_blobs(store), range(1, 2), ("tenant-a",))
+    facts = fleet_module.decode(next(iter(fleet_blobs(store).values())))
     assert sorted(fact.kind for fact in facts) == ["value", "value"]
     second = _converse(wire, store, 2, "tenant-a")
     # Both lines are adopted, each re-anchored on conversation 2's own text (its own canary).
@@ -101,7 +93,7 @@ def test_no_value_or_content_in_fleet_facts(wire: Wire) -> None:
     assert not any(_canary(1)[6:] in span.pattern for span in second.volatile_spans)
     assert any(_canary(2)[6:] in span.pattern for span in second.volatile_spans)
     assert second.stats.cache_breaks == 0
-    _assert_clean(_fleet_entries(store), range(1, 3), ("tenant-a",))
+    _assert_clean(fleet_blobs(store), range(1, 3), ("tenant-a",))
 
 
 def test_facts_never_cross_isolation_keys_or_stores(wire: Wire) -> None:
@@ -130,7 +122,7 @@ def test_facts_never_cross_api_keys_or_base_urls(wire: Wire) -> None:
     same = _converse(wire, store, 3, api_key="sk-tenant-a")
     assert any(span.origin == "fleet" for span in same.volatile_spans)
     assert same.stats.cache_breaks == 0
-    _assert_clean(_fleet_entries(store), range(1, 4), ("sk-tenant-a", "sk-tenant-b", "eu.example.com"))
+    _assert_clean(fleet_blobs(store), range(1, 4), ("sk-tenant-a", "sk-tenant-b", "eu.example.com"))
 
 
 @pytest.mark.redis
@@ -193,13 +185,13 @@ def test_per_user_prompts_share_facts_within_their_tenant_only(wire: Wire) -> No
         assert later.stats.cache_breaks == 0, name
         assert {span.origin for span in later.volatile_spans} == {"fleet"}
     # Another tenant (its own API key) of the same store, same application text: nothing crosses.
-    entries = _fleet_entries(store)
+    entries = fleet_blobs(store)
     assert len(entries) == 1
     stranger = _converse_as(wire, store, 5, NAMES[4], "sk-tenant-b")
     assert all(span.origin == "" for span in stranger.volatile_spans)
     assert stranger.stats.cache_breaks >= 1
-    theirs = {k: v for k, v in _fleet_entries(store).items() if k not in entries}
+    theirs = {k: v for k, v in fleet_blobs(store).items() if k not in entries}
     assert len(theirs) == 1  # its own namespace, written by its own conversation
     for name in NAMES[:4]:  # nothing of tenant A's prompts reaches tenant B's facts
         assert not any(part in text for text in theirs.values() for part in name.split())
-    _assert_clean(_fleet_entries(store), range(1, 6), ("sk-tenant-a", "sk-tenant-b"))
+    _assert_clean(fleet_blobs(store), range(1, 6), ("sk-tenant-a", "sk-tenant-b"))

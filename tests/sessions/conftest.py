@@ -39,9 +39,7 @@ def transport(emu: Emulator) -> RecordingTransport:
     return RecordingTransport(emu)
 
 
-@pytest.fixture
-def claude(patched: None, transport: RecordingTransport) -> Iterator[anthropic.Anthropic]:
-    """The real Anthropic SDK, patched strict, talking to the emulator (bodies recorded as bytes)."""
+def _sdk_client(transport: RecordingTransport) -> Iterator[anthropic.Anthropic]:
     client = anthropic.Anthropic(
         api_key="test", http_client=sdk_http.Client(transport=transport), max_retries=0
     )
@@ -49,6 +47,18 @@ def claude(patched: None, transport: RecordingTransport) -> Iterator[anthropic.A
         yield client
     finally:
         client.close()
+
+
+@pytest.fixture
+def claude(patched: None, transport: RecordingTransport) -> Iterator[anthropic.Anthropic]:
+    """The real Anthropic SDK, patched strict, talking to the emulator (bodies recorded as bytes)."""
+    yield from _sdk_client(transport)
+
+
+@pytest.fixture
+def lenient(patched_lenient: None, transport: RecordingTransport) -> Iterator[anthropic.Anthropic]:
+    """``claude`` patched in the production (fail-open) mode: a failing store must not fail the call."""
+    yield from _sdk_client(transport)
 
 
 def _free_port() -> int:

@@ -24,6 +24,7 @@ from telos_wrap.sessions import MemoryStore, RedisStore
 from telos_wrap.sessions.learning import fleet as fleet_module
 from telos_wrap.sessions.learning.volatility import skeleton_regex
 from telos_wrap.sessions.stores.breaker import breaker_of
+from tests.stores import fleet_blobs
 
 from .fleet_app import MODEL, app_system, converse, messages_for
 from .over_http import emulator_over_http
@@ -45,15 +46,6 @@ def _conversation(
 def _no_break_after_first(usage: list[tuple[int, int]]) -> bool:
     """Every request reads at least everything the previous one read or wrote."""
     return all(usage[t][0] >= usage[t - 1][0] + usage[t - 1][1] for t in range(1, len(usage)))
-
-
-def _facts(store: MemoryStore) -> dict[str, str]:
-    return {
-        key: blob
-        for key, entry in store._entries.items()
-        if key.startswith(fleet_module.FLEET_PREFIX)
-        for blob in entry.blobs.values()
-    }
 
 
 def test_second_conversation_does_not_pay_the_first_change(patched: None) -> None:
@@ -95,7 +87,7 @@ def test_a_one_off_edit_is_never_offered(patched: None) -> None:
     # Conversation 1 edits its tone line once (turn 2 on): a suspect, never learned, never published.
     first, _ = _conversation(store, 1, edit=lambda turn: turn >= 2)
     assert all(span.kind in ("value", "list") for span in first.volatile_spans)
-    text = next(iter(_facts(store).values()))
+    text = next(iter(fleet_blobs(store).values()))
     facts = fleet_module.decode(text)
     assert facts and "formal" not in text and all(fact.kind in ("value", "list") for fact in facts)
     # Conversation 2 makes the same edit: it pays its own break there (nothing moves it in advance).
@@ -131,8 +123,8 @@ def test_what_moves_is_a_whole_unit_seen_to_change(patched: None) -> None:
 def test_poisoned_entries_are_ignored(patched: None) -> None:
     store = MemoryStore()
     _conversation(store, 1)
-    [key] = _facts(store)
-    good = fleet_module.decode(_facts(store)[key])
+    [key] = fleet_blobs(store)
+    good = fleet_module.decode(fleet_blobs(store)[key])
     assert {fact.kind for fact in good} == {"value", "list"}
 
     def fact(**changes: Any) -> dict[str, Any]:
@@ -418,7 +410,7 @@ def test_explain_says_what_early_per_user_text_costs_the_application(patched: No
     assert "application: system block 0 line 1 is text of this conversation" in explained
     assert "telos does not move stable caller text on its own" in explained
     assert "application:" not in second.explain(1)  # said once, at the conversation's first request
-    assert "Bruno" not in "".join(_facts(store).values())  # the shape is digests, never text
+    assert "Bruno" not in "".join(fleet_blobs(store).values())  # the shape is digests, never text
     same = MemoryStore()
     for _ in range(2):
         with emulator_over_http() as wire:

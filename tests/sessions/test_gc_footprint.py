@@ -19,6 +19,7 @@ import pytest
 import telos_wrap
 from telos_wrap.emulator import ManualClock
 from telos_wrap.sessions import MemoryStore, Session
+from tests.canned import anthropic_message, json_response
 from tests.sdk_http import sdk_http
 from tests.stores import default_store
 
@@ -30,30 +31,23 @@ from .convo import MODEL, messages_for, system_prompt
 #: which the collector does not track.
 BUDGET_PER_TURN = 19
 REPLY = json.dumps(
-    {
-        "id": "msg_gc",
-        "type": "message",
-        "role": "assistant",
-        "content": [{"type": "text", "text": "ok"}],
-        "model": MODEL,
-        "stop_reason": "end_turn",
-        "stop_sequence": None,
-        "usage": {
+    anthropic_message(
+        {
             "input_tokens": 10,
             "output_tokens": 1,
             "cache_read_input_tokens": 1000,
             "cache_creation_input_tokens": 50,
         },
-    }
+        id="msg_gc",
+        model=MODEL,
+    )
 ).encode()
 
 
 @pytest.fixture
 def client() -> Iterator[anthropic.Anthropic]:
     """The real SDK over a transport that keeps nothing (the emulator keeps a log of every body)."""
-    reply = sdk_http.MockTransport(
-        lambda request: sdk_http.Response(200, content=REPLY, headers={"content-type": "application/json"})
-    )
+    reply = sdk_http.MockTransport(lambda request: json_response(REPLY))
     telos_wrap.patch(strict=True, only_what_pays=False)
     try:
         with (

@@ -26,6 +26,7 @@ from telos_wrap.patch import calls
 from telos_wrap.sessions import MemoryStore, live, registry, set_memory_limits
 from telos_wrap.sessions.durable.state import SessionState
 from telos_wrap.sessions.learning.volatility import _block_prints
+from tests.canned import anthropic_message, json_response
 from tests.sdk_http import sdk_http
 
 MODEL = "claude-opus-5"
@@ -35,21 +36,16 @@ PROMPT = "".join(
     for i in range(520)
 )
 REPLY = json.dumps(
-    {
-        "id": "msg_mem",
-        "type": "message",
-        "role": "assistant",
-        "content": [{"type": "text", "text": "ok"}],
-        "model": MODEL,
-        "stop_reason": "end_turn",
-        "stop_sequence": None,
-        "usage": {
+    anthropic_message(
+        {
             "input_tokens": 10,
             "output_tokens": 1,
             "cache_read_input_tokens": 1000,
             "cache_creation_input_tokens": 0,
         },
-    }
+        id="msg_mem",
+        model=MODEL,
+    )
 ).encode()
 
 
@@ -63,7 +59,7 @@ class Recording:
     def __call__(self, request: Any) -> Any:
         if self.keep:
             self.bodies.append(bytes(request.read()))
-        return sdk_http.Response(200, content=REPLY, headers={"content-type": "application/json"})
+        return json_response(REPLY)
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ import logging
 import time
 import tracemalloc
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import anthropic
@@ -20,35 +19,11 @@ import pytest
 
 import telos_wrap
 from telos_wrap.emulator import ManualClock
-from telos_wrap.failopen import reset_failures
 from telos_wrap.sessions import MemoryStore, RedisStore, SessionState
 from telos_wrap.sessions.stores.breaker import StoreBreaker, breaker_of
 from telos_wrap.sessions.stores.node_breakers import BREAKER_BYTES, NodeBreakers
-from tests.sdk_http import sdk_http
 
-from .convo import MODEL, RecordingTransport, messages_for, system_prompt
-from .test_store_io import CountingStore
-
-
-def _ask(client: anthropic.Anthropic, turn: int) -> Any:
-    return client.messages.create(
-        model=MODEL, max_tokens=16, system=system_prompt(turn), messages=messages_for(turn)
-    )
-
-
-@pytest.fixture
-def lenient(transport: RecordingTransport) -> Iterator[anthropic.Anthropic]:
-    telos_wrap.patch(strict=False)
-    reset_failures()
-    client = anthropic.Anthropic(
-        api_key="test", http_client=sdk_http.Client(transport=transport), max_retries=0
-    )
-    try:
-        yield client
-    finally:
-        client.close()
-        telos_wrap.unpatch()
-
+from .test_store_io import CountingStore, _ask
 
 # -- the table ----------------------------------------------------------------------------------------
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import copy
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,7 +50,6 @@ from hypothesis.stateful import (
 
 import telos_wrap
 from telos_wrap.emulator import Emulator, ManualClock
-from telos_wrap.failopen import reset_failures
 from telos_wrap.sessions import MemoryStore, Session
 from telos_wrap.sessions.refresh_io import send_refresh
 from telos_wrap.sessions.stores.store import Versioned
@@ -569,18 +568,8 @@ def machine_for(name: str) -> type[SessionsMachine]:
     return type(f"SessionsMachine_{name}", (SessionsMachine,), {"wire": WIRES[name]})
 
 
-@pytest.fixture
-def strict_patch() -> Iterator[None]:
-    telos_wrap.patch(strict=True)
-    reset_failures()
-    try:
-        yield
-    finally:
-        telos_wrap.unpatch()
-
-
 @pytest.mark.parametrize("name", sorted(WIRES))
-def test_sessions_that_do_not_just_grow(name: str, strict_patch: None) -> None:
+def test_sessions_that_do_not_just_grow(name: str, patched: None) -> None:
     run_state_machine_as_test(
         machine_for(name),
         settings=settings(
@@ -607,7 +596,7 @@ def conversation(turns: int) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("depths", [(3, 1, 4), (3, 2, 4), (2, 0, 3), (4, 1, 1, 4, 2, 5)])
 @pytest.mark.parametrize("name", ["anthropic", "openai"])
-def test_deep_then_shallow_then_deeper(name: str, depths: tuple[int, ...], strict_patch: None) -> None:
+def test_deep_then_shallow_then_deeper(name: str, depths: tuple[int, ...], patched: None) -> None:
     """Issue 12: 3 turns deep, back to 1, then 4 deep raised StopIteration in the Anthropic plan.
 
     The shallower request reused part of the memo; the engine's plan table got rows for *its*
@@ -669,7 +658,7 @@ FOUND = {
 
 @pytest.mark.parametrize("sequence", sorted(FOUND))
 @pytest.mark.parametrize("name", sorted(WIRES))
-def test_found_sequences(name: str, sequence: str, strict_patch: None) -> None:
+def test_found_sequences(name: str, sequence: str, patched: None) -> None:
     machine = machine_for(name)()
     try:
         machine.first_request()

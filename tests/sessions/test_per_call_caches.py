@@ -16,21 +16,13 @@ import telos_wrap
 from telos_wrap.ir.shared import BoundedMemo, SharedTexts, shared_texts
 from telos_wrap.lift.user_split import DEFAULT_PATTERNS, SplitPatterns
 from telos_wrap.sessions.learning import volatility
+from tests.canned import anthropic_message, json_response
 from tests.sdk_http import sdk_http
 
 MODEL = "claude-opus-5"
 PROMPT = "".join(f"Rule {i}: answer from the order record only, class {i % 7}.\n" for i in range(60))
 REPLY = json.dumps(
-    {
-        "id": "msg_fast",
-        "type": "message",
-        "role": "assistant",
-        "content": [{"type": "text", "text": "ok"}],
-        "model": MODEL,
-        "stop_reason": "end_turn",
-        "stop_sequence": None,
-        "usage": {"input_tokens": 10, "output_tokens": 1},
-    }
+    anthropic_message({"input_tokens": 10, "output_tokens": 1}, id="msg_fast", model=MODEL)
 ).encode()
 
 
@@ -100,7 +92,7 @@ def test_split_patterns_hash_once_and_as_their_value() -> None:
 
 def test_a_prints_total_is_the_sum_of_its_sizes_turn_after_turn() -> None:
     def answer(request: Any) -> Any:
-        return sdk_http.Response(200, content=REPLY, headers={"content-type": "application/json"})
+        return json_response(REPLY)
 
     telos_wrap.patch(strict=True)
     try:

@@ -8,7 +8,6 @@ import logging
 import socket
 import time
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import anthropic
@@ -196,20 +195,6 @@ def test_a_dropped_session_object_still_gets_its_last_usage_written(claude: anth
 
 
 # -- the circuit breaker ------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def lenient(transport: RecordingTransport) -> Iterator[anthropic.Anthropic]:
-    telos_wrap.patch(strict=False)
-    reset_failures()
-    client = anthropic.Anthropic(
-        api_key="test", http_client=sdk_http.Client(transport=transport), max_retries=0
-    )
-    try:
-        yield client
-    finally:
-        client.close()
-        telos_wrap.unpatch()
 
 
 def _broken(clock: ManualClock, backend: MemoryStore | None = None) -> CountingStore:

@@ -19,6 +19,7 @@ import pytest
 
 import telos_wrap
 from telos_wrap.engines.anthropic import AnthropicEngine
+from tests.sdk_methods import sdk_methods_restored
 
 from .conftest import CANARY, SYSTEM, Otel, assert_no_canary, run_session, telos_view
 
@@ -150,39 +151,24 @@ def _installed(name: str) -> bool:
         return False
 
 
-def _sdk_classes() -> list[type]:
-    prefixes = ("anthropic.resources", "anthropic.lib", "openai.resources", "openai.lib")
-    classes = []
-    for name, module in list(sys.modules.items()):
-        if module is not None and name.startswith(prefixes):
-            classes.extend(v for v in vars(module).values() if isinstance(v, type) and v.__module__ == name)
-    return classes
-
-
 @pytest.fixture
 def openllmetry(otel: Otel) -> Iterator[list[Any]]:
     """OpenLLMetry's instrumentors on the test's provider; every SDK method put back afterwards (its
     ``OpenAIInstrumentor.uninstrument()`` leaves a wrapper behind: tests/reliability/test_coexistence.py)."""
     if not all(_installed(name) for name in _NEEDED):
         pytest.skip("needs opentelemetry-instrumentation-anthropic and -openai (the test extra)")
-    import anthropic.resources.beta.messages.messages  # noqa: F401  (imported before the snapshot)
-    import openai.resources.chat.completions.completions  # noqa: F401
     from opentelemetry.instrumentation.anthropic import AnthropicInstrumentor
     from opentelemetry.instrumentation.openai import OpenAIInstrumentor
 
-    snapshot = {cls: dict(vars(cls)) for cls in _sdk_classes()}
-    instrumentors = [AnthropicInstrumentor(), OpenAIInstrumentor()]
-    try:
-        yield instrumentors
-    finally:
-        for instrumentor in instrumentors:
-            if instrumentor.is_instrumented_by_opentelemetry:
-                instrumentor.uninstrument()
-        telos_wrap.unpatch()
-        for cls, attributes in snapshot.items():
-            for name, value in attributes.items():
-                if vars(cls).get(name) is not value:
-                    setattr(cls, name, value)
+    with sdk_methods_restored():
+        instrumentors = [AnthropicInstrumentor(), OpenAIInstrumentor()]
+        try:
+            yield instrumentors
+        finally:
+            for instrumentor in instrumentors:
+                if instrumentor.is_instrumented_by_opentelemetry:
+                    instrumentor.uninstrument()
+            telos_wrap.unpatch()
 
 
 @pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecatedSince20")
