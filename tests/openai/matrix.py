@@ -18,6 +18,7 @@ from typing import Any
 
 import telos_wrap
 from telos_wrap.ir.canon import canonical_bytes, canonical_json, canonicalize_tool_def
+from telos_wrap.sessions import MemoryStore
 
 from .conftest import API_KEY, HttpWire
 
@@ -54,11 +55,17 @@ def recorded(cassette: Any, wire: HttpWire) -> tuple[dict[str, Any], dict[str, A
 
 def run_cell(wire: HttpWire, call: Call, kwargs: dict[str, Any], *, turns: int = 1) -> tuple[Any, list[Any]]:
     """The baseline call, then the rewritten one in a session: one request each, ``turns`` turns of
-    the session (a token count or a compaction is none), the caller's arguments left alone."""
+    the session (a token count or a compaction is none), the caller's arguments left alone.
+
+    The session is on a store of its own: every cell is a one-request conversation of one
+    application (the same system prompt), and on a shared store the fleet would learn, after five
+    of them, that this application's conversations end at their first request and stop writing the
+    message tail nobody reads (docs/sessions.md); a cell's bytes would then depend on how many cells
+    ran before it, and miss its cassette."""
     before = copy.deepcopy(kwargs)
     call({**kwargs, "telos_hint": {"disable": True}})
     assert len(wire.sent) == 1, "one call must send exactly one request"
-    with telos_wrap.session() as session:
+    with telos_wrap.session(store=MemoryStore()) as session:
         result, items = call(kwargs)
     assert len(wire.sent) == 2, "one call must send exactly one request"
     assert session.stats.requests == turns, "a turn is rewritten exactly once"
@@ -73,7 +80,7 @@ async def arun_cell(
     before = copy.deepcopy(kwargs)
     await call({**kwargs, "telos_hint": {"disable": True}})
     assert len(wire.sent) == 1, "one call must send exactly one request"
-    async with telos_wrap.session() as session:
+    async with telos_wrap.session(store=MemoryStore()) as session:
         result, items = await call(kwargs)
     assert len(wire.sent) == 2, "one call must send exactly one request"
     assert session.stats.requests == turns, "a turn is rewritten exactly once"

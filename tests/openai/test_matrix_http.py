@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,6 @@ import pytest
 
 import telos_wrap
 from telos_wrap.ir.canon import canonicalize_payload
-from telos_wrap.sessions import MemoryStore, set_default_store
 
 from .conftest import ENDPOINTS, Endpoint, HttpWire
 from .matrix import arun_cell, assert_cassettes_cover, cassette_text, family_key, recorded, run_cell
@@ -308,20 +307,6 @@ def _check(
     )
     if report.cache_read is not None:
         assert report.total_input == usage["prompt_tokens"]
-
-
-@pytest.fixture(autouse=True)
-def _store_of_its_own() -> Iterator[None]:
-    """Each case is a one-request conversation of one application (the same system prompt). On the
-    process's default store the fleet would learn, after five of them, that this application's
-    conversations end at their first request, and stop writing the message tail nobody reads
-    (docs/sessions.md): a case's bytes would then depend on how many cases ran before it. A store
-    of its own per case keeps each case's bytes those of its cassette, whatever the order."""
-    previous = set_default_store(MemoryStore())
-    try:
-        yield
-    finally:
-        set_default_store(previous)
 
 
 @pytest.mark.vcr
