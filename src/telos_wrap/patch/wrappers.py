@@ -332,18 +332,28 @@ def _strip_session_header(sdk: str, client: Any, options: Any) -> tuple[Any, str
 def _tenant(client: Any, hints: TelosHints) -> str:
     """The call's tenant signals outside its body, hashed (``identity.tenant_digest``): the
     ``isolation`` hint and the client's credentials and base URL."""
-    return tenant_digest(hints.isolation, *(_setting(client, name) for name in _CLIENT_SETTINGS))
+    # Every call reads these: a plain str or unset setting costs no call beyond its ``getattr``.
+    key = getattr(client, "api_key", None)
+    token = getattr(client, "auth_token", None)
+    organization = getattr(client, "organization", None)
+    project = getattr(client, "project", None)
+    url = getattr(client, "base_url", None)
+    return tenant_digest(
+        hints.isolation,
+        key if key is None or type(key) is str else _only_str(key),
+        token if token is None or type(token) is str else _only_str(token),
+        organization if organization is None or type(organization) is str else _only_str(organization),
+        project if project is None or type(project) is str else _only_str(project),
+        None if url is None else str(url),
+    )
 
 
 #: The client attributes that name whose traffic it is (only string values count: ``organization`` is
-#: also the name of an Anthropic resource).
+#: also the name of an Anthropic resource), read in this order by ``_tenant``.
 _CLIENT_SETTINGS = ("api_key", "auth_token", "organization", "project", "base_url")
 
 
-def _setting(client: Any, name: str) -> str | None:
-    value = getattr(client, name, None)
-    if name == "base_url" and value is not None:
-        return str(value)
+def _only_str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
@@ -354,7 +364,10 @@ def _resolve_session(
     carried: Session | str | None,
     named: str | None = None,
     client: Any = None,
+    *,
+    tenant: str | None = None,
 ) -> Session:
+    """The call's session. ``tenant``: ``_tenant(client, hints)`` when the caller has it already."""
     # The session the call was built in (carried with the request; BUILT_OUTSIDE: none, whatever
     # is active now), else - a request without telos' token - the one active now.
     own = carried if isinstance(carried, Session) else None if carried == BUILT_OUTSIDE else current_session()
@@ -368,7 +381,9 @@ def _resolve_session(
     # The conversation is named by its first message as the caller wrote it: drop_patterns strip it
     # only where they apply to messages (drop_scope="all").
     scoped = hints.drop_patterns if hints.drop_scope == "all" else ()
-    return implicit_session(api, body, drop_patterns=scoped, tenant=_tenant(client, hints))
+    return implicit_session(
+        api, body, drop_patterns=scoped, tenant=_tenant(client, hints) if tenant is None else tenant
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -478,7 +493,8 @@ def _turn(
     the body as the SDK serializes it."""
     config = current_config()
     raw_hints = hints
-    session = _resolve_session(route.api, body, hints, carried, named, client)
+    raw_tenant = _tenant(client, hints)
+    session = _resolve_session(route.api, body, hints, carried, named, client, tenant=raw_tenant)
     hints = hints.merged_over(session.hints)
     strict = session.strict if session.strict is not None else config.strict
     prepare_options = None
@@ -493,7 +509,7 @@ def _turn(
             only_what_pays=config.only_what_pays,
         )
     is_turn = route.turn and not route.count_only
-    tenant = _tenant(client, hints)
+    tenant = raw_tenant if hints.isolation == raw_hints.isolation else _tenant(client, hints)
 
     def again() -> _Turn | None:
         read, plain = _as_sdk_sends(sdk, options, body)
