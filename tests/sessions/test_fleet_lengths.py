@@ -19,7 +19,14 @@ import telos_wrap
 from telos_wrap.engines.anthropic import FINAL_NOTE
 from telos_wrap.sessions import MemoryStore
 from telos_wrap.sessions.learning import fleet_io
-from telos_wrap.sessions.learning.lengths import MAX_TRACKED, MIN_SEEN, Lengths, final_reason, write_pays
+from telos_wrap.sessions.learning.lengths import (
+    MAX_TRACKED,
+    MIN_SEEN,
+    Lengths,
+    count_reached,
+    final_reason,
+    write_pays,
+)
 
 from .convo import MODEL, system_prompt, user_text
 from .over_http import emulator_over_http
@@ -28,6 +35,16 @@ ANTHROPIC = (0.1, 1.25)  # (read, write) multipliers, docs/vendor-facts.md §1
 
 
 # -- the counts and the rule -------------------------------------------------------------------------
+
+
+@given(
+    st.lists(st.integers(0, 1 << 40), max_size=MAX_TRACKED).map(tuple),
+    st.integers(-2, MAX_TRACKED + 3),
+)
+def test_counting_one_request_in_place_is_adding_its_lengths(reached: tuple[int, ...], requests: int) -> None:
+    # ``fleet_io.note_reached`` counts every request with ``count_reached``, not with the objects.
+    expected = Lengths(reached).plus(Lengths.one(requests)).reached
+    assert count_reached(reached, requests) == expected
 
 
 def test_counts_say_which_share_went_on() -> None:

@@ -16,6 +16,7 @@ Pure: no I/O, no SDK.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -105,7 +106,12 @@ def claude_model_id(model: str) -> str:
 
 def minimum_for(engine: str, model: object) -> Minimum:
     """The minimum cacheable prefix for ``model`` on ``engine`` (see module docstring)."""
-    name = model if isinstance(model, str) else ""
+    # Asked on every request, with the same few models: a memo (a ``Minimum`` is immutable).
+    return _minimum_of(engine, model if type(model) is str or isinstance(model, str) else "")
+
+
+@functools.lru_cache(maxsize=256)
+def _minimum_of(engine: str, name: str) -> Minimum:
     if engine in _CLAUDE_ROUTES and "claude" not in name.lower():
         return Minimum(0, name)  # another model behind the router: assumed to cache everything
     if engine == "anthropic" or engine in _CLAUDE_ROUTES:
@@ -149,7 +155,7 @@ def estimate_tokens_over(body: Mapping[str, Any], limit: int) -> int:
         elif kind is dict or (kind is not list and isinstance(value, Mapping)):
             chars += CHARS_PER_TOKEN
             for key, item in value.items():
-                if isinstance(key, str):
+                if type(key) is str or isinstance(key, str):
                     chars += len(key)
                 if type(item) is str:
                     chars += len(item)

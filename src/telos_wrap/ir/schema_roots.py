@@ -54,6 +54,8 @@ def _at(value: Any, path: tuple[str, ...]) -> Any:
 def param_schemas(params: Mapping[str, Any]) -> Iterator[tuple[tuple[str, ...], Mapping[str, Any]]]:
     """``(path, schema)`` of every structured-output schema among the request's top-level fields."""
     for path in PARAM_SCHEMA_PATHS:
+        if path[0] not in params:
+            continue  # the usual case, every request: no walk down a path that is not there
         schema = _at(params, path)
         if isinstance(schema, Mapping):
             yield path, schema

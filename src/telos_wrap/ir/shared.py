@@ -149,8 +149,11 @@ class BoundedMemo(Generic[K, V]):
 
     def __call__(self, key: K, *args: Any) -> V:
         table = self._table
-        found = table.get(key)
-        if found is not None:
+        try:
+            found = table[key]  # a subscript, not ``get``: a hit is the common case, one call fewer
+        except KeyError:
+            pass
+        else:
             try:
                 table.move_to_end(key)
             except KeyError:  # dropped by another thread meanwhile: still the right value

@@ -17,9 +17,9 @@ from __future__ import annotations
 import contextvars
 import functools
 import importlib
+import os
 import sys
 import threading
-import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -147,7 +147,7 @@ def hint_headers(kwargs: dict[str, Any]) -> None:
     payload["session"] = active
     # Only an opaque token travels in the header; the hint itself stays in this process. A request
     # built while patched but sent after unpatch() then leaks nothing but a random token.
-    token = uuid.uuid4().hex
+    token = os.urandom(16).hex()  # 128 random bits, as uuid4's, without making a UUID object
     with _pending_lock:
         _pending[token] = payload
         while len(_pending) > _PENDING_LIMIT:

@@ -96,11 +96,24 @@ def entry_wrapper(
 _PLAIN = frozenset({str, int, float, bool, type(None), list, dict})
 
 
+class _SentinelKinds(dict[type, bool]):
+    """``kinds[type(value)]``: whether ``value`` is an SDK sentinel (``Omit`` / ``NotGiven``). Plain
+    types and the sentinel types seen are held (a hit is a look-up, no call: a body has a dozen
+    sentinel fields); any other type is answered without being kept."""
+
+    def __missing__(self, kind: type) -> bool:
+        sdk = kind.__module__.split(".")[0]
+        found = kind.__name__ in ("Omit", "NotGiven") and sdk in ("anthropic", "openai")
+        if found:
+            self[kind] = True
+        return found
+
+
+_SENTINEL_KIND = _SentinelKinds.fromkeys(_PLAIN, False)
+
+
 def _is_sentinel(value: Any) -> bool:
-    if type(value) in _PLAIN:
-        return False
-    name = type(value).__name__
-    return name in ("Omit", "NotGiven") and type(value).__module__.split(".")[0] in ("anthropic", "openai")
+    return _SENTINEL_KIND[type(value)]
 
 
 def _merged_body(options: Any) -> dict[str, Any] | None:
@@ -108,7 +121,7 @@ def _merged_body(options: Any) -> dict[str, Any] | None:
     data = options.json_data
     if not isinstance(data, Mapping):
         return None
-    body = {key: value for key, value in data.items() if type(value) in _PLAIN or not _is_sentinel(value)}
+    body = {key: value for key, value in data.items() if not _SENTINEL_KIND[type(value)]}
     extra = options.extra_json
     if isinstance(extra, Mapping):
         # Like the SDK's _merge_mappings: extra_body wins, an Omit removes the key.
@@ -329,18 +342,28 @@ def _strip_session_header(sdk: str, client: Any, options: Any) -> tuple[Any, str
 def _tenant(client: Any, hints: TelosHints) -> str:
     """The call's tenant signals outside its body, hashed (``identity.tenant_digest``): the
     ``isolation`` hint and the client's credentials and base URL."""
-    return tenant_digest(hints.isolation, *(_setting(client, name) for name in _CLIENT_SETTINGS))
+    # Every call reads these: a plain str or unset setting costs no call beyond its ``getattr``.
+    key = getattr(client, "api_key", None)
+    token = getattr(client, "auth_token", None)
+    organization = getattr(client, "organization", None)
+    project = getattr(client, "project", None)
+    url = getattr(client, "base_url", None)
+    return tenant_digest(
+        hints.isolation,
+        key if key is None or type(key) is str else _only_str(key),
+        token if token is None or type(token) is str else _only_str(token),
+        organization if organization is None or type(organization) is str else _only_str(organization),
+        project if project is None or type(project) is str else _only_str(project),
+        None if url is None else str(url),
+    )
 
 
 #: The client attributes that name whose traffic it is (only string values count: ``organization`` is
-#: also the name of an Anthropic resource).
+#: also the name of an Anthropic resource), read in this order by ``_tenant``.
 _CLIENT_SETTINGS = ("api_key", "auth_token", "organization", "project", "base_url")
 
 
-def _setting(client: Any, name: str) -> str | None:
-    value = getattr(client, name, None)
-    if name == "base_url" and value is not None:
-        return str(value)
+def _only_str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
@@ -351,7 +374,10 @@ def _resolve_session(
     carried: Session | str | None,
     named: str | None = None,
     client: Any = None,
+    *,
+    tenant: str | None = None,
 ) -> Session:
+    """The call's session. ``tenant``: ``_tenant(client, hints)`` when the caller has it already."""
     # The session the call was built in (carried with the request; BUILT_OUTSIDE: none, whatever
     # is active now), else - a request without telos' token - the one active now.
     own = carried if isinstance(carried, Session) else None if carried == BUILT_OUTSIDE else current_session()
@@ -365,7 +391,9 @@ def _resolve_session(
     # The conversation is named by its first message as the caller wrote it: drop_patterns strip it
     # only where they apply to messages (drop_scope="all").
     scoped = hints.drop_patterns if hints.drop_scope == "all" else ()
-    return implicit_session(api, body, drop_patterns=scoped, tenant=_tenant(client, hints))
+    return implicit_session(
+        api, body, drop_patterns=scoped, tenant=_tenant(client, hints) if tenant is None else tenant
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -493,7 +521,8 @@ def _turn(
     the body as the SDK serializes it."""
     config = current_config()
     raw_hints = hints
-    session = _resolve_session(route.api, body, hints, carried, named, client)
+    raw_tenant = _tenant(client, hints)
+    session = _resolve_session(route.api, body, hints, carried, named, client, tenant=raw_tenant)
     hints = hints.merged_over(session.hints)
     strict = session.strict if session.strict is not None else config.strict
     prepare_options = None
@@ -508,7 +537,7 @@ def _turn(
             only_what_pays=config.only_what_pays,
         )
     is_turn = route.turn and not route.count_only
-    tenant = _tenant(client, hints)
+    tenant = raw_tenant if hints.isolation == raw_hints.isolation else _tenant(client, hints)
 
     def again(files_read: dict[str, Any] | None) -> _Turn | None:
         # ``_as_sdk_sends`` sends the body it read (``json_data``, no ``extra_json``) in either case.

@@ -611,7 +611,8 @@ class Session:
                 return  # this request's usage is counted already (a second report of one response)
             # None: a request this process no longer remembers (the table is bounded): counted once.
             self._usage_due[index] = (1 if due is None else due) - 1
-            self._trim_usage_due()
+            if len(self._usage_due) > 4 * self._history_limit:
+                self._trim_usage_due()
             self._sync.pending.append((index, report, response_id))
             _hold(self)
             record = self._records.get(index)
@@ -627,7 +628,8 @@ class Session:
         # process had the same index (the store's count went back) and its usage is still to come.
         self._usage_due[record.index] = self._usage_due.get(record.index, 0) + 1
         self._usage_due.move_to_end(record.index)
-        self._trim_usage_due()
+        if len(self._usage_due) > 4 * self._history_limit:
+            self._trim_usage_due()
         self._records[record.index] = record
         while len(self._records) > self._history_limit:
             self._records.popitem(last=False)

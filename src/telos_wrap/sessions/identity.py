@@ -175,7 +175,7 @@ def _digested(opening: dict[str, Any] | None) -> dict[str, Any] | None:
 def tenant_digest(*signals: object) -> str:
     """A digest of the tenant signals of a call that are not in its body (the ``isolation`` hint,
     the client's credentials and base URL): they enter the implicit key hashed, never in clear."""
-    material = "\x00".join("" if signal is None else str(signal) for signal in signals)
+    material = "\x00".join(["" if s is None else s if type(s) is str else str(s) for s in signals])
     return hashlib.blake2b(material.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 

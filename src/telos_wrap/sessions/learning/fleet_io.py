@@ -37,7 +37,7 @@ from telos_wrap.sessions.learning.fleet import (
     namespace,
     system_pin_texts,
 )
-from telos_wrap.sessions.learning.lengths import NO_LENGTHS, Lengths
+from telos_wrap.sessions.learning.lengths import MAX_TRACKED, NO_LENGTHS, Lengths, count_reached
 from telos_wrap.sessions.stores.breaker import breaker_of
 from telos_wrap.sessions.stores.store import AsyncSessionStore, SessionStore
 
@@ -259,13 +259,12 @@ def note_reached(store: SessionStore, where: tuple[str, str], requests: int) -> 
     """Count, in this process, that a conversation of application ``where`` made its request number
     ``requests`` (1-based); published by the next ``fleet_for`` on the same store and application.
     No I/O; never raises."""
-    one = Lengths.one(requests)
-    if not one:
-        return
+    if not 1 <= requests <= MAX_TRACKED:
+        return  # a longer conversation is simply long (``Lengths.one``)
     try:
         with _pending_lock:
             by_app = _pending.setdefault(store, {})
-            by_app[where] = Lengths(by_app.pop(where, ())).plus(one).reached
+            by_app[where] = count_reached(by_app.pop(where, ()), requests)
             while len(by_app) > MAX_PENDING:
                 del by_app[next(iter(by_app))]
     except TypeError:  # a store that cannot be weakly referenced: its lengths are not counted

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MAX_TRACKED", "MIN_SEEN", "NO_LENGTHS", "Lengths", "final_reason", "write_pays"]
+__all__ = ["MAX_TRACKED", "MIN_SEEN", "NO_LENGTHS", "Lengths", "count_reached", "final_reason", "write_pays"]
 
 #: Requests per conversation counted (a conversation longer than this is simply long).
 MAX_TRACKED = 16
@@ -88,6 +88,16 @@ class Lengths:
 
     def __bool__(self) -> bool:
         return any(self.reached)
+
+
+def count_reached(reached: tuple[int, ...], requests: int) -> tuple[int, ...]:
+    """``Lengths(reached).plus(Lengths.one(requests)).reached``, without the objects (counted on
+    every request of a conversation): ``reached`` with one more conversation at request ``requests``."""
+    if not 1 <= requests <= MAX_TRACKED:
+        return reached
+    if len(reached) < requests:
+        reached += (0,) * (requests - len(reached))
+    return (*reached[: requests - 1], min(_MAX_COUNT, reached[requests - 1] + 1), *reached[requests:])
 
 
 #: No counts (a shared default: ``Lengths`` is frozen).

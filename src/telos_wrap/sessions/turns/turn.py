@@ -219,7 +219,10 @@ def _same_conversation(
     another's (docs/security.md)."""
     if app is None or not hashes.startswith(app.messages) or len(previous) != len(system):
         return False
-    return all(_skeleton(old) == _skeleton(new) for old, new in zip(previous, system, strict=True))
+    # An unchanged block print has an unchanged skeleton: compare skeletons only where a print changed.
+    return all(
+        old == new or _skeleton(old) == _skeleton(new) for old, new in zip(previous, system, strict=True)
+    )
 
 
 def _skeleton(block_print: str) -> list[str]:
