@@ -389,8 +389,9 @@ class StepTimer:
 
 
 def timed_aprepare(samples: list[float]) -> Callable[..., Awaitable[Any]]:
-    """``wrappers._aprepare`` that records its own duration: telos' time on each call's request path."""
-    original = wrappers._aprepare
+    """``wrappers.aprepare_for_sending`` that records its own duration: telos' time on each call's
+    request path."""
+    original = wrappers.aprepare_for_sending
 
     async def timed(*args: Any, **kwargs: Any) -> Any:
         started = time.perf_counter()
@@ -423,7 +424,7 @@ async def run_pass(
     )
     monitor = LagMonitor()
     if store is not None:
-        wrappers._aprepare = timed_aprepare(telos_samples)  # type: ignore[assignment]
+        wrappers.aprepare_for_sending = timed_aprepare(telos_samples)  # type: ignore[assignment]
 
     async def one(owner: int) -> None:
         pace = random.Random(owner)
@@ -475,7 +476,7 @@ async def run_pass(
         monitor.running = False
         await lag_task
         if store is not None:
-            wrappers._aprepare = wrappers._aprepare.original  # type: ignore[attr-defined]
+            wrappers.aprepare_for_sending = wrappers.aprepare_for_sending.original  # type: ignore[attr-defined]
     seconds = time.perf_counter() - started
     result = PassResult(
         name, len(latencies), seconds, latencies, telos_samples, monitor.max_lag, steps.stats()

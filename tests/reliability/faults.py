@@ -19,7 +19,7 @@ import redis
 from telos_wrap import pipeline
 from telos_wrap.engines._openai_compat import OpenAICompatEngine
 from telos_wrap.engines.anthropic import AnthropicEngine
-from telos_wrap.patch import wrappers
+from telos_wrap.patch import turns
 from telos_wrap.sessions import MemoryStore, Session, set_default_store
 from telos_wrap.sessions.stores.redis_store import RedisStore
 
@@ -185,8 +185,8 @@ def _record_usage_fault() -> Fault:
 
 FAULTS: tuple[Fault, ...] = (
     *(_stage_fault(stage) for stage in PIPELINE_STAGES),
-    _patch_fault("hint", "hint", "request", wrappers, "read_hint_header", _raise),
-    _patch_fault("route", "route", "request", wrappers, "route_request", _raise),
+    _patch_fault("hint", "hint", "request", turns, "read_hint_header", _raise),
+    _patch_fault("route", "route", "request", turns, "route_request", _raise),
     _store_fault(
         "store.read",
         lambda: FailingStore({"load"}, lambda: ConnectionError("store unreachable")),

@@ -27,7 +27,7 @@ from telos_wrap.config import PatchConfig, current_config
 from telos_wrap.emulator import Emulator, serve
 from telos_wrap.engines import registry
 from telos_wrap.ir.hints import ENGINE_NAMES
-from telos_wrap.patch import wrappers
+from telos_wrap.patch import turns, wrappers
 
 from .faults import FAULTS, PIPELINE_STAGES, Fault, InjectedFault
 from .harness import anthropic_kwargs, openai_kwargs
@@ -165,7 +165,7 @@ def test_a_bug_between_the_stages_sends_the_original(
     emulator, url = served
     original = _original(sdk, url, emulator)
     telos_wrap.patch()
-    monkeypatch.setattr(wrappers, "_readable", fail)  # where the request layer reads the body
+    monkeypatch.setattr(turns, "readable", fail)  # where the request layer reads the body
 
     _call(sdk, _client(sdk, url))
 

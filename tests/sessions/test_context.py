@@ -14,12 +14,12 @@ from telos_wrap.sessions import current_session, implicit_session, named_session
 from .convo import MODEL, messages_for
 
 
-def implicit_tenant(client: anthropic.Anthropic) -> str:
+def implicittenant_of(client: anthropic.Anthropic) -> str:
     """The tenant digest the patch layer derives from ``client`` (no isolation hint)."""
     from telos_wrap.ir.hints import TelosHints
-    from telos_wrap.patch.wrappers import _tenant
+    from telos_wrap.patch.turns import tenant_of
 
-    return _tenant(client, TelosHints())
+    return tenant_of(client, TelosHints())
 
 
 def test_nested_sessions_restore_the_outer_one() -> None:
@@ -84,7 +84,7 @@ def test_calls_outside_a_session_share_a_stable_implicit_session(claude: anthrop
     for turn in range(3):
         claude.messages.create(model=MODEL, max_tokens=8, messages=messages_for(turn))
     body = {"model": MODEL, "messages": messages_for(2)}
-    implicit = implicit_session("anthropic", body, tenant=implicit_tenant(claude))
+    implicit = implicit_session("anthropic", body, tenant=implicittenant_of(claude))
     assert implicit.implicit and implicit.id.startswith("implicit-")
     assert implicit.stats.requests == 3
     assert implicit.stats.cache_breaks == 0

@@ -57,7 +57,7 @@ from telos_wrap.ir.hints import parse_hints
 from telos_wrap.ir.model import Api
 from telos_wrap.patch.mode import rewriting
 from telos_wrap.patch.once import inside, outermost
-from telos_wrap.patch.wrappers import _resolve_session
+from telos_wrap.patch.turns import resolve_session
 from telos_wrap.pipeline import PrepareOptions
 from telos_wrap.sessions import Session
 from telos_wrap.sessions.identity import tenant_digest
@@ -142,7 +142,7 @@ def _rewrite(
         engine = hints.engine or engine_for(model, _provider(model, call))
         if engine is None:
             return args, call, None
-        session = _resolve_session(_API, body, hints, None)
+        session = resolve_session(_API, body, hints, None)
         hints = hints.merged_over(session.hints)
         strict = session.strict if session.strict is not None else config.strict
         options = PrepareOptions(

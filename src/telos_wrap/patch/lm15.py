@@ -53,7 +53,7 @@ from telos_wrap.ir.hints import TelosHints
 from telos_wrap.patch.mode import rewriting
 from telos_wrap.patch.once import inside, outermost
 from telos_wrap.patch.routing import Route, route_request
-from telos_wrap.patch.wrappers import _resolve_session
+from telos_wrap.patch.turns import resolve_session
 from telos_wrap.pipeline import Prepared, PrepareOptions, time_budget
 from telos_wrap.sessions import Session
 from telos_wrap.sessions.identity import tenant_digest
@@ -143,7 +143,7 @@ def _begin(instance: Any, request: Any) -> _Turn | None:
     config = current_config()
     key = _credential(request)
     client = SimpleNamespace(api_key=key, base_url=base_url)
-    session = _resolve_session(route.api, body, _NO_HINTS, None, None, client)
+    session = resolve_session(route.api, body, _NO_HINTS, None, None, client)
     hints = _NO_HINTS.merged_over(session.hints)
     options = PrepareOptions(
         engine=route.engine,

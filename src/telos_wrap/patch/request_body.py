@@ -1,0 +1,245 @@
+"""The request body telos reads: what the SDK would send, read from its request options.
+
+The request layer sees the SDK's ``FinalRequestOptions`` before the SDK serializes them: a body
+(``json_data`` merged with ``extra_json``, top-level sentinels removed, as the SDK merges them) that
+is plain JSON at the top is read as it is, with its deeper values checked by the pipeline
+(``lift/plain.py``); any other is read as the SDK itself serializes it (``sdk_json``), and those
+plain bytes are what goes out, rewritten or not. Iterables the SDK accepts for ``messages`` or
+``tools`` are listed once (``materialize``). An async client's file inputs are never read here on
+the event loop's thread (``async_route``, ``FilesToRead``).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+from collections.abc import Mapping
+from itertools import repeat
+from typing import Any
+
+from telos_wrap.errors import NotPlainJSON
+from telos_wrap.lift.plain import require_plain
+from telos_wrap.patch.sdk_json import sdk_plain, with_file_inputs
+
+__all__ = [
+    "FilesToRead",
+    "as_sdk_sends",
+    "async_route",
+    "materialize",
+    "merged_body",
+    "observed_body",
+    "plain_body",
+    "readable",
+    "trace_api",
+    "well_formed",
+]
+
+logger = logging.getLogger("telos_wrap")
+
+
+#: Types of plain JSON values: never an SDK sentinel (checked first, it is most of a body's fields).
+_PLAIN = frozenset({str, int, float, bool, type(None), list, dict})
+
+
+class _SentinelKinds(dict[type, bool]):
+    """``kinds[type(value)]``: whether ``value`` is an SDK sentinel (``Omit`` / ``NotGiven``). Plain
+    types and the sentinel types seen are held (a hit is a look-up, no call: a body has a dozen
+    sentinel fields); any other type is answered without being kept."""
+
+    def __missing__(self, kind: type) -> bool:
+        sdk = kind.__module__.split(".")[0]
+        found = kind.__name__ in ("Omit", "NotGiven") and sdk in ("anthropic", "openai")
+        if found:
+            self[kind] = True
+        return found
+
+
+_SENTINEL_KIND = _SentinelKinds.fromkeys(_PLAIN, False)
+
+
+def _is_sentinel(value: Any) -> bool:
+    return _SENTINEL_KIND[type(value)]
+
+
+def merged_body(options: Any) -> dict[str, Any] | None:
+    """``json_data`` merged with ``extra_json``, top-level sentinels removed (as the SDK merges them)."""
+    data = options.json_data
+    if not isinstance(data, Mapping):
+        return None
+    body = {key: value for key, value in data.items() if not _SENTINEL_KIND[type(value)]}
+    extra = options.extra_json
+    if isinstance(extra, Mapping):
+        # Like the SDK's _merge_mappings: extra_body wins, an Omit removes the key.
+        for key, value in extra.items():
+            if _is_sentinel(value):
+                body.pop(key, None)
+            else:
+                body[key] = value
+    return body
+
+
+def plain_body(options: Any) -> dict[str, Any] | None:
+    """The body the SDK would send: ``json_data`` merged with ``extra_json``, sentinels removed."""
+    body = merged_body(options)
+    return None if body is None else well_formed(body, options.url)
+
+
+def well_formed(body: dict[str, Any], url: Any, *, checked: bool = False) -> dict[str, Any] | None:
+    """``body`` if it has the message list (or Responses input items) of its endpoint, else ``None``.
+
+    ``checked``: ``_top_plain`` already found every message a dict with a ``str`` role.
+    """
+    if checked and not _is_responses_url(url):
+        return body if type(body.get("messages")) is list else None
+    if _is_responses_url(url):
+        items = body.get("input")
+        if isinstance(items, list) and not all(isinstance(item, Mapping) for item in items):
+            return None  # malformed: let the SDK / API produce its own error
+        return body
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not _all_messages(messages):
+        return None  # malformed: let the SDK / API produce its own error
+    return body
+
+
+_RESPONSES_PATHS = ("/responses", "/responses/input_tokens", "/responses/compact")
+
+
+def trace_api(sdk: str, options: Any) -> str:
+    """The API of a request in the vocabulary of trace files: anthropic, openai (chat) or responses."""
+    if sdk == "anthropic":
+        return "anthropic"
+    return "responses" if _is_responses_url(getattr(options, "url", None)) else "openai"
+
+
+def _is_responses_url(url: Any) -> bool:
+    """Whether the request goes to an OpenAI Responses endpoint (``input`` items, no ``messages``)."""
+    return isinstance(url, str) and url.split("?", 1)[0].rstrip("/").endswith(_RESPONSES_PATHS)
+
+
+_ROLE_KEYS = repeat("role")  # an endless "role", "role", ... for map(dict.get, ...)
+
+
+def _top_plain(body: dict[str, Any]) -> bool:
+    """Whether ``body`` is plain JSON at the top, in its message (or input item) list and roles, in
+    its first message and tools (which name an implicit session): C-level passes in the common case.
+    Deeper values are checked by the pipeline (``lift/plain.py``), past what a session has settled."""
+    if not set(map(type, body.values())) <= _PLAIN:
+        return False
+    for key in ("messages", "input"):
+        items = body.get(key)
+        if type(items) is list and items:
+            if not set(map(type, items)) <= {dict}:
+                return False
+            if key == "messages" and not set(map(type, map(dict.get, items, _ROLE_KEYS))) <= {str}:
+                return False
+            try:
+                require_plain({"first": items[0]})
+            except NotPlainJSON:
+                return False
+    tools = body.get("tools")
+    return type(tools) is not list or set(map(type, tools)) <= {dict}
+
+
+def readable(sdk: str, options: Any) -> tuple[Any, dict[str, Any] | None]:
+    """The options to send and the plain body telos reads from them (``None``: not for telos).
+
+    A body that is plain JSON at the top is read as it is; any other is read as the SDK serializes
+    it (``as_sdk_sends``).
+    """
+    body = merged_body(options)
+    if body is None:
+        return options, None
+    if _top_plain(body):
+        return options, well_formed(body, options.url, checked=True)
+    return as_sdk_sends(sdk, options, body)
+
+
+#: Set while an async client's call is routed: a body with file inputs is then not read here (that
+#: would read the files on the event loop's thread) but raises ``FilesToRead``, and the async path
+#: reads them in a worker thread as the SDK does (``sdk_json.files_read``) and routes the call again.
+async_route: contextvars.ContextVar[bool] = contextvars.ContextVar("telos_wrap_async_route", default=False)
+
+
+class FilesToRead(Exception):
+    """An async call's body has file inputs to read before it can be serialized (``async_route``).
+
+    ``body``: the body as the SDK copies it (``with_file_inputs``); a generator in the caller's body
+    was read once, into it, so the files are read from this copy, never from the caller's body."""
+
+    def __init__(self, body: Any) -> None:
+        super().__init__("file inputs to read")
+        self.body = body
+
+
+def as_sdk_sends(sdk: str, options: Any, body: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
+    """``body`` as the SDK serializes it (``patch/sdk_json.py``), and options that send exactly that.
+
+    If the SDK's serializer rejects a value, the request goes out as built (the SDK then raises its
+    own error), with a log line saying so; nothing is guessed.
+    """
+    if async_route.get():
+        copied, files = with_file_inputs(sdk, body)
+        if files:
+            raise FilesToRead(copied)
+        body = copied
+    try:
+        plain = sdk_plain(sdk, body)
+    except Exception as exc:
+        logger.warning(
+            "telos_wrap: the %s SDK cannot serialize this request's body (%s); telos leaves it as "
+            "built and the SDK reports the error",
+            sdk,
+            type(exc).__name__,
+        )
+        return options, None
+    return options.model_copy(update={"json_data": plain, "extra_json": None}), well_formed(
+        plain, options.url
+    )
+
+
+def observed_body(sdk: str, options: Any) -> dict[str, Any] | None:
+    """The body observers (``record()``, the pytest plugin) see: what the caller sent, as the SDK
+    serializes it when it is not plain JSON (only while someone observes: it walks the whole body)."""
+    body = plain_body(options)
+    try:
+        if body is not None:
+            require_plain(body)
+        return body
+    except NotPlainJSON:
+        pass
+    merged = merged_body(options)
+    try:
+        return None if merged is None else well_formed(sdk_plain(sdk, merged), options.url)
+    except Exception:
+        return body
+
+
+def _all_messages(messages: list[Any]) -> bool:
+    """Whether every item is a mapping with a string ``role``."""
+    # The common case (plain dicts, str roles) in C-level passes: this runs on every call over the
+    # whole conversation, and a Python-level loop costs ~0.1 ms at 1,000 messages.
+    if set(map(type, messages)) <= {dict} and set(map(type, map(dict.get, messages, _ROLE_KEYS))) <= {str}:
+        return True
+    return all(isinstance(m, Mapping) and isinstance(m.get("role"), str) for m in messages)
+
+
+def materialize(options: Any) -> Any:
+    """Options whose ``messages`` / ``tools`` are lists, if the caller passed other iterables.
+
+    The anthropic SDK leaves a generator or tuple as it came; it can be read only once, so it is
+    turned into a list here and that list is what goes out — rewritten, or as is if telos fails.
+    """
+    data = options.json_data
+    if not isinstance(data, Mapping):
+        return options
+    changed = {
+        key: list(value)
+        for key in ("messages", "tools", "input")
+        if (value := data.get(key)) is not None
+        and type(value) is not list  # the usual case, before the ABC checks
+        and not isinstance(value, (list, str, bytes, Mapping))
+        and not _is_sentinel(value)
+        and hasattr(value, "__iter__")
+    }
+    return options.model_copy(update={"json_data": {**data, **changed}}) if changed else options

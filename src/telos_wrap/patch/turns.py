@@ -1,0 +1,442 @@
+"""A call's turn: its hints, route, session and tenant, then its preparation (sync and async).
+
+``prepare_for_sending`` / ``aprepare_for_sending`` take the SDK's request options and give back the
+options to send and the ``CallContext`` the response side reads: the telos hint and the session
+header are taken out of the request, the route says which engine builds it, the body is read as the
+SDK would send it (``request_body``), the session is the caller's, the one the hint names, or the
+implicit one of the conversation, and the session's turn runs the pipeline (lift → bridge → emit)
+once. Everything fails open: any exception of telos' sends the SDK's own request (``strict=True``
+raises); a body that turns out not to be plain JSON deep inside is read again as the SDK serializes
+it (``_Turn.unread``) before anything is given up.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from telos_wrap.bridge import BridgeOptions
+from telos_wrap.config import current_config
+from telos_wrap.engines.registry import get_engine
+from telos_wrap.errors import NotPlainJSON, TelosStageError
+from telos_wrap.failopen import report_failure
+from telos_wrap.ir.hints import TelosHints
+from telos_wrap.ir.model import Api
+from telos_wrap.patch.calls import (
+    BUILT_OUTSIDE,
+    HINT_HEADER,
+    CallContext,
+    hint_token,
+    read_hint_header,
+)
+from telos_wrap.patch.mode import rewriting
+from telos_wrap.patch.observers import OBSERVERS
+from telos_wrap.patch.request_body import (
+    FilesToRead,
+    as_sdk_sends,
+    async_route,
+    materialize,
+    plain_body,
+    readable,
+)
+from telos_wrap.patch.routing import Route, route_request
+from telos_wrap.patch.sdk_json import files_read
+from telos_wrap.pipeline import Prepared, PrepareOptions, prepare, time_budget
+from telos_wrap.sessions import Session, current_session, default_store, implicit_session, named_session
+from telos_wrap.sessions.identity import tenant_digest
+
+__all__ = ["SESSION_HEADER", "aprepare_for_sending", "prepare_for_sending", "resolve_session", "tenant_of"]
+
+logger = logging.getLogger("telos_wrap")
+
+
+def _strip_hint_header(options: Any) -> tuple[Any, str | None]:
+    headers = options.headers
+    if not isinstance(headers, Mapping) or HINT_HEADER not in headers:
+        return options, None
+    value = headers[HINT_HEADER]
+    kept = {key: item for key, item in headers.items() if key != HINT_HEADER}
+    return options.model_copy(update={"headers": kept}), hint_token(value)
+
+
+#: A caller's name for the conversation (docs/sessions.md), per call (``extra_headers``) or per client
+#: (``default_headers``); telos reads it and removes it from the request that goes out.
+SESSION_HEADER = "x-telos-session"
+
+
+def _strip_session_header(sdk: str, client: Any, options: Any) -> tuple[Any, str | None]:
+    headers = options.headers if isinstance(options.headers, Mapping) else {}
+    own = [key for key in headers if isinstance(key, str) and key.lower() == SESSION_HEADER]
+    # The caller's own client headers (``default_headers=``) are the SDKs' ``_custom_headers``; the
+    # ``default_headers`` property builds a new dict with the SDK's own headers on every read.
+    defaults = getattr(client, "_custom_headers", None)
+    if not isinstance(defaults, Mapping):
+        defaults = getattr(client, "default_headers", None)
+    default = [
+        key for key in (defaults if isinstance(defaults, Mapping) else {}) if key.lower() == SESSION_HEADER
+    ]
+    if not own and not default:
+        return options, None
+    value = headers[own[-1]] if own else defaults[default[-1]]  # type: ignore[index]
+    kept = {key: item for key, item in headers.items() if key not in own}
+    if default:  # set on the client: the SDK's Omit removes it from this request's headers
+        omit = importlib.import_module(f"{sdk}._types").Omit()
+        # Under the client's own spelling of the name too: openai 2.x / anthropic 0.x merge default
+        # and per-request headers as plain dicts, so only an Omit under the same key removes it.
+        for key in {SESSION_HEADER, *default}:
+            kept[key] = omit
+    name = value.strip() if isinstance(value, str) else ""
+    return options.model_copy(update={"headers": kept}), name or None
+
+
+def tenant_of(client: Any, hints: TelosHints) -> str:
+    """The call's tenant signals outside its body, hashed (``identity.tenant_digest``): the
+    ``isolation`` hint and the client's credentials and base URL."""
+    # Every call reads these: a plain str or unset setting costs no call beyond its ``getattr``.
+    key = getattr(client, "api_key", None)
+    token = getattr(client, "auth_token", None)
+    organization = getattr(client, "organization", None)
+    project = getattr(client, "project", None)
+    url = getattr(client, "base_url", None)
+    return tenant_digest(
+        hints.isolation,
+        key if key is None or type(key) is str else _only_str(key),
+        token if token is None or type(token) is str else _only_str(token),
+        organization if organization is None or type(organization) is str else _only_str(organization),
+        project if project is None or type(project) is str else _only_str(project),
+        None if url is None else str(url),
+    )
+
+
+#: The client attributes that name whose traffic it is (only string values count: ``organization`` is
+#: also the name of an Anthropic resource), read in this order by ``tenant_of``.
+_CLIENT_SETTINGS = ("api_key", "auth_token", "organization", "project", "base_url")
+
+
+def _only_str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def resolve_session(
+    api: Api,
+    body: Mapping[str, Any],
+    hints: TelosHints,
+    carried: Session | str | None,
+    named: str | None = None,
+    client: Any = None,
+    *,
+    tenant: str | None = None,
+) -> Session:
+    """The call's session. ``tenant``: ``tenant_of(client, hints)`` when the caller has it already."""
+    # The session the call was built in (carried with the request; BUILT_OUTSIDE: none, whatever
+    # is active now), else - a request without telos' token - the one active now.
+    own = carried if isinstance(carried, Session) else None if carried == BUILT_OUTSIDE else current_session()
+    if hints.session is not None or named is not None:
+        # A session named by id resolves within the caller's own store: the store of the session
+        # the call was built in, else the configured default — never another tenant's store.
+        store = own.store if own is not None else default_store()
+        return named_session(hints.session if hints.session is not None else str(named), store=store)
+    if own is not None:
+        return own
+    # The conversation is named by its first message as the caller wrote it: drop_patterns strip it
+    # only where they apply to messages (drop_scope="all").
+    scoped = hints.drop_patterns if hints.drop_scope == "all" else ()
+    return implicit_session(
+        api, body, drop_patterns=scoped, tenant=tenant_of(client, hints) if tenant is None else tenant
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Turn:
+    """A call that needs its session: what ``_route`` decided, for the sync or async finish."""
+
+    options: Any
+    api: Api
+    engine_name: str
+    body: dict[str, Any]
+    session: Session
+    strict: bool
+    is_turn: bool  # False for a token count or a compaction: rewritten, never a turn of the session
+    prepare_options: PrepareOptions | None  # None: telos is disabled for this call (pass-through)
+    tenant: str  # the call's tenant digest (``tenant_of``): scopes fleet learning
+    #: The same call made for its body as the SDK serializes it (``None``: it cannot be read); given
+    #: a body whose file inputs were read already, for that body.
+    read_as_sdk: Callable[[dict[str, Any] | None], _Turn | None]
+    sdk: str
+
+    def unread(self, error: TelosStageError) -> _Turn | None:
+        """The turn to prepare instead when ``error`` says the body is not plain JSON, else ``None``."""
+        if not isinstance(error.__cause__, NotPlainJSON):
+            return None
+        logger.debug("telos_wrap: %s; reading the body as the SDK serializes it", error.__cause__)
+        return self.read_as_sdk(None)
+
+    async def aunread(self, error: TelosStageError) -> _Turn | None:
+        """``unread`` for an async client: file inputs deep in the body (a later message's image
+        given as a path) are read in a worker thread, as the SDK reads them there, never on the
+        event loop's thread (``async_route``)."""
+        if not isinstance(error.__cause__, NotPlainJSON):
+            return None
+        logger.debug("telos_wrap: %s; reading the body as the SDK serializes it", error.__cause__)
+        token = async_route.set(True)
+        try:
+            return self.read_as_sdk(None)
+        except FilesToRead as files:
+            copied = files.body
+        finally:
+            async_route.reset(token)
+        return self.read_as_sdk(await files_read(self.sdk, copied))
+
+    def context(self, index: int) -> CallContext | None:
+        """The context of a request sent as the SDK built it; ``None`` if its engine cannot be had.
+
+        On the fall-back path: it must not fail a second time (the engine lookup is what failed if
+        the engine cannot be built). Without a context the response is not read for usage.
+        """
+        try:
+            engine = get_engine(self.engine_name)
+        except Exception:
+            logger.debug("telos_wrap: no engine %r to read this response's usage", self.engine_name)
+            return None
+        return CallContext(engine=engine, session=self.session, index=index, strict=self.strict)
+
+    def rewritten(self, index: int, prepared: Prepared) -> tuple[Any, CallContext]:
+        if prepared.untouched is not None:
+            # Nothing in it can be cached: the SDK's own request goes out, byte for byte.
+            ctx = CallContext(engine=prepared.engine, session=self.session, index=index, strict=self.strict)
+            return self.options, ctx
+        new_options = self.options.model_copy(update={"json_data": prepared.body, "extra_json": None})
+        # The engine asked for stream usage the caller did not: the usage-only chunk is ours to swallow.
+        hide = _includes_usage(prepared.body) and not _includes_usage(self.body)
+        return new_options, CallContext(
+            engine=prepared.engine,
+            session=self.session,
+            index=index,
+            strict=self.strict,
+            hide_usage_chunk=hide,
+        )
+
+    def failed(self, error: TelosStageError) -> bool:
+        """Report a failure (raises if strict); whether the pass-through should be recorded."""
+        report_failure(error, strict=self.strict)
+        # When the store itself failed, recording the pass-through would wait on it a second time.
+        return self.is_turn and error.stage != "session.store"
+
+
+def _route(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None, _Turn | None]:
+    """Everything before the session's I/O: hints, route, body, session. No store access."""
+    config = current_config()
+    try:
+        options, header = _strip_hint_header(materialize(options))
+        options, named = _strip_session_header(sdk, client, options)
+        hints, carried = read_hint_header(header)
+    except Exception as exc:  # a telos bug must never break the call
+        report_failure(TelosStageError("hint", exc))
+        return options, None, None
+    try:
+        route: Route | None = route_request(
+            sdk, options.method, options.url, str(client.base_url), hints, config
+        )
+    except Exception as exc:
+        report_failure(TelosStageError("route", exc))
+        return options, None, None
+    if route is None:
+        return options, None, None
+    # Observe only (record() without patch(), or patch(enabled=False)): the request goes out as the
+    # SDK built it; with no observer there is nothing to do at all.
+    observe_only = not config.enabled or not rewriting()
+    if observe_only and not OBSERVERS:
+        return options, None, None
+    if observe_only:  # a recording sees the request as the SDK builds it; nothing is read for sending
+        body = plain_body(options)
+    else:
+        options, body = readable(sdk, options)
+    if body is None:
+        return options, None, None
+    return options, None, _turn(sdk, client, options, body, route, hints, carried, named, observe_only)
+
+
+def _turn(
+    sdk: str,
+    client: Any,
+    options: Any,
+    body: dict[str, Any],
+    route: Route,
+    hints: TelosHints,
+    carried: Session | str | None,
+    named: str | None,
+    observe_only: bool,
+) -> _Turn:
+    """The call's turn, for ``body`` (``options`` send it); ``_Turn.read_as_sdk`` makes it again for
+    the body as the SDK serializes it."""
+    config = current_config()
+    raw_hints = hints
+    raw_tenant = tenant_of(client, hints)
+    session = resolve_session(route.api, body, hints, carried, named, client, tenant=raw_tenant)
+    hints = hints.merged_over(session.hints)
+    strict = session.strict if session.strict is not None else config.strict
+    prepare_options = None
+    if not (hints.disable or observe_only):
+        prepare_options = PrepareOptions(
+            engine=route.engine,
+            hints=hints,
+            session_id=session.id,
+            count_only=route.count_only,
+            bridge=BridgeOptions(keep_past_drop=config.keep_past_drop),
+            refpool_threshold=config.refpool_threshold,
+            only_what_pays=config.only_what_pays,
+        )
+    is_turn = route.turn and not route.count_only
+    tenant = raw_tenant if hints.isolation == raw_hints.isolation else tenant_of(client, hints)
+
+    def again(files_read: dict[str, Any] | None) -> _Turn | None:
+        # ``as_sdk_sends`` sends the body it read (``json_data``, no ``extra_json``) in either case.
+        read, plain = as_sdk_sends(sdk, options, body if files_read is None else files_read)
+        if plain is None:
+            return None
+        return _turn(sdk, client, read, plain, route, raw_hints, carried, named, observe_only)
+
+    return _Turn(
+        options, route.api, route.engine, body, session, strict, is_turn, prepare_options, tenant, again, sdk
+    )
+
+
+def _guarded(
+    prepare_call: Callable[[str, Any, Any], tuple[Any, CallContext | None]],
+) -> Callable[[str, Any, Any], tuple[Any, CallContext | None]]:
+    """``prepare_call`` that fails open on *any* exception of telos' (a bug outside the stages too):
+    the SDK's request goes out as built. A ``TelosStageError`` passes: only ``strict`` raises one."""
+
+    def guarded(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None]:
+        try:
+            options = materialize(options)  # a generator is read once: what is sent is this list
+            return prepare_call(sdk, client, options)
+        except TelosStageError:
+            raise
+        except Exception as exc:
+            report_failure(TelosStageError("prepare", exc))
+            return options, None
+
+    return guarded
+
+
+def _aguarded(
+    prepare_call: Callable[[str, Any, Any], Awaitable[tuple[Any, CallContext | None]]],
+) -> Callable[[str, Any, Any], Awaitable[tuple[Any, CallContext | None]]]:
+    """:func:`_guarded` for the async request layer."""
+
+    async def guarded(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None]:
+        try:
+            options = materialize(options)
+            return await prepare_call(sdk, client, options)
+        except TelosStageError:
+            raise
+        except Exception as exc:
+            report_failure(TelosStageError("prepare", exc))
+            return options, None
+
+    return guarded
+
+
+@_guarded
+def prepare_for_sending(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None]:
+    """Rewrite ``options`` for sending; returns the options to send and the call's context."""
+    with time_budget(current_config().time_budget):
+        return _prepare_within_budget(sdk, client, options)
+
+
+def _prepare_within_budget(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None]:
+    options, ctx, turn = _route(sdk, client, options)
+    if turn is None:
+        return options, ctx
+    return _prepare_turn(turn, again=True)
+
+
+def _prepare_turn(turn: _Turn, *, again: bool) -> tuple[Any, CallContext | None]:
+    options = turn.options
+    session, po = turn.session, turn.prepare_options
+    if po is None:
+        index = session.note_passthrough(turn.api, turn.engine_name, turn.body) if turn.is_turn else -1
+        return options, turn.context(index)
+    try:
+        if not turn.is_turn:
+            return turn.rewritten(-1, prepare(turn.api, turn.body, po, session.hooks(strict=turn.strict)))
+        return turn.rewritten(
+            *session.prepare_request(turn.api, turn.body, po, strict=turn.strict, tenant=turn.tenant)
+        )
+    except TelosStageError as error:
+        read = turn.unread(error) if again else None
+        if read is not None:
+            return _prepare_turn(read, again=False)
+        record = turn.failed(error)
+        index = (
+            session.note_passthrough(turn.api, turn.engine_name, turn.body, failed=error) if record else -1
+        )
+        return options, turn.context(index)
+
+
+@_aguarded
+async def aprepare_for_sending(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None]:
+    """``prepare_for_sending`` for async clients: the session's store I/O is awaited, never
+    blocking the loop."""
+    with time_budget(current_config().time_budget):
+        return await _aprepare_within_budget(sdk, client, options)
+
+
+async def _aprepare_within_budget(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None]:
+    token = async_route.set(True)
+    try:
+        options, ctx, turn = _route(sdk, client, options)
+    except FilesToRead as files:
+        read = await files_read(sdk, files.body)
+        options = options.model_copy(update={"json_data": read, "extra_json": None})
+        options, ctx, turn = _route(sdk, client, options)
+    finally:
+        async_route.reset(token)
+    if turn is None:
+        return options, ctx
+    return await _aprepare_turn(turn, again=True)
+
+
+async def _aprepare_turn(turn: _Turn, *, again: bool) -> tuple[Any, CallContext | None]:
+    options = turn.options
+    session, po = turn.session, turn.prepare_options
+    if po is None:
+        index = (
+            await session.note_passthrough_async(turn.api, turn.engine_name, turn.body)
+            if turn.is_turn
+            else -1
+        )
+        return options, turn.context(index)
+    try:
+        if not turn.is_turn:
+            hooks = await session.ahooks(strict=turn.strict)
+            return turn.rewritten(-1, prepare(turn.api, turn.body, po, hooks))
+        return turn.rewritten(
+            *await session.prepare_request_async(
+                turn.api, turn.body, po, strict=turn.strict, tenant=turn.tenant
+            )
+        )
+    except TelosStageError as error:
+        read = await turn.aunread(error) if again else None
+        if read is not None:
+            return await _aprepare_turn(read, again=False)
+        record = turn.failed(error)
+        index = (
+            await session.note_passthrough_async(turn.api, turn.engine_name, turn.body, failed=error)
+            if record
+            else -1
+        )
+        return options, turn.context(index)
+
+
+def _includes_usage(body: Mapping[str, Any]) -> bool:
+    stream_options = body.get("stream_options")
+    return (
+        bool(body.get("stream"))
+        and isinstance(stream_options, Mapping)
+        and bool(stream_options.get("include_usage"))
+    )
