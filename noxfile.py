@@ -174,7 +174,15 @@ SUITE_DEPS = [
     "aiohttp",
     "httpx_aiohttp",
     "pip",
+    # A per-test deadline (the session passes --timeout): a test that hangs fails, the run goes on.
+    "pytest-timeout",
 ]
+#: Per line, the SDK extras its suite imports at collection: openai 3.x's realtime and websocket
+#: tests import ``websockets`` (its ``realtime`` extra), its microphone helper test ``numpy``
+#: (without them 38 modules fail to collect and pytest stops before running anything).
+SUITE_LINE_DEPS = {"newest": ["websockets>=13,<16", "numpy"], "0x": []}
+#: The per-test deadline of the suites' runs (seconds): their slowest test takes ~7 s here.
+SUITE_TEST_TIMEOUT = 300
 
 
 def _their_addopts(pyproject: str) -> str:
@@ -205,7 +213,7 @@ def sdk_suites(session: nox.Session, line: str) -> None:
     import os
     import tarfile
 
-    session.install("-e", ".", *SUITE_LINES[line], *SUITE_DEPS)
+    session.install("-e", ".", *SUITE_LINES[line], *SUITE_DEPS, *SUITE_LINE_DEPS[line])
     work = tempfile.mkdtemp(prefix="telos-sdk-suites-")
     plugin_dir = os.path.abspath("tests/sdk_suites")
     failed = []
@@ -227,7 +235,7 @@ def sdk_suites(session: nox.Session, line: str) -> None:
             try:
                 session.run(
                     "python", "-m", "pytest", "-o", f"addopts={addopts}", "-p", "telos_under_patch",
-                    "-p", "no:cacheprovider", "-q", "-rfEs", *args,
+                    "-p", "no:cacheprovider", "-q", "-rfEs", f"--timeout={SUITE_TEST_TIMEOUT}", *args,
                     env={"PYTHONPATH": plugin_dir},
                 )  # fmt: skip
             except nox.command.CommandFailed:
