@@ -12,6 +12,7 @@ it (``_Turn.unread``) before anything is given up.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
@@ -381,7 +382,17 @@ def _prepare_turn(turn: _Turn, *, again: bool) -> tuple[Any, CallContext | None]
 @_aguarded
 async def aprepare_for_sending(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None]:
     """``prepare_for_sending`` for async clients: the session's store I/O is awaited, never
-    blocking the loop."""
+    blocking the loop.
+
+    The sessions' async paths are asyncio's (locks, the breaker's race, ``to_thread``). On another
+    event loop the SDKs run on through anyio (trio), the call is prepared by the sync path in one of
+    anyio's worker threads instead (in a copy of this context, so the caller's session is seen):
+    the same bytes, the loop never blocked, and no fallback. anyio comes with the SDKs' HTTP
+    library."""
+    if asyncio._get_running_loop() is None:
+        from anyio import to_thread
+
+        return await to_thread.run_sync(prepare_for_sending, sdk, client, options)
     with time_budget(current_config().time_budget):
         return await _aprepare_within_budget(sdk, client, options)
 
