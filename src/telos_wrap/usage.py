@@ -57,8 +57,12 @@ def usage_of(obj: Any) -> UsageReport | None:
 
 
 def as_json(value: Any) -> Any:
-    """An SDK model as plain JSON (``model_dump(mode="json")``); anything else as it is."""
-    return value.model_dump(mode="json") if hasattr(value, "model_dump") else value
+    """An SDK model as plain JSON (``model_dump(mode="json")``); anything else as it is.
+
+    Without pydantic's serializer warnings: a response the SDK parsed leniently (a token count sent
+    as a string) is read as it is, and a value telos cannot use counts as not reported, never as a
+    warning the application sees (or, under ``-W error``, a failed stage)."""
+    return value.model_dump(mode="json", warnings=False) if hasattr(value, "model_dump") else value
 
 
 def json_mapping(value: Any) -> Mapping[str, Any] | None:
@@ -78,7 +82,7 @@ def _from_own_usage(obj: Any) -> UsageReport | None:
     usage = getattr(obj, "usage", None)
     if usage is None or not hasattr(usage, "model_dump"):
         return None
-    data = usage.model_dump()
+    data = as_json(usage)
     from telos_wrap.engines.openai_usage import is_responses_usage, parse_openai_usage
 
     # LiteLLM's ``ModelResponse`` on a route to Claude carries Anthropic's cache fields beside the

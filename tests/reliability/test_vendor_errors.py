@@ -134,3 +134,58 @@ def test_retries_resend_the_one_rewrite(sdk: str, is_async: bool, monkeypatch: p
     assert len(wire.sent) == 3 and lifts == ["lift"]
     assert wire.sent[0].raw == wire.sent[1].raw == wire.sent[2].raw
     assert [sent.headers["x-stainless-retry-count"] for sent in wire.sent] == ["0", "1", "2"]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["create", "stream"])
+def test_a_leniently_parsed_usage_is_read_without_a_warning(stream: bool) -> None:
+    """A response whose token count is not a number (the SDK parses it as it is when strict
+    response validation is off; the anthropic SDK's own suite sends one): telos reads it without
+    pydantic's serializer warning (the suite runs with warnings as errors, so the warning was a
+    failed 'usage' stage) and counts the unusable field as not reported."""
+    message = {
+        "id": "msg_lenient",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-opus-5",
+        "content": [{"type": "text", "text": "Hi there"}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": "twelve", "output_tokens": 2},
+    }
+
+    def answer(request: sdk_http.Request) -> sdk_http.Response:
+        if json.loads(request.content).get("stream"):
+            events = [
+                ("message_start", {"type": "message_start", "message": {**message, "content": []}}),
+                ("message_stop", {"type": "message_stop"}),
+            ]
+            body = "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events)
+            return sdk_http.Response(
+                200, content=body.encode(), headers={"content-type": "text/event-stream"}
+            )
+        return sdk_http.Response(200, json=message)
+
+    client = anthropic.Anthropic(
+        api_key="k",
+        http_client=sdk_http.Client(transport=sdk_http.MockTransport(answer)),
+        _strict_response_validation=False,
+    )
+    telos_wrap.patch(strict=True)
+    try:
+        with telos_wrap.session("lenient") as s:
+            kwargs: dict[str, Any] = {
+                "model": "claude-opus-5",
+                "max_tokens": 8,
+                "messages": [{"role": "user", "content": "Hi"}],
+            }
+            if stream:  # read raw: the SDK's own stream helper warns on this usage itself
+                for _ in client.messages.create(**kwargs, stream=True):
+                    pass
+            else:
+                client.messages.create(**kwargs)
+    finally:
+        telos_wrap.unpatch()
+    assert telos_wrap.failure_counts() == {}
+    assert s.stats.requests == 1
+    # An input count that is not a number: the response's usage is not reported, not a fallback.
+    assert (s.stats.responses_with_usage, s.stats.unreported) == (0, 1)

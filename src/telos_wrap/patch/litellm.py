@@ -61,7 +61,7 @@ from telos_wrap.patch.turns import resolve_session
 from telos_wrap.pipeline import PrepareOptions
 from telos_wrap.sessions import Session
 from telos_wrap.sessions.identity import tenant_digest
-from telos_wrap.usage import attach_usage
+from telos_wrap.usage import as_json, attach_usage
 
 __all__ = ["completion_wrapper", "engine_for"]
 
@@ -220,7 +220,7 @@ def _finisher(session: Session, index: int, engine: str, strict: bool) -> Callab
 
     def record(response: Any, usage: Any) -> None:
         try:
-            report = get_engine(engine).parse_usage(usage.model_dump(mode="json"))
+            report = get_engine(engine).parse_usage(as_json(usage))
             attach_usage(response, report)
             session.record_usage(index, report)
         except Exception as exc:

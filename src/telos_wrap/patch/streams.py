@@ -48,7 +48,7 @@ def _feed(accumulator: StreamUsage, event: Any, stream: Any, ctx: CallContext, k
         response = getattr(event, "response", None)
         usage = getattr(response, "usage", None)
         if usage is not None and hasattr(usage, "model_dump"):
-            accumulator.feed({"type": kind, "response": {"usage": usage.model_dump(mode="json")}})
+            accumulator.feed({"type": kind, "response": {"usage": as_json(usage)}})
             attach_usage(stream, accumulator.report())
         return False
     if kind in _USAGE_EVENTS:
@@ -60,7 +60,7 @@ def _feed(accumulator: StreamUsage, event: Any, stream: Any, ctx: CallContext, k
     usage = getattr(event, "usage", None)
     if usage is not None and hasattr(usage, "model_dump"):
         choices = getattr(event, "choices", None)
-        accumulator.feed({"usage": usage.model_dump(mode="json"), "choices": len(choices or ())})
+        accumulator.feed({"usage": as_json(usage), "choices": len(choices or ())})
         attach_usage(stream, accumulator.report())
         return ctx.hide_usage_chunk and not choices
     return False

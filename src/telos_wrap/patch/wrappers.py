@@ -33,7 +33,7 @@ from telos_wrap.patch.request_body import observed_body, trace_api
 from telos_wrap.patch.streams import hook_stream, is_stream
 from telos_wrap.patch.turns import aprepare_for_sending, prepare_for_sending
 from telos_wrap.telemetry import begin as telemetry_begin
-from telos_wrap.usage import attach_usage, json_mapping
+from telos_wrap.usage import as_json, attach_usage, json_mapping
 
 __all__ = [
     "async_parse_wrapper",
@@ -158,7 +158,7 @@ def _observe_result(result: Any, ctx: CallContext) -> None:
             return
         # Anthropic ``diagnostics``; OpenAI Responses ``prompt_cache_diagnostics`` (docs/engines.md).
         diagnostics = _field(result, "diagnostics") or _field(result, "prompt_cache_diagnostics")
-        report = ctx.engine.parse_usage(usage.model_dump(mode="json"), diagnostics=json_mapping(diagnostics))
+        report = ctx.engine.parse_usage(as_json(usage), diagnostics=json_mapping(diagnostics))
         attach_usage(result, report)
         notify_usage(ctx, report)
         if ctx.telemetry is not None:
