@@ -31,6 +31,7 @@ from telos_wrap import __version__ as telos_wrap_version
 from telos_wrap.autopatch import OPTIONS_VARIABLE, PATCH_VARIABLE, environment, options_from_environment
 from telos_wrap.check import DEFAULT_MODELS, as_dict, print_header, print_row, print_verdict, run_check
 from telos_wrap.config import PatchConfig, updated
+from telos_wrap.dashboard import command as dashboard_command
 from telos_wrap.emulator import CHAT_FLAVOURS, RENDER_MODES, Emulator, serve
 from telos_wrap.errors import TelosOptionError
 from telos_wrap.replay.comparison import Comparison, check_engine, compare, run_demo
@@ -58,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(
-        dest="command", required=True, metavar="{demo,replay,run,emulator,check}"
+        dest="command", required=True, metavar="{demo,replay,run,emulator,check,dashboard}"
     )
     demo = commands.add_parser(
         "demo",
@@ -168,6 +169,7 @@ def _parser() -> argparse.ArgumentParser:
         "--turns", type=_positive, default=4, metavar="N", help="requests to send (1-5, default 4)"
     )
     chk.add_argument("--json", action="store_true", help="print the results as JSON")
+    dashboard_command.add_parser(commands)
     return parser
 
 
@@ -233,6 +235,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _serve(args)
     if args.command == "check":
         return _check(args)
+    if args.command == "dashboard":
+        return dashboard_command.run(args)
     if args.plot:
         _check_plot_target(args.plot)
     if args.command == "demo":
