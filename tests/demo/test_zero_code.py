@@ -263,7 +263,7 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 def test_every_command_and_argument_has_help() -> None:
     parser = _parser()
     commands = _subparsers(parser)
-    assert set(commands) == {"demo", "replay", "run", "emulator", "check"}
+    assert set(commands) == {"demo", "replay", "run", "emulator", "check", "dashboard"}
     for name, command in commands.items():
         assert command.description, f"{name} has no description"
         for action in command._actions:
