@@ -28,10 +28,15 @@ PROMQL_WORDS = {"sum", "by", "without", "rate", "increase", "irate", "avg", "max
 
 
 class UnreadableStore(MemoryStore):
-    """A store whose reads fail, as during an outage: telos sends the call as built (a fallback)."""
+    """A store whose reads fail while ``down``, as during an outage: telos sends the call as built
+    (a fallback)."""
+
+    down = True
 
     def load(self, session_id: str) -> Any:
-        raise ConnectionError("the store is down")
+        if self.down:
+            raise ConnectionError("the store is down")
+        return super().load(session_id)
 
 
 def _queries() -> list[str]:
@@ -67,12 +72,16 @@ def _scrape(emulator: str, track: Any) -> str:
     try:
         client = track(anthropic.Anthropic(api_key="k", base_url=emulator))
         run_session(client, "grafana-1")
-        with telos_wrap.session("grafana-2", store=UnreadableStore()):
+        store = UnreadableStore()
+        with telos_wrap.session("grafana-2", store=store) as down:
             client.messages.create(
                 model="claude-opus-5", max_tokens=8, messages=[{"role": "user", "content": "hi"}]
             )
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-            return str(response.read().decode())
+            scrape = str(response.read().decode())
+        store.down = False  # back: what the session holds is written now, not at the interpreter's exit
+        down.flush()
+        return scrape
     finally:
         telos_wrap.unpatch()
         telemetry.reset()
