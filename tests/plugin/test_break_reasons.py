@@ -13,14 +13,15 @@ from telos_wrap.testing.budget import replay_requests
 from telos_wrap.traces import TraceRequest
 
 SYSTEM = "You are the support agent of Acme. " * 300
+SCHEMA = {"type": "object"}
 
 
 def _tools(turn: int, *, stamped: bool, marked: bool = False) -> list[dict[str, Any]]:
     stamp = f" Checked at 10:00:{turn:02d}." if stamped else ""
     tools: list[dict[str, Any]] = [
-        {"name": "escalate", "description": f"Hand over to a human.{stamp}", "input_schema": {"type": "object"}},
-        {"name": "lookup_order", "description": "Find an order.", "input_schema": {"type": "object"}},
-        {"name": "refund", "description": "Refund an order.", "input_schema": {"type": "object"}},
+        {"name": "escalate", "description": f"Hand over to a human.{stamp}", "input_schema": SCHEMA},
+        {"name": "lookup_order", "description": "Find an order.", "input_schema": SCHEMA},
+        {"name": "refund", "description": "Refund an order.", "input_schema": SCHEMA},
     ]
     if marked:
         tools[1] = {**tools[1], "cache_control": {"type": "ephemeral"}}
@@ -32,7 +33,8 @@ def _conversation(**options: Any) -> list[TraceRequest]:
     requests, history = [], []
     for turn in range(4):
         history = [*history, {"role": "user", "content": f"question {turn} " + "x" * 3000}]
-        body = {"model": "claude-opus-5", "max_tokens": 64, "system": SYSTEM, "tools": _tools(turn, **options)}
+        tools = _tools(turn, **options)
+        body = {"model": "claude-opus-5", "max_tokens": 64, "system": SYSTEM, "tools": tools}
         requests.append(TraceRequest("agent", turn, "anthropic", {**body, "messages": list(history)}))
         history = [*history, {"role": "assistant", "content": "ok"}]
     return requests
