@@ -18,6 +18,7 @@ from hypothesis import settings
 
 import telos_wrap
 from telos_wrap.failopen import reset_failures
+from telos_wrap.sessions import logs
 from telos_wrap.sessions.turns.wire_i2 import telos_rewrites_seen
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,6 +44,15 @@ def _no_telos_rewrote(request: pytest.FixtureRequest) -> Iterator[None]:
     found = telos_rewrites_seen(clear=True)
     if found and request.node.get_closest_marker("allow_telos_rewrote") is None:
         pytest.fail(f"telos re-sent a settled message in another form: {found[0].detail} ({found[0].where})")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_log_tally() -> Iterator[None]:
+    """Each test starts as a fresh process does for ``sessions/logs.py``: the first event of each
+    kind is logged at its level again, and no count of an earlier test is summarized in this one."""
+    logs._reset()
+    yield
+    logs._reset()
 
 
 @pytest.fixture

@@ -28,7 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from telos_wrap import __version__ as telos_wrap_version
-from telos_wrap.autopatch import OPTIONS_VARIABLE, PATCH_VARIABLE, environment, options_from_environment
+from telos_wrap.autopatch import (
+    OPTIONS_VARIABLE,
+    PATCH_VARIABLE,
+    STORE_VARIABLE,
+    environment,
+    options_from_environment,
+)
 from telos_wrap.check import DEFAULT_MODELS, as_dict, print_header, print_row, print_verdict, run_check
 from telos_wrap.config import PatchConfig, updated
 from telos_wrap.dashboard import command as dashboard_command
@@ -119,6 +125,13 @@ def _parser() -> argparse.ArgumentParser:
         "--options",
         metavar="JSON",
         help="any patch() options as a JSON object, e.g. '{\"only_what_pays\": false}'",
+    )
+    run.add_argument(
+        "--store",
+        metavar="URL",
+        help="the session store every process shares (its default store), e.g. redis://redis:6379/0, "
+        "rediss://, redis+cluster://h1:p1,h2:p2, redis+sentinel://s1:26379/SERVICE; also read from "
+        f"{STORE_VARIABLE}",
     )
     run.add_argument(
         "--print-env",
@@ -273,9 +286,10 @@ def _note(args: argparse.Namespace, text: str) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     options = _run_options(args)
-    env = environment(options)
+    store = _run_store(args.store)
+    env = environment(options, store=store)
     if args.print_env:
-        for name in ("PYTHONPATH", PATCH_VARIABLE, OPTIONS_VARIABLE):
+        for name in ("PYTHONPATH", PATCH_VARIABLE, OPTIONS_VARIABLE, STORE_VARIABLE):
             if name in env:
                 sys.stdout.write(f"{name}={shlex.quote(env[name])}\n")
         return 0
@@ -313,6 +327,22 @@ def _run_options(args: argparse.Namespace) -> dict[str, Any]:
     except TelosOptionError as exc:
         raise SystemExit(f"telos-wrap run: {exc}") from None
     return options
+
+
+def _run_store(url: str | None) -> str | None:
+    """``--store`` (or ``TELOS_STORE_URL`` already in the environment), checked before the command
+    starts; a bad URL stops here, saying what a good one looks like."""
+    from telos_wrap.sessions.stores.from_url import store_from_url
+
+    given = url if url is not None else os.environ.get(STORE_VARIABLE, "").strip() or None
+    if given is None:
+        return None
+    try:
+        store_from_url(given)
+    except TelosOptionError as exc:
+        where = "--store" if url is not None else STORE_VARIABLE
+        raise SystemExit(f"telos-wrap run: {where}: {exc}") from None
+    return given
 
 
 # -- emulator ---------------------------------------------------------------------------------------

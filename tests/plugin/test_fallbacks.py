@@ -12,6 +12,7 @@ import pytest
 import telos_wrap
 from telos_wrap.emulator import Emulator, serve
 from telos_wrap.failopen import reset_failures
+from telos_wrap.sessions.hashed import session_hash
 from tests.plugin.project import make_project
 
 pytest_plugins = ["pytester"]
@@ -80,7 +81,9 @@ def test_a_conversation_that_keeps_falling_back_is_said_once_loudly(
     assert len(loud) == 1, [r.getMessage() for r in caplog.records]
     message = loud[0].getMessage()
     assert loud[0].levelno == logging.WARNING
-    assert "conversation falls" in message and "stage 'plan' failed: RuntimeError" in message
+    # The session named by its hash, as spans name it (sessions/hashed.py), never by its id.
+    assert f"conversation {session_hash('falls')} keep" in message
+    assert "stage 'plan' failed: RuntimeError" in message
     assert "patch(strict=True)" in message
     assert stats.fallbacks == 4 and stats.requests == 4
     assert telos_wrap.failure_counts() == {"plan": 4}

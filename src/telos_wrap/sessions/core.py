@@ -47,6 +47,7 @@ from telos_wrap.ir.shared import share
 from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks
 from telos_wrap.sessions.durable.records import CacheBreak, VolatileSpan
 from telos_wrap.sessions.durable.state import SessionState
+from telos_wrap.sessions.hashed import scrub, session_hash
 from telos_wrap.sessions.identity import tells_users_apart
 from telos_wrap.sessions.learning import fleet, fleet_io
 from telos_wrap.sessions.learning.lengths import Lengths
@@ -60,6 +61,7 @@ from telos_wrap.sessions.live import (
     _stack,
     _warm_up,
 )
+from telos_wrap.sessions.logs import note
 from telos_wrap.sessions.refresh import RefreshDecision, decide_refresh
 from telos_wrap.sessions.stores.breaker import StoreBreaker, breaker_of
 from telos_wrap.sessions.stores.store import SessionStore, default_store, store_ops
@@ -494,7 +496,7 @@ class Session:
             # DEBUG: the pattern is anchored on text of the caller's system prompt.
             logger.debug(
                 "telos_wrap: session %s learned a volatile system span at request %d (pattern %r)",
-                self.id,
+                session_hash(self.id),
                 result.index,
                 result.learned.pattern,
             )
@@ -510,21 +512,37 @@ class Session:
         return result.index, result.prepared
 
     def _report_break(self, brk: CacheBreak) -> None:
-        logger.log(
-            logging.ERROR if brk.reason == "telos_rewrote" else logging.WARNING,
+        # One line per kind of break in the process, then DEBUG and a periodic count (sessions/logs.py):
+        # a break happens once per conversation (the first change of a live value), and so would scale.
+        bug = brk.reason == "telos_rewrote"
+        note(
+            logger,
+            logging.ERROR if bug else logging.WARNING,
+            f"break:{brk.reason}",
+            f"cache breaks ({brk.reason})",
             "telos_wrap: cache break in session %s at request %d: %s at %s (~%d tokens at risk): %s",
-            self.id,
+            session_hash(self.id),
             brk.request,
             brk.reason,
             brk.where,
             brk.tokens_at_risk,
-            brk.detail,
+            scrub(brk.detail, self.id),
+            per_window=bug,
         )
         if self.on_cache_break is not None:
             try:
                 self.on_cache_break(brk)
             except Exception:
-                logger.exception("telos_wrap: on_cache_break callback of session %s raised", self.id)
+                note(
+                    logger,
+                    logging.ERROR,
+                    "break:callback",
+                    "on_cache_break callbacks that raised",
+                    "telos_wrap: on_cache_break callback of session %s raised",
+                    session_hash(self.id),
+                    per_window=True,
+                    exc_info=True,
+                )
 
     def note_passthrough(
         self, api: Api, engine: str, body: Mapping[str, Any], *, failed: TelosStageError | None = None
@@ -547,7 +565,9 @@ class Session:
             # Only reached after the same call already failed open (and was counted and warned
             # about): recording the pass-through is bookkeeping, not a second failure.
             logger.debug(
-                "telos_wrap: session %s could not record a pass-through request", self.id, exc_info=True
+                "telos_wrap: session %s could not record a pass-through request",
+                session_hash(self.id),
+                exc_info=True,
             )
             return -1
 
@@ -565,7 +585,9 @@ class Session:
             return index
         except Exception:
             logger.debug(
-                "telos_wrap: session %s could not record a pass-through request", self.id, exc_info=True
+                "telos_wrap: session %s could not record a pass-through request",
+                session_hash(self.id),
+                exc_info=True,
             )
             return -1
 
@@ -582,12 +604,16 @@ class Session:
             loud = self._fallbacks_here == self.FALLBACKS_BEFORE_WARNING
         if loud:
             cause = error.__cause__ or error
-            logger.warning(
+            note(
+                logger,
+                logging.WARNING,
+                "fallback:conversation",
+                "conversations that keep falling back",
                 "telos_wrap: the requests of conversation %s keep falling back: they go out as the SDK "
                 "built them, with no cache saving (stage %r failed: %s). What to do: run once with "
                 "telos_wrap.patch(strict=True) to raise the error where it happens, and report it with "
                 "the request's shape; s.stats.fallbacks and telos_wrap.failure_counts() count them",
-                self.id,
+                session_hash(self.id),
                 error.stage,
                 type(cause).__name__,
             )

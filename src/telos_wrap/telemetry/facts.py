@@ -9,13 +9,13 @@ request its reason code.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Mapping
 from typing import Any
 
 from telos_wrap.ir.model import UsageReport
 from telos_wrap.sessions.durable.records import CacheBreak
+from telos_wrap.sessions.hashed import session_hash
 from telos_wrap.sessions.views.explain import RequestRecord
 from telos_wrap.sessions.views.stats import DEFAULT_PRICES, PriceMultipliers
 
@@ -29,7 +29,6 @@ __all__ = [
     "provider_key",
     "request_attributes",
     "savings",
-    "session_hash",
     "usage_attributes",
 ]
 
@@ -48,11 +47,6 @@ def latest_conventions() -> bool:
 def provider_key() -> str:
     """The attribute that names the vendor under the conventions in effect (``latest_conventions``)."""
     return "gen_ai.provider.name" if latest_conventions() else "gen_ai.system"
-
-
-def session_hash(session_id: str) -> str:
-    """The session as a span may show it: 16 hex digits of its SHA-256, never the id itself."""
-    return hashlib.sha256(session_id.encode("utf-8")).hexdigest()[:16]
 
 
 def _untouched_code(why: str) -> str:

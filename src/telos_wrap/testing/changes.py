@@ -80,6 +80,36 @@ def _system_of(request: TraceRequest) -> list[str]:
     return out
 
 
+def _order_kept(tools: list[Any]) -> bool:
+    """Whether telos sends these tools in the caller's order: it sorts them (``bridge.canonicalize``)
+    unless the caller put cache markers of its own on a tool."""
+    return any(
+        isinstance(tool, Mapping) and ("cache_control" in tool or "prompt_cache_breakpoint" in tool)
+        for tool in tools
+    )
+
+
+def _description(tool: Any) -> Any:
+    function = tool.get("function") if isinstance(tool, Mapping) else None
+    return (
+        function.get("description")
+        if isinstance(function, Mapping)
+        else (tool.get("description") if isinstance(tool, Mapping) else None)
+    )
+
+
+def _tool_edit(name: str, before: Any, after: Any) -> str | None:
+    """How one tool's definition changed (``None`` if it did not)."""
+    if not (_canonicalizable(before) and _canonicalizable(after)):
+        return None if before == after else f"tool {name!r} definition changed"
+    if canonical_bytes(before) == canonical_bytes(after):
+        return None
+    old, new = _description(before), _description(after)
+    if isinstance(old, str) and isinstance(new, str) and old != new:
+        return _line_change(f"tool {name!r} description", old, new)
+    return f"tool {name!r} definition changed"
+
+
 def _tools_change(before: TraceRequest, after: TraceRequest) -> str | None:
     old, new = before.kwargs.get("tools") or [], after.kwargs.get("tools") or []
     if not isinstance(old, list) or not isinstance(new, list):
@@ -89,11 +119,22 @@ def _tools_change(before: TraceRequest, after: TraceRequest) -> str | None:
         added = sorted(set(new_names) - set(old_names))
         removed = sorted(set(old_names) - set(new_names))
         return f"tools changed: added {added or 'none'}, removed {removed or 'none'}"
-    if old_names != new_names:
+    kept = _order_kept(old) or _order_kept(new)
+    reordered = old_names != new_names
+    if reordered and kept:
+        # Sent in the caller's order: the order itself moved the cached prefix.
         return f"tools reordered: {old_names} → {new_names}"
-    for name, a, b in zip(new_names, old, new, strict=True):
-        if _canonicalizable(a) and _canonicalizable(b) and canonical_bytes(a) != canonical_bytes(b):
-            return f"tool {name!r} definition changed"
+    # telos sorts the tools itself, so their order is no cause: an edited definition is, named by
+    # the tool (matched by name; by position when names repeat).
+    if len(set(new_names)) == len(new_names):
+        previous = dict(zip(old_names, old, strict=True))
+        pairs = [(name, previous[name], tool) for name, tool in zip(new_names, new, strict=True)]
+    else:
+        pairs = list(zip(new_names, old, new, strict=True))
+    for name, a, b in pairs:
+        edit = _tool_edit(name, a, b)
+        if edit is not None:
+            return edit
     return None
 
 

@@ -21,6 +21,9 @@ from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from telos_wrap.sessions.hashed import scrub, session_hash
+from telos_wrap.sessions.logs import note
+
 __all__ = ["BreakerStats", "StoreBreaker", "StoreEvent"]
 
 logger = logging.getLogger("telos_wrap.sessions")
@@ -195,13 +198,20 @@ class StoreBreaker:
         with self._lock:
             self._events[event.kind] += 1
             self._recent.append(event)
-        log = logger.warning if event.kind == "dropped" else logger.info
-        log(
+        # Outage recovery happens per session and per worker: one line per kind, then a periodic
+        # count (sessions/logs.py), never one INFO line per session.
+        dropped = event.kind == "dropped"
+        note(
+            logger,
+            logging.WARNING if dropped or event.kind == "reset" else logging.INFO,
+            f"store:{event.kind}",
+            f"sessions' in-process state {event.kind} after a store outage or loss",
             "telos_wrap: session %s: in-process state %s (%d requests): %s",
-            event.session_id,
+            session_hash(event.session_id),
             event.kind,
             event.requests,
-            event.reason,
+            scrub(event.reason, event.session_id),
+            per_window=dropped,
         )
 
     def stats(self) -> BreakerStats:

@@ -35,6 +35,7 @@ from telos_wrap.ir.model import UsageReport
 from telos_wrap.ir.shared import share
 from telos_wrap.sessions.durable.merge import Delta, delta_of, marked, merged
 from telos_wrap.sessions.durable.state import EngineUsage, SessionState
+from telos_wrap.sessions.hashed import session_hash
 
 __all__ = [
     "ABANDONED",
@@ -242,7 +243,9 @@ class StateSync:
         store = self.host.current_store()
         if store is not self.bound:
             if self.bound is not None and (self.pending or self.dirty is not None):
-                logger.debug("telos_wrap: session %s moved stores; unwritten state dropped", self.id)
+                logger.debug(
+                    "telos_wrap: session %s moved stores; unwritten state dropped", session_hash(self.id)
+                )
             self.bound, self.parsed, self.dirty, self.before = store, None, None, None
             self.delta = Delta()
             self.attempts.clear()
@@ -282,7 +285,7 @@ class StateSync:
         fresh = SessionState(session_id=self.id)
         self.parsed = (0, None, fresh)
         self.host.store_event("reset", fresh, reason)
-        logger.warning("telos_wrap: session %s reset: %s", self.id, reason)
+        # Logged (hashed, counted per kind) with the event: sessions/stores/breaker.py, ``record``.
 
     def view(self) -> SessionState | None:
         """The newest state this process holds (written or not), without pending usage."""
