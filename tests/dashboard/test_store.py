@@ -13,7 +13,7 @@ from telos_wrap.dashboard.from_store import from_store_url
 from telos_wrap.dashboard.page import render
 from telos_wrap.emulator import Emulator, serve
 from telos_wrap.sessions import RedisStore
-from telos_wrap.telemetry.facts import session_hash
+from telos_wrap.sessions.hashed import session_hash
 
 pytestmark = pytest.mark.redis
 

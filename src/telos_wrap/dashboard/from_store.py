@@ -14,8 +14,8 @@ from typing import Any
 
 from telos_wrap.dashboard.model import BreakView, ConversationView, Dashboard
 from telos_wrap.sessions.durable.state import SessionState
+from telos_wrap.sessions.hashed import session_hash
 from telos_wrap.sessions.views.stats import SessionStats
-from telos_wrap.telemetry.facts import session_hash
 
 
 def states_in(client: Any, prefix: str) -> Iterator[SessionState]:
