@@ -31,7 +31,16 @@ from telos_wrap import __version__ as telos_wrap_version
 from telos_wrap.autopatch import OPTIONS_VARIABLE, PATCH_VARIABLE, environment, options_from_environment
 from telos_wrap.check import DEFAULT_MODELS, as_dict, print_header, print_row, print_verdict, run_check
 from telos_wrap.config import PatchConfig, updated
-from telos_wrap.emulator import CHAT_FLAVOURS, RENDER_MODES, Emulator, serve
+from telos_wrap.emulator import (
+    CHAT_FLAVOURS,
+    RENDER_MODES,
+    Emulator,
+    Replier,
+    flavour_base_url,
+    script,
+    serve,
+)
+from telos_wrap.emulator.replies import replies_from_json, tool_call_from_spec, tool_loop
 from telos_wrap.errors import TelosOptionError
 from telos_wrap.replay.comparison import Comparison, check_engine, compare, run_demo
 from telos_wrap.replay.report import plot_comparison, print_comparison
@@ -144,6 +153,27 @@ def _parser() -> argparse.ArgumentParser:
         choices=list(RENDER_MODES),
         default="rendered",
         help="what a cache is keyed on: the rendered prompt (default) or the request bytes",
+    )
+    scripted = emu.add_mutually_exclusive_group()
+    scripted.add_argument(
+        "--tool-call",
+        action="append",
+        default=[],
+        metavar="NAME[:JSON]",
+        help="script the model: call this tool (JSON object of arguments) before answering; repeat for "
+        "a sequence, one call per model request of each user question, then --final-text",
+    )
+    scripted.add_argument(
+        "--replies",
+        metavar="FILE.json",
+        help='script the model from a file: a JSON list of {"text": ..., "tool_calls": [{"name": ..., '
+        '"arguments": {...}}]}, the k-th answering the k-th model request of each user question',
+    )
+    emu.add_argument(
+        "--final-text",
+        default="Done.",
+        metavar="TEXT",
+        help="with --tool-call: the answer once the calls are done (default: Done.)",
     )
     chk = commands.add_parser(
         "check",
@@ -314,8 +344,37 @@ def _run_options(args: argparse.Namespace) -> dict[str, Any]:
 # -- emulator ---------------------------------------------------------------------------------------
 
 
+def _replier(args: argparse.Namespace) -> tuple[Replier | None, str]:
+    """The scripted model of ``--tool-call`` / ``--replies``, and a line saying what it does."""
+    if args.tool_call:
+        try:
+            calls = [tool_call_from_spec(spec) for spec in args.tool_call]
+        except ValueError as exc:
+            raise SystemExit(f"telos-wrap emulator: --tool-call {exc}") from None
+        names = ", ".join(call.name for call in calls)
+        return tool_loop(calls, args.final_text), (
+            f"  scripted: each user question gets tool calls {names}, one per request, then "
+            f"{args.final_text!r} (Anthropic Messages and Chat Completions)"
+        )
+    if args.replies:
+        try:
+            replies = replies_from_json(json.loads(Path(args.replies).read_text(encoding="utf-8")))
+        except OSError as exc:
+            raise SystemExit(
+                f"telos-wrap emulator: --replies {args.replies}: {exc.strerror or exc}"
+            ) from None
+        except ValueError as exc:
+            raise SystemExit(f"telos-wrap emulator: --replies {args.replies}: {exc}") from None
+        return script(replies), (
+            f"  scripted: each user question gets the {len(replies)} replies of {args.replies} in turn, "
+            "then the fixed text (Anthropic Messages and Chat Completions)"
+        )
+    return None, ""
+
+
 def _serve(args: argparse.Namespace) -> int:
-    emulator = Emulator(mode=args.mode)
+    replier, scripted = _replier(args)
+    emulator = Emulator(mode=args.mode, replier=replier)
     try:
         server = serve(emulator, flavour=args.flavour, port=args.port)
         url = server.__enter__()
@@ -324,9 +383,10 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         out = sys.stdout
         out.write(f"telos-wrap emulator serving on {url} (Ctrl-C to stop); any API key works\n")
-        out.write(f"  anthropic  base_url={url}\n")
-        for name in CHAT_FLAVOURS:
-            out.write(f"  {name:<10} base_url={url}/{name}/v1\n")
+        for name in ("anthropic", *CHAT_FLAVOURS):
+            out.write(f"  {name:<10} base_url={flavour_base_url(url, name)}\n")
+        if scripted:
+            out.write(scripted + "\n")
         out.write(
             "  telos in another process does not know this is the emulator: name the engine, e.g. "
             f"telos-wrap run --engine {url}/openai/v1=openai -- ... (or patch(engines={{...}}))\n"
