@@ -96,7 +96,8 @@ def _parser() -> argparse.ArgumentParser:
         choices=["native", "responses"],
         default="native",
         help="native: each request as recorded; responses: chat requests converted to OpenAI "
-        "Responses requests (instructions + input items), for --engine openai|vllm|sglang",
+        "Responses requests (instructions + input items), Responses requests as recorded, for "
+        "--engine openai|vllm|sglang",
     )
     rep.add_argument("--json", action="store_true", help="print the results as JSON")
     rep.add_argument(
@@ -439,7 +440,14 @@ def _as_responses(engine: str, sessions: list[list[TraceRequest]]) -> list[list[
             f"telos-wrap: --api responses needs --engine openai, vllm or sglang (not {engine}): "
             "those serve the Responses API"
         )
-    return responses_sessions(sessions)
+    converted = responses_sessions(sessions)
+    if not converted:  # never "Totals over 0 requests"
+        apis = sorted({r.api for s in sessions for r in s})
+        raise SystemExit(
+            f"telos-wrap: --api responses replays Chat Completions and Responses requests; the file has "
+            f"{', '.join(apis)} requests only"
+        )
+    return converted
 
 
 def _check_plot_target(path: str) -> None:
