@@ -46,7 +46,7 @@ from telos_wrap.replay.comparison import Comparison, check_engine, compare, run_
 from telos_wrap.replay.report import plot_comparison, print_comparison
 from telos_wrap.replay.responses import responses_sessions
 from telos_wrap.replay.runner import AS_SENT, AUTO_CACHING, ENGINES, TELOS, load_sessions
-from telos_wrap.traces import TraceRequest
+from telos_wrap.traces import TraceRequest, content_hashing
 
 # -- command line -----------------------------------------------------------------------------------
 
@@ -271,13 +271,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         _emit(comparison, args, per_turn=args.per_turn)
         return 0
     _note(args, f"loading {args.file} …")
+    hashed = _hashed_note(args.file)
     sessions = check_engine(args.engine, _load_user_file(args.file, args.limit))
     if args.api == "responses":
         sessions = _as_responses(args.engine, sessions)
     variants = ["recorded", "jittered"] if args.jitter else ["recorded"]
     strategies = [AS_SENT, AUTO_CACHING, TELOS] if args.engine == "anthropic" else [AS_SENT, TELOS]
     comparison = compare(
-        f"{args.file}: {len(sessions)} session(s)",
+        f"{args.file}: {len(sessions)} session(s){hashed}",
         sessions,
         engine=args.engine,
         variants=variants,
@@ -286,6 +287,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     _emit(comparison, args, per_turn=args.per_turn)
     return 0
+
+
+def _hashed_note(path: str) -> str:
+    """What the title says of a ``hash_content=True`` recording; an old fixed-length one is refused."""
+    try:
+        hashing = content_hashing(path) if Path(path).is_file() else None
+    except (OSError, EOFError, ValueError):
+        return ""  # _load_user_file says what is wrong with the file
+    if hashing == "fixed":
+        raise SystemExit(
+            f"telos-wrap: {path} was recorded with hash_content=True by an earlier telos_wrap: every text "
+            "is a 71-character sha256 digest, so the prompt sizes, and every figure a replay would give, "
+            "are not the original's. Record again with this version (its digests keep each line's length)."
+        )
+    if hashing == "sized":
+        return (
+            " — texts hashed (digests of the same length, line by line: prompt sizes are the recording's; "
+            "telos cannot recognise a clock or environment line inside a digest, so what moving them would "
+            "save is not counted)"
+        )
+    return ""
 
 
 def _note(args: argparse.Namespace, text: str) -> None:

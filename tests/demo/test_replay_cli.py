@@ -209,3 +209,20 @@ def test_responses_on_a_file_with_nothing_to_convert_exits_non_zero(
     write_trace(trace, demo_requests[:3])
     said = fails(capsys, "replay", str(trace), "--engine", "openai", "--api", "responses")
     assert "anthropic" in said
+
+
+def test_per_turn_rows_name_their_session(tmp_path: Path) -> None:
+    requests = [
+        TraceRequest(name, r.turn, r.api, r.kwargs) for name in ("alpha", "beta") for r in _chat_requests(3)
+    ]
+    path = tmp_path / "two.jsonl.xz"
+    write_trace(path, requests)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["replay", str(path), "--engine", "openai", "--per-turn"]) == 0
+    lines = out.getvalue().splitlines()
+    header = next(line for line in lines if line.split()[:2] == ["session", "turn"])
+    rows = lines[lines.index(header) + 1 : lines.index(header) + 7]
+    assert [row.split()[:2] for row in rows] == [
+        [name, str(turn)] for name in ("alpha", "beta") for turn in range(3)
+    ]
