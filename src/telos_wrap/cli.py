@@ -147,7 +147,8 @@ def _parser() -> argparse.ArgumentParser:
         "--flavour",
         choices=list(CHAT_FLAVOURS),
         default="openai",
-        help="what {url}/v1/chat/completions emulates (default: openai); {url}/NAME/v1 always emulates NAME",
+        help="what {url}/v1/chat/completions emulates (default: openai); {url}/NAME/... always emulates NAME "
+        "(the printed base URLs)",
     )
     emu.add_argument(
         "--mode",
