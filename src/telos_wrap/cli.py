@@ -38,13 +38,22 @@ from telos_wrap.autopatch import (
 from telos_wrap.check import DEFAULT_MODELS, as_dict, print_header, print_row, print_verdict, run_check
 from telos_wrap.config import PatchConfig, updated
 from telos_wrap.dashboard import command as dashboard_command
-from telos_wrap.emulator import CHAT_FLAVOURS, RENDER_MODES, Emulator, serve
+from telos_wrap.emulator import (
+    CHAT_FLAVOURS,
+    RENDER_MODES,
+    Emulator,
+    Replier,
+    flavour_base_url,
+    script,
+    serve,
+)
+from telos_wrap.emulator.replies import replies_from_json, tool_call_from_spec, tool_loop
 from telos_wrap.errors import TelosOptionError
 from telos_wrap.replay.comparison import Comparison, check_engine, compare, run_demo
 from telos_wrap.replay.report import plot_comparison, print_comparison
 from telos_wrap.replay.responses import responses_sessions
 from telos_wrap.replay.runner import AS_SENT, AUTO_CACHING, ENGINES, TELOS, load_sessions
-from telos_wrap.traces import TraceRequest
+from telos_wrap.traces import TraceRequest, content_hashing
 
 # -- command line -----------------------------------------------------------------------------------
 
@@ -94,7 +103,8 @@ def _parser() -> argparse.ArgumentParser:
         choices=["native", "responses"],
         default="native",
         help="native: each request as recorded; responses: chat requests converted to OpenAI "
-        "Responses requests (instructions + input items), for --engine openai|vllm|sglang",
+        "Responses requests (instructions + input items), Responses requests as recorded, for "
+        "--engine openai|vllm|sglang",
     )
     rep.add_argument("--json", action="store_true", help="print the results as JSON")
     rep.add_argument(
@@ -151,13 +161,35 @@ def _parser() -> argparse.ArgumentParser:
         "--flavour",
         choices=list(CHAT_FLAVOURS),
         default="openai",
-        help="what {url}/v1/chat/completions emulates (default: openai); {url}/NAME/v1 always emulates NAME",
+        help="what {url}/v1/chat/completions emulates (default: openai); {url}/NAME/... always emulates NAME "
+        "(the printed base URLs)",
     )
     emu.add_argument(
         "--mode",
         choices=list(RENDER_MODES),
         default="rendered",
         help="what a cache is keyed on: the rendered prompt (default) or the request bytes",
+    )
+    scripted = emu.add_mutually_exclusive_group()
+    scripted.add_argument(
+        "--tool-call",
+        action="append",
+        default=[],
+        metavar="NAME[:JSON]",
+        help="script the model: call this tool (JSON object of arguments) before answering; repeat for "
+        "a sequence, one call per model request of each user question, then --final-text",
+    )
+    scripted.add_argument(
+        "--replies",
+        metavar="FILE.json",
+        help='script the model from a file: a JSON list of {"text": ..., "tool_calls": [{"name": ..., '
+        '"arguments": {...}}]}, the k-th answering the k-th model request of each user question',
+    )
+    emu.add_argument(
+        "--final-text",
+        default="Done.",
+        metavar="TEXT",
+        help="with --tool-call: the answer once the calls are done (default: Done.)",
     )
     chk = commands.add_parser(
         "check",
@@ -257,13 +289,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         _emit(comparison, args, per_turn=args.per_turn)
         return 0
     _note(args, f"loading {args.file} …")
+    hashed = _hashed_note(args.file)
     sessions = check_engine(args.engine, _load_user_file(args.file, args.limit))
     if args.api == "responses":
         sessions = _as_responses(args.engine, sessions)
     variants = ["recorded", "jittered"] if args.jitter else ["recorded"]
     strategies = [AS_SENT, AUTO_CACHING, TELOS] if args.engine == "anthropic" else [AS_SENT, TELOS]
     comparison = compare(
-        f"{args.file}: {len(sessions)} session(s)",
+        f"{args.file}: {len(sessions)} session(s){hashed}",
         sessions,
         engine=args.engine,
         variants=variants,
@@ -272,6 +305,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     _emit(comparison, args, per_turn=args.per_turn)
     return 0
+
+
+def _hashed_note(path: str) -> str:
+    """What the title says of a ``hash_content=True`` recording; an old fixed-length one is refused."""
+    try:
+        hashing = content_hashing(path) if Path(path).is_file() else None
+    except (OSError, EOFError, ValueError):
+        return ""  # _load_user_file says what is wrong with the file
+    if hashing == "fixed":
+        raise SystemExit(
+            f"telos-wrap: {path} was recorded with hash_content=True by an earlier telos_wrap: every text "
+            "is a 71-character sha256 digest, so the prompt sizes, and every figure a replay would give, "
+            "are not the original's. Record again with this version (its digests keep each line's length)."
+        )
+    if hashing == "sized":
+        return (
+            " — texts hashed (digests of the same length, line by line: prompt sizes are the recording's; "
+            "telos cannot recognise a clock or environment line inside a digest, so what moving them would "
+            "save is not counted)"
+        )
+    return ""
 
 
 def _note(args: argparse.Namespace, text: str) -> None:
@@ -348,8 +402,37 @@ def _run_store(url: str | None) -> str | None:
 # -- emulator ---------------------------------------------------------------------------------------
 
 
+def _replier(args: argparse.Namespace) -> tuple[Replier | None, str]:
+    """The scripted model of ``--tool-call`` / ``--replies``, and a line saying what it does."""
+    if args.tool_call:
+        try:
+            calls = [tool_call_from_spec(spec) for spec in args.tool_call]
+        except ValueError as exc:
+            raise SystemExit(f"telos-wrap emulator: --tool-call {exc}") from None
+        names = ", ".join(call.name for call in calls)
+        return tool_loop(calls, args.final_text), (
+            f"  scripted: each user question gets tool calls {names}, one per request, then "
+            f"{args.final_text!r} (Anthropic Messages and Chat Completions)"
+        )
+    if args.replies:
+        try:
+            replies = replies_from_json(json.loads(Path(args.replies).read_text(encoding="utf-8")))
+        except OSError as exc:
+            raise SystemExit(
+                f"telos-wrap emulator: --replies {args.replies}: {exc.strerror or exc}"
+            ) from None
+        except ValueError as exc:
+            raise SystemExit(f"telos-wrap emulator: --replies {args.replies}: {exc}") from None
+        return script(replies), (
+            f"  scripted: each user question gets the {len(replies)} replies of {args.replies} in turn, "
+            "then the fixed text (Anthropic Messages and Chat Completions)"
+        )
+    return None, ""
+
+
 def _serve(args: argparse.Namespace) -> int:
-    emulator = Emulator(mode=args.mode)
+    replier, scripted = _replier(args)
+    emulator = Emulator(mode=args.mode, replier=replier)
     try:
         server = serve(emulator, flavour=args.flavour, port=args.port)
         url = server.__enter__()
@@ -358,9 +441,10 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         out = sys.stdout
         out.write(f"telos-wrap emulator serving on {url} (Ctrl-C to stop); any API key works\n")
-        out.write(f"  anthropic  base_url={url}\n")
-        for name in CHAT_FLAVOURS:
-            out.write(f"  {name:<10} base_url={url}/{name}/v1\n")
+        for name in ("anthropic", *CHAT_FLAVOURS):
+            out.write(f"  {name:<10} base_url={flavour_base_url(url, name)}\n")
+        if scripted:
+            out.write(scripted + "\n")
         out.write(
             "  telos in another process does not know this is the emulator: name the engine, e.g. "
             f"telos-wrap run --engine {url}/openai/v1=openai -- ... (or patch(engines={{...}}))\n"
@@ -413,7 +497,14 @@ def _as_responses(engine: str, sessions: list[list[TraceRequest]]) -> list[list[
             f"telos-wrap: --api responses needs --engine openai, vllm or sglang (not {engine}): "
             "those serve the Responses API"
         )
-    return responses_sessions(sessions)
+    converted = responses_sessions(sessions)
+    if not converted:  # never "Totals over 0 requests"
+        apis = sorted({r.api for s in sessions for r in s})
+        raise SystemExit(
+            f"telos-wrap: --api responses replays Chat Completions and Responses requests; the file has "
+            f"{', '.join(apis)} requests only"
+        )
+    return converted
 
 
 def _check_plot_target(path: str) -> None:

@@ -20,8 +20,12 @@ when the last recording ends — the way to measure today's traffic before adopt
 Redaction: only bodies are recorded — never headers, so never an API key or an auth header — and
 strings in a body that look like Anthropic/OpenAI API keys are replaced by ``[redacted]``. With
 ``hash_content=True`` every text (message and system text, tool results and descriptions, every
-string that is not structure such as ``role``, ``type``, ``model`` or an id) is replaced by
-``sha256:<hex>`` of it: equal texts stay equal, so cache behaviour can still be studied.
+string that is not structure such as ``role``, ``type``, ``model``, an id, a tool's name or a JSON
+Schema's ``required`` entries, which name its properties) is replaced line by line by a digest of the
+same UTF-8 length (:func:`sized_digest`): equal lines stay equal and every text keeps its length, so a
+replay sees the prompt's real size and the prefixes its texts share line by line, and a tool schema
+stays valid (property names are keys, never hashed; ``required`` names them, so neither is). The
+lines then carry ``"hashed": "sized-sha256"``. What stays visible: the number and length of lines.
 
 A line is written when the response's usage is known (for a stream: once it is consumed or
 closed). Requests that never got one (an HTTP error, an abandoned call) are written with
@@ -48,7 +52,10 @@ from telos_wrap.ir.model import UsageReport
 from telos_wrap.patch import hold_observer_wrappers, release_observer_wrappers
 from telos_wrap.patch.observers import OBSERVERS
 
-__all__ = ["Recorder", "hash_text", "record", "redact_body", "usage_to_json"]
+__all__ = ["HASHED", "Recorder", "hash_text", "record", "redact_body", "sized_digest", "usage_to_json"]
+
+#: The ``"hashed"`` field of a recording line whose texts are :func:`sized_digest` digests.
+HASHED = "sized-sha256"
 
 # API keys the SDKs use (Anthropic ``sk-ant-…``, OpenAI ``sk-…``/``sk-proj-…``), wherever they appear.
 _KEY_PATTERN = re.compile(r"\bsk-(?:ant-)?[A-Za-z0-9_\-]{16,}")
@@ -72,6 +79,9 @@ _STRUCTURAL_KEYS = frozenset(
         "verbosity",
         "detail",
         "format",
+        # A JSON Schema's ``required`` lists property names, which are keys and so never hashed:
+        # hashing one side only would leave a schema whose required properties do not exist.
+        "required",
     }
 )
 
@@ -81,6 +91,26 @@ def hash_text(text: str) -> str:
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def sized_digest(text: str) -> str:
+    """``text`` with each line replaced by a SHA-256-derived hex digest of the same UTF-8 length.
+
+    Line breaks are kept, so texts that share their first lines share a prefix, and the emulator's
+    token estimate (UTF-8 bytes, docs/emulator.md) of the digest equals the original's. Equal lines
+    give equal digests; a line of one or two bytes has few digests, so short lines may collide.
+    """
+    return "\n".join(_sized_line(line) for line in text.split("\n"))
+
+
+def _sized_line(line: str) -> str:
+    size = len(line.encode("utf-8"))
+    out = ""
+    counter = 0
+    while len(out) < size:
+        out += hashlib.sha256(f"{counter}\x00{line}".encode()).hexdigest()
+        counter += 1
+    return out[:size]
+
+
 def _redact(value: Any, *, hash_content: bool, key: str | None) -> Any:
     if isinstance(value, Mapping):
         return {str(k): _redact(v, hash_content=hash_content, key=str(k)) for k, v in value.items()}
@@ -88,7 +118,7 @@ def _redact(value: Any, *, hash_content: bool, key: str | None) -> Any:
         return [_redact(item, hash_content=hash_content, key=key) for item in value]
     if isinstance(value, str):
         if hash_content and key not in _STRUCTURAL_KEYS:
-            return hash_text(value)
+            return sized_digest(value)
         return _KEY_PATTERN.sub(_REDACTED, value)
     return value
 
@@ -155,6 +185,8 @@ class Recorder:
             "api": api,
             "kwargs": redact_body(body, hash_content=self.hash_content),
         }
+        if self.hash_content:
+            line["hashed"] = HASHED
         with self._lock:
             self._pending[(session_id, index)] = line
 
@@ -223,7 +255,8 @@ def record(path: str | Path, *, hash_content: bool = False, append: bool = False
     Usable as ``with`` or ``async with`` (also around async code with a plain ``with``). Appends
     JSON Lines in the trace format of ``telos_wrap.traces`` plus ``"usage"`` (see module doc);
     ``.xz``/``.gz`` paths are compressed. Only request bodies are written — never headers or API
-    keys. ``hash_content=True`` replaces every text by ``sha256:<hex>`` of it.
+    keys. ``hash_content=True`` replaces every text, line by line, by a digest of the same length
+    (:func:`sized_digest`), so a replay of it counts the real prompt sizes.
 
     A file that already holds a recording is refused (``FileExistsError``) unless ``append=True``:
     every line carries the recording's ``run`` id, so two runs appended to one file replay as

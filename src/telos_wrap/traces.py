@@ -13,16 +13,21 @@ a new order every turn. It is deterministic for a given seed.
 from __future__ import annotations
 
 import copy
+import gzip
 import json
 import lzma
 import random
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-__all__ = ["TraceRequest", "group_sessions", "jitter", "load_trace", "shuffle_keys"]
+__all__ = ["TraceRequest", "content_hashing", "group_sessions", "jitter", "load_trace", "shuffle_keys"]
+
+#: A text ``telos_wrap.record(hash_content=True)`` wrote before digests kept the text's length.
+_FIXED_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,11 +40,19 @@ class TraceRequest:
     kwargs: dict[str, Any]
 
 
+def _open_text(path: Path) -> IO[str]:
+    """A trace or recording for reading: ``.xz`` and ``.gz`` (what ``record()`` writes) or plain."""
+    if path.suffix == ".xz":
+        return lzma.open(path, "rt", encoding="utf-8")
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
 def load_trace(path: str | Path) -> Iterator[TraceRequest]:
-    """Read a trace file (``.jsonl`` or ``.jsonl.xz``) lazily, one request at a time."""
+    """Read a trace file (``.jsonl``, ``.jsonl.xz`` or ``.jsonl.gz``) lazily, one request at a time."""
     path = Path(path)
-    opener = lzma.open if path.suffix == ".xz" else open
-    with opener(path, "rt", encoding="utf-8") as handle:
+    with _open_text(path) as handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():
                 continue
@@ -54,6 +67,38 @@ def load_trace(path: str | Path) -> Iterator[TraceRequest]:
                     f"{path}:{number}: not a trace line ({exc}); expected "
                     '{"session": ..., "turn": n, "api": "anthropic"|"openai"|"responses", "kwargs": {...}}'
                 ) from exc
+
+
+def content_hashing(path: str | Path, *, lines: int = 50) -> str | None:
+    """How a recording's texts are hashed: ``"sized"`` (``record(hash_content=True)``: digests of the
+    texts' own length, line by line), ``"fixed"`` (every text a 71-character ``sha256:<hex>``, what
+    earlier versions wrote: the prompt sizes are lost) or ``None`` (plain text). Reads the first
+    ``lines`` lines."""
+    with _open_text(Path(path)) as handle:
+        for number, line in enumerate(handle):
+            if number >= lines:
+                break
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(row, dict):
+                continue
+            if row.get("hashed"):
+                return "sized"
+            if _has_fixed_digest(row.get("kwargs")):
+                return "fixed"
+    return None
+
+
+def _has_fixed_digest(value: Any) -> bool:
+    if isinstance(value, str):
+        return _FIXED_DIGEST.fullmatch(value) is not None
+    if isinstance(value, dict):
+        return any(_has_fixed_digest(item) for item in value.values())
+    if isinstance(value, list):
+        return any(_has_fixed_digest(item) for item in value)
+    return False
 
 
 def group_sessions(requests: Iterator[TraceRequest]) -> Iterator[list[TraceRequest]]:

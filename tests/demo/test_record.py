@@ -12,7 +12,7 @@ import pytest
 
 import telos_wrap
 from telos_wrap.patch.wrappers import OBSERVERS
-from telos_wrap.record import hash_text
+from telos_wrap.record import sized_digest
 from telos_wrap.replay import create_kwargs
 from telos_wrap.traces import TraceRequest, load_trace
 
@@ -84,17 +84,19 @@ def test_hash_mode_hashes_every_text(
             claude.messages.create(**create_kwargs("anthropic", request.kwargs))
     first, second = rows(path)
     original = demo_requests[0].kwargs
-    assert first["kwargs"]["system"] == hash_text(original["system"])
+    assert first["kwargs"]["system"] == sized_digest(original["system"])
+    assert len(first["kwargs"]["system"].encode()) == len(original["system"].encode())
     assert first["kwargs"]["model"] == original["model"]  # structure is kept
     assert first["kwargs"]["messages"][0]["role"] == "user"
-    assert first["kwargs"]["messages"][0]["content"] == hash_text(original["messages"][0]["content"])
+    assert first["kwargs"]["messages"][0]["content"] == sized_digest(original["messages"][0]["content"])
     tool = first["kwargs"]["tools"][0]
     assert tool["name"] == original["tools"][0]["name"]
-    assert tool["description"] == hash_text(original["tools"][0]["description"])
+    assert tool["description"] == sized_digest(original["tools"][0]["description"])
+    assert first["hashed"] == "sized-sha256"
     # Equal texts stay equal, so cache behaviour can still be studied.
     assert second["kwargs"]["messages"][0] == first["kwargs"]["messages"][0]
     text = path.read_text(encoding="utf-8")
-    assert "Swiss Airlines" not in text and "sha256:" in text
+    assert "Swiss Airlines" not in text
     assert_no_secrets(path)
     # Hashed recordings replay too (the CLI reads them as traces).
     assert len(list(load_trace(path))) == 2

@@ -15,6 +15,7 @@ import telos_wrap
 from telos_wrap.cli import main
 from telos_wrap.replay import TELOS, patched, replay
 from telos_wrap.replay import comparison as replay_compare
+from telos_wrap.replay.responses import responses_sessions
 from telos_wrap.traces import TraceRequest
 
 
@@ -154,3 +155,74 @@ def test_patched_restores_the_callers_configuration() -> None:
     with patched():
         assert current_config().engines  # the emulated self-hosted URLs are routed
     assert current_config().strict and telos_wrap.is_patched()
+
+
+def _chat_requests(turns: int = 4) -> list[TraceRequest]:
+    system = "You are a meticulous support agent. " * 200
+    history: list[dict[str, Any]] = [{"role": "system", "content": system}]
+    requests = []
+    for turn in range(turns):
+        history = [*history, {"role": "user", "content": f"question {turn}"}]
+        requests.append(TraceRequest("chat", turn, "openai", {"model": "gpt-4o", "messages": list(history)}))
+        history = [*history, {"role": "assistant", "content": f"answer {turn}"}]
+    return requests
+
+
+def _responses_recording(path: Path) -> list[dict[str, Any]]:
+    """A real recording of a Responses agent (telos_wrap.record around responses.create calls)."""
+    with patched(), telos_wrap.record(path):
+        replay(responses_sessions([_chat_requests()]), TELOS, engine="openai")
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert [line["api"] for line in lines] == ["responses"] * 4
+    return lines
+
+
+@pytest.mark.parametrize("engine", ["openai", "vllm", "sglang"])
+@pytest.mark.parametrize("api", ["native", "responses"])
+def test_a_responses_recording_replays_on_every_engine_that_serves_responses(
+    tmp_path: Path, engine: str, api: str
+) -> None:
+    """Before: `--api responses` dropped the recording's Responses requests: 'Totals over 0 requests'."""
+    path = tmp_path / "responses.jsonl"
+    _responses_recording(path)
+    data = run_json("replay", str(path), "--engine", engine, "--api", api, "--json")
+    assert data["requests"] == 4 and data["engine"] == engine
+    runs = data["variants"]["recorded"]
+    assert all(not turn.get("error") for run in runs.values() for turn in run["turns"])
+    assert runs["telos_wrap"]["input_tokens"] > 4 * 1500 and runs["telos_wrap"]["cache_read"] > 0
+
+
+@pytest.mark.parametrize("engine", ["anthropic", "deepseek", "openrouter"])
+def test_a_responses_recording_on_an_engine_without_responses_says_why(
+    tmp_path: Path, engine: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "responses.jsonl"
+    _responses_recording(path)
+    said = fails(capsys, "replay", str(path), "--engine", engine)
+    assert "responses" in said and "--engine openai|vllm|sglang" in said
+
+
+def test_responses_on_a_file_with_nothing_to_convert_exits_non_zero(
+    tmp_path: Path, demo_requests: list[TraceRequest], capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "claude.jsonl.xz"
+    write_trace(trace, demo_requests[:3])
+    said = fails(capsys, "replay", str(trace), "--engine", "openai", "--api", "responses")
+    assert "anthropic" in said
+
+
+def test_per_turn_rows_name_their_session(tmp_path: Path) -> None:
+    requests = [
+        TraceRequest(name, r.turn, r.api, r.kwargs) for name in ("alpha", "beta") for r in _chat_requests(3)
+    ]
+    path = tmp_path / "two.jsonl.xz"
+    write_trace(path, requests)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["replay", str(path), "--engine", "openai", "--per-turn"]) == 0
+    lines = out.getvalue().splitlines()
+    header = next(line for line in lines if line.split()[:2] == ["session", "turn"])
+    rows = lines[lines.index(header) + 1 : lines.index(header) + 7]
+    assert [row.split()[:2] for row in rows] == [
+        [name, str(turn)] for name in ("alpha", "beta") for turn in range(3)
+    ]

@@ -12,13 +12,13 @@ or over real local HTTP with :func:`serve`.  See docs/emulator.md for the rules 
 from __future__ import annotations
 
 from .clock import Clock, ManualClock, SystemClock
-from .emulator import CHAT_FLAVOURS, FLAVOURS, KNOWN_HOSTS, Emulator, Flavour, RequestRecord
+from .emulator import BASE_PATHS, CHAT_FLAVOURS, FLAVOURS, KNOWN_HOSTS, Emulator, Flavour, RequestRecord
 from .errors import EmulatorHTTPError
 from .flavour_sglang import SGLangConfig
 from .flavour_vllm import VLLMConfig
 from .render import RENDER_MODES, RenderMode
-from .replies import Replier, Reply, ToolCall, count_tool_results, tool_loop
-from .server import serve
+from .replies import Replier, Reply, ToolCall, count_tool_results, script, tool_loop
+from .server import flavour_base_url, serve
 from .tokens import BYTES_PER_TOKEN, estimate_tokens, text_for_tokens
 from .transport import (
     AsyncEmulatorTransport,
@@ -30,6 +30,7 @@ from .transport import (
 from .wire import REPLY_TEXT, EmulatorResponse
 
 __all__ = [
+    "BASE_PATHS",
     "BYTES_PER_TOKEN",
     "CHAT_FLAVOURS",
     "FLAVOURS",
@@ -56,6 +57,8 @@ __all__ = [
     "emulator_http_client",
     "emulator_transport",
     "estimate_tokens",
+    "flavour_base_url",
+    "script",
     "sdk_http_library",
     "serve",
     "text_for_tokens",

@@ -59,6 +59,28 @@ KNOWN_HOSTS: Mapping[str, Flavour] = {
 }
 """Built-in host -> flavour mapping used by the in-process transport."""
 
+BASE_PATHS: Mapping[Flavour, str] = {
+    "anthropic": "",
+    "openai": "/v1",
+    "deepseek": "/v1",
+    "vllm": "/v1",
+    "sglang": "/v1",
+    "openrouter": "/api/v1",
+    "litellm": "/v1",
+    "gemini": "/v1beta/openai",
+    "xai": "/v1",
+    "groq": "/openai/v1",
+    "moonshot": "/v1",
+    "together": "/v1",
+    "fireworks": "/inference/v1",
+}
+"""Each flavour's base path on the vendor's own host (``openai.OpenAI(base_url=...)``'s path): the
+local server (:func:`~telos_wrap.emulator.serve`) serves chat flavour NAME at ``{url}/NAME`` + this
+path, which ``telos-wrap emulator`` prints. The emulator answers any path ending in
+``/chat/completions`` under ``{url}/NAME``; these are the ones a client copied from the vendor's docs
+uses (Gemini ``/v1beta/openai``, Groq ``/openai/v1``, Fireworks ``/inference/v1``, OpenRouter
+``/api/v1``)."""
+
 
 def _check_flavour(name: str, allowed: tuple[Flavour, ...] = FLAVOURS) -> Flavour:
     for flavour in allowed:
@@ -120,8 +142,8 @@ class Emulator:
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._log: list[RequestRecord] = []
-        self.replier = replier
         self.anthropic = AnthropicAPI(self.clock, self._next_id, anthropic_min_tokens, replier)
+        self.replier = replier
         self.chat: dict[Flavour, ChatFlavour] = {
             "openai": OpenAIFlavour(),
             "deepseek": DeepSeekFlavour(),
@@ -151,6 +173,16 @@ class Emulator:
         self.anthropic.mode = self._mode
         for flavour in self.chat.values():
             flavour.mode = self._mode
+
+    @property
+    def replier(self) -> Replier | None:
+        """What the model answers on Messages and Chat Completions (``None``: the fixed text)."""
+        return self._replier
+
+    @replier.setter
+    def replier(self, value: Replier | None) -> None:
+        self._replier = value
+        self.anthropic._replier = value
 
     @property
     def default_openai_flavour(self) -> Flavour:
@@ -242,7 +274,7 @@ class Emulator:
         if path.endswith("/messages"):
             return self.anthropic.create(body)
         if path.endswith("/chat/completions") and flavour != "anthropic":
-            return handle_chat(self.chat[flavour], body, self.clock.now(), self._next_id, self.replier)
+            return handle_chat(self.chat[flavour], body, self.clock.now(), self._next_id, self._replier)
         if (
             path.endswith(("/responses", "/responses/input_tokens", "/responses/compact"))
             and flavour != "anthropic"

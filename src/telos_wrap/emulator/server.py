@@ -4,21 +4,31 @@
 ...     anthropic.Anthropic(api_key="x", base_url=base_url)
 ...     openai.OpenAI(api_key="x", base_url=base_url + "/v1")
 
-It is a stdlib ``ThreadingHTTPServer`` bound to 127.0.0.1 (a free port unless ``port`` is
-given), run in a daemon thread and shut down when the ``with`` block exits.
+It is the standard library's ``ThreadingHTTPServer`` made to take a crowd: one daemon thread per
+connection, a listen queue of :data:`LISTEN_BACKLOG` instead of ``socketserver``'s 5 (with 5, a burst
+of 30 concurrent SDK calls saw 6 to 12 connections reset: ``openai.APIConnectionError`` with
+``max_retries=0``), and a client that hangs up mid-answer (a timeout, a cancelled task) ends its
+connection quietly instead of printing a traceback. It is bound to 127.0.0.1 (a free port unless
+``port`` is given), run in a daemon thread and shut down when the ``with`` block exits. No third-party
+server: the package's runtime dependencies stay the SDKs, wrapt and pydantic, and the emulator
+answers one request at a time anyway (a lock), so a server's throughput is not what limits it.
 
 Flavour of ``/v1/chat/completions``: a first path segment naming a chat flavour wins
 (``{base_url}/vllm/v1/chat/completions`` is vLLM); otherwise the ``flavour`` argument of
 :func:`serve`; otherwise the emulator's ``default_openai_flavour``.  ``/v1/messages`` is always
 the Anthropic flavour.
 
-While it serves, each flavour's base URL (``{base_url}/openai/v1``, ``/deepseek/v1``, ``/vllm/v1``,
-``/sglang/v1``) is announced to telos in this process (``telos_wrap.endpoints``): a patched OpenAI
-client pointed there gets the engine of the service the flavour emulates, not ``generic``.
+While it serves, each flavour's base URL (:func:`flavour_base_url`: ``{base_url}/openai/v1``,
+``/deepseek/v1``, ``/vllm/v1``, ``/sglang/v1``, ``/openrouter/api/v1``, ``/litellm/v1``) is
+announced to telos in this process (``telos_wrap.endpoints``): a patched OpenAI client pointed
+there gets the engine of the service the flavour emulates, not ``generic``.
 """
 
 from __future__ import annotations
 
+import logging
+import socket
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,9 +37,30 @@ from typing import Any
 
 from telos_wrap import endpoints
 
-from .emulator import CHAT_FLAVOURS, COMPAT_CHAT_FLAVOURS, Emulator, _check_flavour
+from .emulator import BASE_PATHS, CHAT_FLAVOURS, COMPAT_CHAT_FLAVOURS, Emulator, _check_flavour
 
 _HOST = "127.0.0.1"
+#: Connections the kernel queues before the server accepts them (capped by ``net.core.somaxconn``).
+LISTEN_BACKLOG = max(1024, socket.SOMAXCONN)
+#: What a client hanging up mid-request or mid-answer raises in the handler thread.
+_HUNG_UP = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
+_log = logging.getLogger(__name__)
+
+
+class EmulatorHTTPServer(ThreadingHTTPServer):
+    """``ThreadingHTTPServer`` with a deep listen queue, daemon threads and quiet hang-ups."""
+
+    request_queue_size = LISTEN_BACKLOG
+    daemon_threads = True
+    block_on_close = False
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away is not an error of the emulator: one debug line, no traceback."""
+        error = sys.exc_info()[1]
+        if isinstance(error, _HUNG_UP):
+            _log.debug("emulator: client %s hung up (%s)", client_address, type(error).__name__)
+            return
+        super().handle_error(request, client_address)
 
 
 def _split_flavour(path: str) -> tuple[str | None, str]:
@@ -69,6 +100,19 @@ def _handler(emulator: Emulator, flavour: str | None) -> type[BaseHTTPRequestHan
     return Handler
 
 
+def flavour_base_url(base_url: str, flavour: str) -> str:
+    """The base URL an SDK client uses for ``flavour`` on the server at ``base_url``.
+
+    ``anthropic`` is the server's own URL; a chat flavour NAME is ``{base_url}/NAME`` followed by the
+    vendor's own base path (:data:`~telos_wrap.emulator.BASE_PATHS`: ``/gemini/v1beta/openai``,
+    ``/groq/openai/v1``, ``/vllm/v1``...).
+    """
+    name = _check_flavour(flavour)
+    if name == "anthropic":
+        return base_url
+    return f"{base_url}/{name}{BASE_PATHS[name]}"
+
+
 @contextmanager
 def serve(emulator: Emulator, *, flavour: str | None = None, port: int = 0) -> Iterator[str]:
     """Serve ``emulator`` on ``http://127.0.0.1:<port>`` for the duration of the block.
@@ -79,8 +123,7 @@ def serve(emulator: Emulator, *, flavour: str | None = None, port: int = 0) -> I
     """
     if flavour is not None:
         _check_flavour(flavour, CHAT_FLAVOURS)
-    server = ThreadingHTTPServer((_HOST, port), _handler(emulator, flavour))
-    server.daemon_threads = True
+    server = EmulatorHTTPServer((_HOST, port), _handler(emulator, flavour))
     thread = threading.Thread(target=server.serve_forever, name="telos-wrap-emulator", daemon=True)
     thread.start()
     host, port = server.server_address[:2]
@@ -89,7 +132,7 @@ def serve(emulator: Emulator, *, flavour: str | None = None, port: int = 0) -> I
     # automatic-caching vendors (``flavour_compat``) get telos's ``generic`` engine, as an unannounced
     # URL does: nothing to announce.
     announced = [name for name in CHAT_FLAVOURS if name not in COMPAT_CHAT_FLAVOURS]
-    flavour_urls = [f"{base_url}/{name}/v1" for name in announced]
+    flavour_urls = [flavour_base_url(base_url, name) for name in announced]
     for url, name in zip(flavour_urls, announced, strict=True):
         endpoints.announce(url, name)
     try:

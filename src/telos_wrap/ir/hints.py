@@ -13,8 +13,10 @@ from telos_wrap.errors import TelosHintError
 
 __all__ = ["ENGINE_NAMES", "TelosHints", "parse_hints"]
 
-ENGINE_NAMES = ("anthropic", "openai", "deepseek", "vllm", "sglang", "generic")
-EngineName = Literal["anthropic", "openai", "deepseek", "vllm", "sglang", "generic"]
+#: The built-in engines (``telos_wrap.engines.registry``; a test keeps the two lists equal): what the
+#: ``engine`` hint and ``session(engine=)`` accept, as ``patch(engines=...)`` does.
+ENGINE_NAMES = ("anthropic", "openai", "deepseek", "vllm", "sglang", "generic", "openrouter", "litellm")
+EngineName = Literal["anthropic", "openai", "deepseek", "vllm", "sglang", "generic", "openrouter", "litellm"]
 
 
 class TelosHints(BaseModel):

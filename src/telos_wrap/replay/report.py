@@ -18,17 +18,30 @@ def _pct(value: float) -> str:
     return f"{100 * value:5.1f}%"
 
 
+_SESSION_WIDTH = 24
+
+
+def _session_label(session: str) -> str:
+    """A session id in :data:`_SESSION_WIDTH` characters: its end, where ids differ (a recording's
+    are ``<run>/<session>``)."""
+    if len(session) <= _SESSION_WIDTH:
+        return session
+    return "…" + session[-(_SESSION_WIDTH - 1) :]
+
+
 def _turn_table(runs: Mapping[str, RunResult], names: Sequence[str], out: IO[str]) -> None:
     group = 37
-    out.write(" " * 15 + "".join(f"   {' ' + name + ' ':-^{group}}" for name in names) + "\n")
     out.write(
-        f"{'turn':>4} {'input':>10}"
+        " " * (16 + _SESSION_WIDTH) + "".join(f"   {' ' + name + ' ':-^{group}}" for name in names) + "\n"
+    )
+    out.write(
+        f"{'session':{_SESSION_WIDTH}} {'turn':>4} {'input':>10}"
         + f"   {'read':>8} {'write':>8} {'hit':>8} {'cost':>8}" * len(names)
         + "\n"
     )
     first = runs[names[0]]
     for index, turn in enumerate(first.turns):
-        line = f"{turn.turn:4d} {turn.input:10,d}"
+        line = f"{_session_label(turn.session):{_SESSION_WIDTH}} {turn.turn:4d} {turn.input:10,d}"
         for name in names:
             t = runs[name].turns[index]
             if t.error is not None:

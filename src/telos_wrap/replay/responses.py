@@ -152,12 +152,15 @@ def to_responses(kwargs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def responses_sessions(sessions: Sequence[Sequence[TraceRequest]]) -> list[list[TraceRequest]]:
-    """The chat (``"openai"``) requests of ``sessions`` as Responses requests; other APIs are left out."""
+    """``sessions`` on the Responses API: chat (``"openai"``) requests converted, Responses requests (a
+    recording of a Responses agent) as they are; other APIs are left out."""
     converted = [
         [
-            TraceRequest(r.session, r.turn, RESPONSES_API, to_responses(r.kwargs))
+            r
+            if r.api == RESPONSES_API
+            else TraceRequest(r.session, r.turn, RESPONSES_API, to_responses(r.kwargs))
             for r in session
-            if r.api == "openai"
+            if r.api in ("openai", RESPONSES_API)
         ]
         for session in sessions
     ]

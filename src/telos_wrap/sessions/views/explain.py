@@ -114,8 +114,9 @@ def explain(
             where = segment if message is None else f"messages[{message}]"
             lines.append(f"  breakpoint {name:7} at {where}[{block}] ttl={ttl}")
         lines.extend(f"  note: {note}" for note in explained.notes)
+        # A count of characters only where text moved or was replaced: a reorder moves none.
         lines.extend(
-            f"  {kind}: {where} ({chars} chars) — {detail}"
+            f"  {kind}: {where}{f' ({chars} chars)' if chars else ''} — {detail}"
             for kind, where, detail, chars in explained.records
         )
     if record.learned is not None:

@@ -1,0 +1,31 @@
+"""Responses requests keep the SDK's top-level key order; telos' own fields come last (docs/engines.md)."""
+
+from __future__ import annotations
+
+import openai
+
+import telos_wrap
+from telos_wrap.emulator import Emulator, emulator_http_client
+
+
+def test_top_level_keys_keep_the_sdk_order_and_telos_fields_come_last() -> None:
+    emu = Emulator()
+    telos_wrap.patch()
+    try:
+        with openai.OpenAI(api_key="x", http_client=emulator_http_client(emu, "openai"), max_retries=0) as c:
+            for hint in ({"disable": True}, {}):
+                c.responses.create(
+                    temperature=0.5,
+                    store=False,
+                    max_output_tokens=20,
+                    input="hi",
+                    instructions="Answer briefly. " * 400,
+                    model="gpt-4.1",
+                    telos_hint=hint,  # type: ignore[call-arg]
+                )
+    finally:
+        telos_wrap.unpatch()
+    as_built, through_telos = (list(r.body) for r in emu.requests)
+    assert through_telos[: len(as_built)] == as_built
+    assert through_telos[len(as_built) :] == ["prompt_cache_key"]
+    assert as_built != sorted(as_built)  # so "sorted" would have shown
