@@ -2,7 +2,7 @@
 
     python benchmarks/application.py [--traces DIR] [--vendors anthropic,openai] [--apps NAME,...]
         [--styles NAME,...] [--conversations N] [--rate PER_MINUTE] [--workers N] [--quick]
-        [--write-md FILE]
+        [--keys conversation,shard] [--write-md FILE]
 
 Every other efficiency figure of this project is one conversation against a fresh cache. Production
 is many conversations of one application, interleaved in time, against one vendor cache per
@@ -41,7 +41,10 @@ nobody reads, docs/sessions.md) and **telos, fleet off**; and the
 and takes the live values (the strings the style declares volatile) out — per request, the longest
 unit prefix (``_bench_bound``) it shares with *any* earlier request of the application is read,
 the rest of the units a later request will share is written once, anything else is paid uncached;
-no TTL (an ideal). Cost = uncached + read x read price + write x write price (Anthropic 0.1 / 1.25;
+no TTL (an ideal). ``--keys``: on OpenAI, also telos with the application setting its own
+``prompt_cache_key`` per conversation, or per shard (``shards``), beside telos' one key per application
+(issue 42; docs/engines.md, "Which conversations share a key").
+Cost = uncached + read x read price + write x write price (Anthropic 0.1 / 1.25;
 OpenAI 0.1 / writes free), relative to uncached.
 
 Acceptance lines (issue 34): telos <= native on every application and style; telos <= 1.1x the
@@ -104,6 +107,12 @@ FIRST_NAMES = (
 LAST_NAMES = ("Lopez", "Novak", "Okafor", "Petrov", "Quinn", "Rossi", "Sato", "Tanaka", "Ulloa", "Varga")
 NATIVE, TELOS, TELOS_OFF, IDEAL = "native", "telos", "telos, fleet off", "ideal"
 STRATEGIES = (NATIVE, TELOS, TELOS_OFF)
+#: ``--keys``: OpenAI ``prompt_cache_key`` granularities, each run as telos with the application setting
+#: the key itself (telos keeps a caller's key): one per conversation, or one per shard of the
+#: application (``shards``: conversations spread by a hash of their number over as many keys as keep
+#: each key under ``OVERFLOW_RPM``). telos' own key is one per application (its tools).
+PER_CONVERSATION, SHARDED = "telos, key per conversation", "telos, key per shard"
+KEYINGS = {"conversation": PER_CONVERSATION, "shard": SHARDED}
 TARGET_IDEAL = 1.1
 #: (source file stem, prompt kind, styles): the applications of the full run.
 APPS: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -287,6 +296,24 @@ class Cost:
         self.requests += 1
 
 
+def shards(conversations: Sequence[Conversation], rate: float) -> int:
+    """How many keys keep each under ``OVERFLOW_RPM``: the application's requests per minute (``rate``
+    conversations a minute times their mean length: a conversation's requests, 5-40 s apart, fall
+    within about a minute) over the overflow rate, rounded up."""
+    per_conversation = sum(len(c.requests) for c in conversations) / max(1, len(conversations))
+    return max(1, -(-int(rate * per_conversation) // OVERFLOW_RPM))
+
+
+def cache_key(strategy: str, number: int, count: int) -> str | None:
+    """The ``prompt_cache_key`` the application sets under ``strategy`` (``None``: telos' own)."""
+    if strategy == PER_CONVERSATION:
+        return f"conversation-{number}"
+    if strategy == SHARDED:
+        digest = hashlib.blake2b(str(number).encode(), digest_size=8).digest()
+        return f"shard-{int.from_bytes(digest, 'big') % count}"
+    return None
+
+
 def run_app(
     vendor: str,
     conversations: list[Conversation],
@@ -296,6 +323,7 @@ def run_app(
     app: str,
 ) -> tuple[Cost, Cost]:
     """Every request of the application under ``strategy``: (all conversations, all but the first)."""
+    keys = shards(conversations, rate)
     org = Organisation(vendor)
     store = MemoryStore()
     key = f"org-{app}-{vendor}"
@@ -318,6 +346,9 @@ def run_app(
                 args.pop("max_tokens", None)
             if strategy == NATIVE:
                 args["telos_hint"] = {"disable": True}
+            key_of = cache_key(strategy, number, keys)
+            if key_of is not None and request.api != "anthropic":
+                args["prompt_cache_key"] = key_of
             client = clients[count % workers]
             if strategy == NATIVE:
                 response = _send(client, request.api, args)
@@ -325,7 +356,7 @@ def run_app(
                 session = sessions.get(number)
                 if session is None:
                     session = sessions[number] = telos_wrap.session(
-                        f"{app}:{number}", store=store, fleet_learning=strategy == TELOS
+                        f"{app}:{number}", store=store, fleet_learning=strategy != TELOS_OFF
                     )
                 with session:
                     response = _send(client, request.api, args)
@@ -403,6 +434,7 @@ class Row:
     costs: dict[str, Cost]
     later: dict[str, Cost]
     ideal: float
+    shards: int = 1
 
     def ratio(self, strategy: str) -> float:
         if strategy == IDEAL:
@@ -435,6 +467,25 @@ def table(rows: Sequence[Row]) -> list[str]:
             f"| {_pct(row.ratio(NATIVE))} | {_pct(row.ratio(TELOS))} | {_pct(row.ratio(TELOS_OFF))} "
             f"| {_pct(row.ratio(IDEAL))} | {row.ratio(TELOS) / row.ratio(IDEAL):.2f}x "
             f"| {'; '.join(row.checks())} |"
+        )
+    return lines
+
+
+def key_table(rows: Sequence[Row], rate: float) -> list[str]:
+    """OpenAI's ``prompt_cache_key`` granularities side by side (rows that ran them)."""
+    keyed = [row for row in rows if PER_CONVERSATION in row.costs or SHARDED in row.costs]
+    if not keyed:
+        return []
+    lines = [
+        "| application | style | conversations / requests | rate | shards | native "
+        "| telos: key per application | key per conversation | key per shard |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in keyed:
+        cells = [_pct(row.ratio(s)) if s in row.costs else "-" for s in (PER_CONVERSATION, SHARDED)]
+        lines.append(
+            f"| {row.app} | {row.style} | {row.conversations} / {row.requests} | {rate:g}/min | {row.shards} "
+            f"| {_pct(row.ratio(NATIVE))} | {_pct(row.ratio(TELOS))} | {' | '.join(cells)} |"
         )
     return lines
 
@@ -474,8 +525,9 @@ def run(
     rate: float,
     workers: int,
     styles: Sequence[str] = (),
+    keys: Sequence[str] = (),
 ) -> Iterator[Row]:
-    """The rows of the benchmark (needs ``patched()``)."""
+    """The rows of the benchmark (needs ``patched()``); ``keys``: the ``KEYINGS`` also run on OpenAI."""
     for vendor in vendors:
         for app, (source, kind, app_styles) in apps.items():
             sessions = sessions_for(traces, source, vendor)
@@ -486,7 +538,8 @@ def run(
                     continue
                 conversations = conversations_of(sessions, kind, style, count, max_turns)
                 costs, later = {}, {}
-                for strategy in STRATEGIES:
+                extra = tuple(KEYINGS[k] for k in keys) if vendor == "openai" else ()
+                for strategy in (*STRATEGIES, *extra):
                     costs[strategy], later[strategy] = run_app(
                         vendor, conversations, strategy, workers, rate, f"{app}/{style}"
                     )
@@ -501,6 +554,7 @@ def run(
                     costs,
                     later,
                     ideal(vendor, conversations, rate, uncached),
+                    shards(conversations, rate),
                 )
 
 
@@ -516,6 +570,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument(
         "--quick", action="store_true", help=f"the support applications, {QUICK_CONVERSATIONS} conversations"
+    )
+    parser.add_argument(
+        "--keys",
+        default="",
+        help="OpenAI prompt_cache_key granularities to run beside telos' own: conversation,shard",
     )
     parser.add_argument("--write-md", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -535,6 +594,7 @@ def main(argv: list[str] | None = None) -> int:
             args.rate,
             args.workers,
             [s for s in args.styles.split(",") if s],
+            [k for k in args.keys.split(",") if k],
         ):
             rows.append(row)
             print(table(rows)[-1], file=sys.stderr, flush=True)
@@ -544,6 +604,9 @@ def main(argv: list[str] | None = None) -> int:
         "",
         *table(rows),
     ]
+    keyed = key_table(rows, args.rate)
+    if keyed:
+        out += ["", *keyed]
     print("\n".join(out))
     if args.write_md is not None:
         args.write_md.write_text("\n".join(out) + "\n")

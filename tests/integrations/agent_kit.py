@@ -19,7 +19,6 @@ from typing import Any
 
 import telos_wrap
 from telos_wrap.emulator import Emulator, Replier, ToolCall, serve, tool_loop
-from telos_wrap.emulator.flavour_openai import HIT_INCREMENT
 from telos_wrap.emulator.flavour_router import chat_to_messages, is_claude
 from telos_wrap.failopen import reset_failures
 
@@ -221,8 +220,21 @@ def run_both(
     return runs[0], runs[1]
 
 
-def check(plain: Run, patched: Run, *, requests: int = REQUESTS, margin: float = 0.95) -> None:
-    """The suite's assertions (issue 18): same result, no fallback, hits at least as good, near the bound."""
+#: OpenAI's automatic cache (before gpt-5.6) reads whole 128-token steps.
+HIT_STEP = 128
+
+
+def check(
+    plain: Run, patched: Run, *, requests: int = REQUESTS, margin: float = 0.95, present_kept: bool = False
+) -> None:
+    """The suite's assertions (issue 18): same result, no fallback, hits at least as good, near the bound.
+
+    ``present_kept``: the framework evaluates its prompt once per run, so a line that states the
+    present (``Current time: …``) never changes within it; telos moves that line on sight behind the
+    conversation (docs/sessions.md), so on OpenAI its ~15 tokens leave the cached prefix and the
+    128-token steps can read one step less on a request than the careless run, which keeps it in
+    place (issue 42, not fixed: pydantic-ai's dynamic system prompt on OpenAI, 100.7% -> 100.0%).
+    Only there, patched may be below unpatched, by less than one step per request."""
     assert len(plain.emulator.requests) == requests, [r.error for r in plain.emulator.requests]
     assert len(patched.emulator.requests) == requests, [r.error for r in patched.emulator.requests]
     assert all(r.status == 200 for r in patched.emulator.requests), [
@@ -237,16 +249,23 @@ def check(plain: Run, patched: Run, *, requests: int = REQUESTS, margin: float =
     # Not the raw hit ratio: telos may send another number of prompt tokens than the application
     # for the same content (moved envelopes, one shape for one-part content), which moves the
     # denominator without changing what was read.
-    # OpenAI's automatic cache (before gpt-5.6) reads whole 128-token steps: a prefix a few tokens
-    # shorter can read one step less (telos' prefix ends before the moved clock's old place, the
-    # careless one runs into the clock line's unchanged head). Less than a step per request is that
-    # grid's resolution; Anthropic's reads are exact.
-    grid = sum(HIT_INCREMENT for r in patched.emulator.requests if r.flavour != "anthropic")
-    assert patched.cache_read() > plain.cache_read() - max(grid, 1), (
-        patched.cache_read(),
-        plain.cache_read(),
-    )
+    # Never below unpatched (issue 42), to the third decimal of the efficiency, on every vendor. OpenAI's
+    # automatic cache (before gpt-5.6) reads whole 128-token steps, so a prefix that ends a few tokens
+    # earlier than the careless one's (a moved clock line's old place) can cost a step: telos must win
+    # that step back elsewhere, not hide behind the grid.
     assert bound > 0, "the scenario sends a cacheable prefix"
+    if present_kept:
+        steps = HIT_STEP * sum(1 for r in patched.emulator.requests if r.flavour != "anthropic")
+        assert patched.cache_read() > plain.cache_read() - max(steps, 1), (
+            patched.cache_read(),
+            plain.cache_read(),
+        )
+    else:
+        assert round(patched.cache_read() / bound, 3) >= round(plain.cache_read() / bound, 3), (
+            patched.cache_read(),
+            plain.cache_read(),
+            bound,
+        )
     assert patched.cache_read() >= margin * bound, (patched.cache_read(), bound)
 
 

@@ -62,7 +62,8 @@ def before_after(record_property: Any) -> Callable[..., tuple[Run, Run]]:
     The emulator's model calls the tools of ``script`` (:data:`agent_kit.SCRIPT`; the newer frameworks
     :data:`agent_kit.FEW_CALLS`), then answers :data:`agent_kit.FINAL_TEXT`, unless a ``replier`` of
     the test's own answers instead. ``requests``: the model requests of each run (by default the
-    script's calls and the answer; ``None``: as many as the run without ``patch()`` sent)."""
+    script's calls and the answer; ``None``: as many as the run without ``patch()`` sent).
+    ``present_kept``: see :func:`agent_kit.check` (the one known case where telos may read less)."""
 
     def run(
         name: str,
@@ -73,6 +74,7 @@ def before_after(record_property: Any) -> Callable[..., tuple[Run, Run]]:
         script: Sequence[ToolCall] = SCRIPT,
         replier: Replier | None = None,
         requests: int | None = _SCRIPTED,
+        present_kept: bool = False,
     ) -> tuple[Run, Run]:
         if requests is _SCRIPTED:
             requests = len(script) + 1
@@ -80,7 +82,12 @@ def before_after(record_property: Any) -> Callable[..., tuple[Run, Run]]:
             replier = tool_loop(list(script), FINAL_TEXT)
         plain, patched = run_both(agent, openai_engine=openai_engine, replier=replier, engines=engines)
         record_property("summary", summary(name, plain, patched))
-        check(plain, patched, requests=len(plain.emulator.requests) if requests is None else requests)
+        check(
+            plain,
+            patched,
+            requests=len(plain.emulator.requests) if requests is None else requests,
+            present_kept=present_kept,
+        )
         return plain, patched
 
     return run

@@ -26,6 +26,7 @@ import litellm
 import telos_wrap
 
 from .agent_kit import (
+    _POLICY,
     ANTHROPIC_MODEL,
     CHAT_TOOLS,
     OPENAI_MODEL,
@@ -33,6 +34,7 @@ from .agent_kit import (
     SYSTEM_PROMPT,
     TOOL_FUNCTIONS,
     clock_prompt,
+    parameters_of,
     run_both,
 )
 
@@ -384,4 +386,231 @@ def test_litellm_streams_count_in_the_session_stats(mode: str, asked: bool) -> N
         assert stats.cache_read > 0  # the second turn read what the first wrote
     else:
         assert (stats.requests, stats.responses_with_usage, stats.cache_read) == (2, 0, 0)
+    assert telos_wrap.failure_counts() == {}
+
+
+# -- issue 42: LiteLLM's anthropic/ route against the anthropic SDK on a live clock ---------------------
+
+#: 90 stable policy lines below a line that states the present, rebuilt on every call.
+_POLICY_LINES = "\n".join(f"Policy {n + 1}: {rule}" for n, rule in enumerate(_POLICY * 12) if n < 90)
+
+
+def _find_customer(email: str) -> str:
+    """Find a customer's account by e-mail address."""
+    return f"{email}: account C105"
+
+
+#: The suite's three tools and a fourth.
+_FOUR = {**TOOL_FUNCTIONS, "find_customer": _find_customer}
+
+
+def _clock(first_second: int) -> Any:
+    """``Current date and time: 2026-11-23 10:00:SS``, one second later on every call."""
+    seconds = iter(range(first_second, 60))
+    return lambda: f"Current date and time: 2026-11-23 10:00:{next(seconds):02d}"
+
+
+def _sdk_agent(stream: bool, first_second: int, clocks: list[str]) -> Any:
+    """The agent on the anthropic SDK: system prompt, tools and tool results in Anthropic's shapes."""
+    import anthropic
+
+    tools = [
+        {"name": n, "description": f.__doc__, "input_schema": parameters_of(f)} for n, f in _FOUR.items()
+    ]
+    clock = _clock(first_second)
+
+    def run(url: str) -> Any:
+        client = anthropic.Anthropic(base_url=url, api_key="x", max_retries=0)
+        messages: list[dict[str, Any]] = [{"role": "user", "content": QUESTION}]
+        while True:
+            clocks.append(clock())
+            kwargs = {
+                "model": ANTHROPIC_MODEL,
+                "max_tokens": 512,
+                "system": f"{clocks[-1]}\n{_POLICY_LINES}",
+                "messages": messages,
+                "tools": tools,
+            }
+            if stream:
+                with client.messages.stream(**kwargs) as events:
+                    response = events.get_final_message()
+            else:
+                response = client.messages.create(**kwargs)
+            messages.append(
+                {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in response.content]}
+            )
+            uses = [b for b in response.content if b.type == "tool_use"]
+            if not uses:
+                return _plain(messages[1:])[-1]["content"][-1]["text"]
+            messages.append(
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": b.id, "content": str(_FOUR[b.name](**b.input))}
+                        for b in uses
+                    ],
+                }
+            )
+
+    return run
+
+
+def _litellm_agent(stream: bool, first_second: int, clocks: list[str]) -> Any:
+    """The same agent on LiteLLM's ``anthropic/`` route, in OpenAI's shapes."""
+    tools = [
+        {
+            "type": "function",
+            "function": {"name": n, "description": f.__doc__, "parameters": parameters_of(f)},
+        }
+        for n, f in _FOUR.items()
+    ]
+    clock = _clock(first_second)
+
+    def run(url: str) -> Any:
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": ""},
+            {"role": "user", "content": QUESTION},
+        ]
+        while True:
+            clocks.append(clock())
+            messages[0] = {"role": "system", "content": f"{clocks[-1]}\n{_POLICY_LINES}"}
+            kwargs = {**_kwargs(url, messages, stream, "anthropic"), "tools": tools}
+            if stream:
+                response = litellm.stream_chunk_builder(list(litellm.completion(**kwargs)), messages=messages)
+            else:
+                response = litellm.completion(**kwargs)
+            message = response.choices[0].message
+            calls = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.function.name, "arguments": c.function.arguments},
+                }
+                for c in (message.tool_calls or [])
+            ]
+            messages.append(
+                {"role": "assistant", "content": message.content, **({"tool_calls": calls} if calls else {})}
+            )
+            for c in calls:
+                result = _FOUR[c["function"]["name"]](**json.loads(c["function"]["arguments"]))
+                messages.append({"role": "tool", "tool_call_id": c["id"], "content": str(result)})
+            if not calls:
+                return message.content
+
+    return run
+
+
+def _clock_run(agent: Any) -> tuple[int, int, list[Any]]:
+    """``agent`` patched against a fresh emulator: its cache reads, the oracle bound of what it sent
+    (the clock line declared volatile, benchmarks/_bench_bound.py), and the emulator's records."""
+    from telos_wrap.failopen import reset_failures
+
+    from .agent_kit import SessionBound, _read, served
+
+    reset_failures()
+    clocks: list[str] = []
+    with served() as (emulator, url):
+        telos_wrap.patch()
+        try:
+            agent(clocks)(url)
+        finally:
+            telos_wrap.unpatch()
+    assert telos_wrap.failure_counts() == {}
+    records = [r for r in emulator.requests if r.status == 200 and r.usage is not None]
+    assert len(records) == len(emulator.requests) == len(clocks) == 9
+    bound = SessionBound()
+    total = sum(bound.add("anthropic", r.body, [clock]) for r, clock in zip(records, clocks, strict=True))
+    return sum(_read(r.usage) for r in records), total, records
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["sync", "stream"])
+def test_litellm_anthropic_route_reads_what_the_sdk_reads_on_a_live_clock(
+    stream: bool, record_property: Any
+) -> None:
+    """Issue 42: an agent whose system prompt opens with ``Current date and time: …`` (rebuilt on every
+    call, one second later each time) above 90 policy lines, with 4 tools, in a 9-request tool loop.
+    Through the anthropic SDK and through LiteLLM's own ``anthropic/`` route telos reads >= 0.97 of
+    the bound, sync and streamed (the issue measured 0.782 on LiteLLM's route against 0.988)."""
+    for make in (_sdk_agent, _litellm_agent):
+        read, bound, records = _clock_run(lambda clocks, make=make: make(stream, 1, clocks))
+        route = "anthropic-sdk" if make is _sdk_agent else "litellm-anthropic"
+        mode = "stream" if stream else "sync"
+        record_property(
+            "summary", f"{route}-{mode}-present-first: efficiency {read / bound:.1%} (bound {bound:,})"
+        )
+        assert all(r.flavour == "anthropic" for r in records)
+        assert bound > 9_000, bound
+        assert read >= 0.97 * bound, (make.__name__, read, bound, [_read_of(r) for r in records])
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["sync", "stream"])
+def test_litellm_anthropic_route_pays_what_the_sdk_pays_for_a_first_change(
+    stream: bool, record_property: Any
+) -> None:
+    """The same agent whose clock starts on the hour (``10:00:00``: a time that may be a fixed schedule,
+    not learned on sight): its first change at request 1 costs one cache break on either route, the
+    same on LiteLLM's as on the SDK's (within the 1% their different bytes make), and every request
+    after it reads the whole system prompt again."""
+    (sdk_read, sdk_bound, _), (route_read, route_bound, records) = (
+        _clock_run(lambda clocks: _sdk_agent(stream, 0, clocks)),
+        _clock_run(lambda clocks: _litellm_agent(stream, 0, clocks)),
+    )
+    mode = "stream" if stream else "sync"
+    record_property("summary", f"anthropic-sdk-{mode}-first-change: efficiency {sdk_read / sdk_bound:.1%}")
+    record_property(
+        "summary", f"litellm-anthropic-{mode}-first-change: efficiency {route_read / route_bound:.1%}"
+    )
+    reads = [_read_of(r) for r in records]
+    assert reads[1] < reads[2], reads  # the break: the system prompt is written again once
+    assert all(later >= reads[2] for later in reads[3:]), reads
+    assert route_read / route_bound >= sdk_read / sdk_bound - 0.01, (
+        route_read,
+        route_bound,
+        sdk_read,
+        sdk_bound,
+    )
+
+
+def _read_of(record: Any) -> int:
+    from .agent_kit import _read
+
+    return _read(record.usage)
+
+
+@pytest.mark.parametrize("signal", ["api_key", "api_base"])
+def test_litellm_tenants_have_implicit_sessions_of_their_own(signal: str) -> None:
+    """Promise T1 on LiteLLM's own route: two callers whose conversations open alike, with their own
+    ``api_key`` (or ``api_base``), get implicit sessions of their own, as two SDK clients do
+    (``tenant_of``). Before issue 42 the route named the implicit session without them: both callers'
+    turns went into one session, which counted the second caller's first request as a rewrite of
+    the first caller's history."""
+    from telos_wrap.sessions import registry as session_registry
+
+    from .agent_kit import served
+
+    session_registry._implicit.clear()
+    with served() as (_, url), served() as (_, other_url):
+        telos_wrap.patch()
+        callers = (
+            [("key-of-a", url), ("key-of-b", url)] if signal == "api_key" else [("x", url), ("x", other_url)]
+        )
+        for key, base in callers:
+            messages = _messages()
+            for turn in range(2):
+                litellm.completion(
+                    model=f"anthropic/{ANTHROPIC_MODEL}",
+                    api_base=base,
+                    api_key=key,
+                    messages=messages,
+                    max_retries=0,
+                )
+                messages += [
+                    {"role": "assistant", "content": f"answer {turn}"},
+                    {"role": "user", "content": "and?"},
+                ]
+    sessions = list(session_registry._implicit.values())
+    session_registry._implicit.clear()
+    assert len(sessions) == 2, [s.id for s in sessions]
+    assert all(s.stats.requests == 2 and s.stats.cache_breaks == 0 for s in sessions)
+    assert all("key-of-" not in s.id for s in sessions)
     assert telos_wrap.failure_counts() == {}

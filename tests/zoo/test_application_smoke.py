@@ -44,3 +44,26 @@ def test_demo_application_without_traces() -> None:
         [row] = application.run(("anthropic",), apps, TRACES, 3, 3, rate=4.0, workers=2)
     assert row.ratio(application.TELOS) < row.ratio(application.NATIVE)
     assert row.ratio(application.IDEAL) <= row.ratio(application.TELOS)
+
+
+@pytest.mark.skipif(not (TRACES / "tau-bench.jsonl.xz").exists(), reason="needs ../shared/traces")
+def test_openai_key_granularities() -> None:
+    """Issue 42: OpenAI's ``prompt_cache_key`` per application (telos' own) against one per
+    conversation: with per-conversation keys no conversation reads what another wrote (the key is part
+    of the cache identity), so the application pays more. Shards: as many keys as keep each under the
+    overflow rate, every conversation always on the same one."""
+    sessions = application.sessions_for(TRACES, "tau-bench", "openai")
+    conversations = application.conversations_of(sessions, "one-prompt", "clock-first", 4, 3)
+    assert application.shards(conversations, 4.0) == 1  # 12 requests a minute: one key
+    assert application.shards(conversations, 20.0) == 4  # 60 a minute: 15 each
+    keys = {application.cache_key(application.SHARDED, n, 4) for n in range(40)}
+    assert len(keys) == 4 and application.cache_key(application.SHARDED, 7, 4) == application.cache_key(
+        application.SHARDED, 7, 4
+    )
+    assert application.cache_key(application.TELOS, 7, 4) is None  # telos' own key
+    apps = {"support": application.QUICK_APPS["support"]}
+    with patched():
+        [row] = application.run(("openai",), apps, TRACES, 4, 3, rate=4.0, workers=2, keys=("conversation",))
+    per_app, per_conversation = row.ratio(application.TELOS), row.ratio(application.PER_CONVERSATION)
+    assert per_app < per_conversation, (per_app, per_conversation)
+    assert application.key_table([row], 4.0)[2].startswith("| support | clock-first | 4 / 12 | 4/min | 1 |")

@@ -142,7 +142,10 @@ def _rewrite(
         engine = hints.engine or engine_for(model, _provider(model, call))
         if engine is None:
             return args, call, None
-        session = resolve_session(_API, body, hints, None)
+        # The call's tenant signals (its key and base URL) keep implicit conversations of different
+        # tenants or servers apart, as ``tenant_of`` does for an SDK client (docs/security.md, T1).
+        called_by = tenant_digest(hints.isolation, call.get("api_key"), call.get("api_base"))
+        session = resolve_session(_API, body, hints, None, tenant=called_by)
         hints = hints.merged_over(session.hints)
         strict = session.strict if session.strict is not None else config.strict
         options = PrepareOptions(
