@@ -724,7 +724,9 @@ class Session:
                     engine=self.hints.engine or "anthropic",
                     hints=self.hints,
                     session_id=self.id,
-                    bridge=BridgeOptions(keep_past_drop=config.keep_past_drop),
+                    bridge=BridgeOptions(
+                        keep_past_drop=config.keep_past_drop, output_filter=config.output_filter
+                    ),
                     refpool_threshold=config.refpool_threshold,
                     only_what_pays=config.only_what_pays,
                 )
