@@ -179,7 +179,7 @@ def filter_outputs(ir: TelosIR, *, spec: Any = None, recorded: Mapping[str, str]
                     where,
                     tool,
                     key,
-                    decision.filter_id,
+                    decision.filter_id or (recorded_id if decision.fallback else None),
                     len(text),
                     len(decision.text),
                     fresh,

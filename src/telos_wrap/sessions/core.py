@@ -490,6 +490,15 @@ class Session:
             del self._own[next(iter(self._own))]
 
     def _report_turn(self, result: TurnResult) -> tuple[int, Prepared]:
+        for output in result.prepared.ir.outputs:
+            if output.fallback:  # a filter raised or is not available: the result went whole
+                report_failure(
+                    TelosStageError(
+                        "output_filter",
+                        RuntimeError(f"output filter {output.filter_id or ''} failed on {output.where}"),
+                    ),
+                    strict=False,
+                )
         if result.learned is not None:
             # DEBUG: the pattern is anchored on text of the caller's system prompt.
             logger.debug(
