@@ -103,8 +103,9 @@ class SessionStats:
     cache_breaks: int = 0
     telos_rewrites: int = 0
     fallbacks: int = 0
-    filtered_outputs: int = 0
-    filter_tokens_removed: int = 0
+    # Left out of the repr: a session without the output filter reads as it always did.
+    filtered_outputs: int = field(default=0, repr=False)
+    filter_tokens_removed: int = field(default=0, repr=False)
     by_engine: Mapping[str, int] = field(default_factory=dict)
     usage: Mapping[str, EngineUsage] = field(default_factory=_empty_usage)
     prices: Mapping[str, PriceMultipliers] = field(default_factory=dict)
