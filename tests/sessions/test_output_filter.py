@@ -184,3 +184,43 @@ def test_a_second_process_continuing_from_redis_sends_the_same_bytes(
     state = SessionState.loads(stored.text)
     assert len(state.filtered) == 6 and all("|" in value for value in state.filtered.values())
     assert not any("refund" in key for key in state.filtered)  # digests, never text
+
+
+def test_a_result_first_seen_in_a_request_below_the_minimum_is_sent_alike_later(
+    claude: anthropic.Anthropic, transport: RecordingTransport
+) -> None:
+    """A request below the model's minimum goes out as built, but the session's memo keeps its
+    messages as bridged: the result is recorded then, so every process sends it alike afterwards."""
+    status = next(output for command, output in STEPS if command == "git status")
+    tests = STEPS[0][1]
+
+    def body(results: list[tuple[str, str]]) -> dict[str, Any]:
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "Fix it."}]
+        for n, (command, output) in enumerate(results):
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "tool_use", "id": f"t{n}", "name": "bash", "input": {"command": command}}
+                    ],
+                }
+            )
+            messages.append(
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": f"t{n}", "content": output}],
+                }
+            )
+        return {"model": "claude-opus-4-8", "max_tokens": 8, "system": "Be brief.", "messages": messages}
+
+    store = MemoryStore()
+    telos_wrap.patch(output_filter="aggressive")
+    with telos_wrap.session("small", store=store) as sess:
+        claude.messages.create(**body([("git status", status)]))
+        claude.messages.create(**body([("git status", status), ("pytest -v", tests)]))
+    assert tool_results(transport.bodies[0])["t0"] == status  # below the minimum: as built
+    sent = tool_results(transport.bodies[1])["t0"]
+    assert sent != status and len(sess.state.filtered) == 2
+    with telos_wrap.session("small", store=store):  # a restarted process: no memo, the record
+        claude.messages.create(**body([("git status", status), ("pytest -v", tests)]))
+    assert transport.bodies[2] == transport.bodies[1]

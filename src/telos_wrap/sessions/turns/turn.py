@@ -491,9 +491,10 @@ def run_turn(
 
 def _with_filtered(recorded: Mapping[str, str], prepared: Prepared) -> Mapping[str, str]:
     """The session's record of filtered tool results, with those this request filtered first
-    (a request sent as built filtered nothing: docs/output-filter.md)."""
+    (docs/output-filter.md). A request sent as built (below the minimum) is recorded too: it cached
+    nothing, and the history memo keeps its messages as bridged, which later requests then send."""
     fresh = [o for o in prepared.ir.outputs if o.fresh and o.filter_id is not None and o.key not in recorded]
-    if not fresh or prepared.untouched is not None:
+    if not fresh:
         return recorded
     return {**recorded, **{o.key: f"{o.filter_id}|{o.before}|{o.after}" for o in fresh}}
 
