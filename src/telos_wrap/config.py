@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 from telos_wrap.engines.registry import engine_names
 from telos_wrap.errors import TelosOptionError
+from telos_wrap.ir.hints import check_output_filter
 
 __all__ = [
     "OPTION_NAMES",
@@ -62,6 +63,9 @@ class PatchConfig:
     only_what_pays: bool = True
     time_budget: float | None = 2.0
     fleet_learning: bool = True
+    #: The output filter for tool results (``"off"``, ``"safe"``, ``"aggressive"`` or an
+    #: ``OutputFilter``); a session's or call's ``output_filter`` overrides it (docs/output-filter.md).
+    output_filter: Any = "off"
 
 
 #: ``patch()``'s options, in the order of its signature.
@@ -74,6 +78,7 @@ OPTION_NAMES = (
     "only_what_pays",
     "time_budget",
     "fleet_learning",
+    "output_filter",
 )
 _FLAGS = ("strict", "enabled", "keep_past_drop", "only_what_pays", "fleet_learning")
 
@@ -105,6 +110,11 @@ def updated(base: PatchConfig, changes: Mapping[str, Any]) -> PatchConfig:
             values[name] = value
         elif name == "time_budget":
             values[name] = _time_budget(value)
+        elif name == "output_filter":
+            try:
+                values[name] = check_output_filter(value, "patch(output_filter=...)") or "off"
+            except ValueError as exc:
+                raise TelosOptionError(str(exc)) from None
         else:
             values[name] = MappingProxyType(_engines(value))
     return dataclasses.replace(base, **values)

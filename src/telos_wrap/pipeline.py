@@ -140,6 +140,7 @@ class _Stages(dict[str, stage]):
 _STAGE = _Stages()
 
 _NO_OWN: OwnReferences = MappingProxyType({})
+_NO_FILTERED: Mapping[str, str] = MappingProxyType({})
 
 
 class SessionHooks:
@@ -168,6 +169,11 @@ class SessionHooks:
         (``refpool.emitted_references``): only text exactly equal to one of them is lifted as a
         reference. A stateless call knows none, so any ``[ref:…]`` text is the caller's."""
         return _NO_OWN
+
+    def filtered_outputs(self) -> Mapping[str, str]:
+        """The tool results the session's output filter changed: result digest → filter id
+        (docs/output-filter.md). A stateless call knows none."""
+        return _NO_FILTERED
 
     def fork_point(self) -> int | None:
         """After ``before_bridge``: the first message differing from the session's previous request.
@@ -235,6 +241,8 @@ def prepare(
     with _STAGE["engine"]:
         engine = get_engine(options.engine)
         bridge = _bridge_options(engine, api, body, options.bridge)
+        if options.hints.output_filter is not None:  # the call's (or session's) over patch()'s
+            bridge = replace(bridge, output_filter=options.hints.output_filter)
     with _STAGE["lift"]:
         patterns = hooks.patterns(DEFAULT_PATTERNS)
         memo = hooks.history_memo()
@@ -269,7 +277,7 @@ def prepare(
         )
     with _STAGE["session.before"]:
         ir = hooks.before_bridge(ir)
-    for name, bridge_pass in passes(bridge):
+    for name, bridge_pass in passes(bridge, hooks.filtered_outputs()):
         with _STAGE[name]:
             ir = bridge_pass(ir)
     tables = memo.tables if memo is not None else None
@@ -318,7 +326,7 @@ def _bridge_options(
     """
     hoisted = getattr(engine, "system_messages_hoisted", None)
     if api == "openai_chat" and callable(hoisted) and hoisted(body.get("model")):
-        return replace(options, envelope_in_turn=True)
+        options = replace(options, envelope_in_turn=True)
     return options
 
 

@@ -6,11 +6,13 @@ invariants at the end, so no pass (or fold) can hand an engine a prompt that bre
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 from telos_wrap.bridge.canonicalize import canonicalize
+from telos_wrap.bridge.output_filter import filter_outputs
 from telos_wrap.bridge.refpool_render import render_ref_pool
 from telos_wrap.bridge.relocate import relocate_drop
 from telos_wrap.ir.model import TelosIR
@@ -20,6 +22,7 @@ __all__ = [
     "BridgeOptions",
     "Pass",
     "canonicalize",
+    "filter_outputs",
     "passes",
     "relocate_drop",
     "render_ref_pool",
@@ -41,12 +44,23 @@ class BridgeOptions:
     #: router, ``engines.chat_breakpoints``): a volatile envelope joins the latest turn as its last
     #: part, never a trailing system message.
     envelope_in_turn: bool = False
+    #: The output filter for tool results: ``None``/``"off"``, ``"safe"``, ``"aggressive"`` or a
+    #: ``filters.OutputFilter`` (docs/output-filter.md).
+    output_filter: Any = None
 
 
-def passes(options: BridgeOptions | None = None) -> Iterator[tuple[str, Pass]]:
-    """The default policy's passes, in order, as ``(stage name, pass)``."""
+_NOTHING: Mapping[str, str] = {}
+
+
+def passes(
+    options: BridgeOptions | None = None, filtered: Mapping[str, str] = _NOTHING
+) -> Iterator[tuple[str, Pass]]:
+    """The default policy's passes, in order, as ``(stage name, pass)``. ``filtered``: the
+    session's record of the tool results it filtered (result digest → filter id)."""
     options = options or BridgeOptions()
     yield "bridge.canonicalize", canonicalize
+    if (options.output_filter is not None and options.output_filter != "off") or filtered:
+        yield "bridge.output_filter", partial(filter_outputs, spec=options.output_filter, recorded=filtered)
     yield (
         "bridge.relocate",
         partial(

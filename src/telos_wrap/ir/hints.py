@@ -11,7 +11,25 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from telos_wrap.errors import TelosHintError
 
-__all__ = ["ENGINE_NAMES", "TelosHints", "parse_hints"]
+__all__ = ["ENGINE_NAMES", "OUTPUT_FILTER_MODES", "TelosHints", "check_output_filter", "parse_hints"]
+
+#: The output filter's modes (``telos_wrap.filters.MODES``; a value of the caller's may also be an
+#: ``OutputFilter``, recognized by its ``filter_id`` and ``callable_for``: the IR imports no other room).
+OUTPUT_FILTER_MODES = ("off", "safe", "aggressive")
+
+
+def check_output_filter(value: Any, where: str) -> Any:
+    """``value`` if it is an output filter setting, else ``ValueError`` saying what is valid."""
+    if value is None or (isinstance(value, str) and value in OUTPUT_FILTER_MODES):
+        return value
+    if callable(getattr(value, "callable_for", None)) and isinstance(getattr(value, "filter_id", None), str):
+        return value
+    raise ValueError(
+        f"{where}: {value!r} is not an output filter; valid: "
+        + ", ".join(repr(mode) for mode in OUTPUT_FILTER_MODES)
+        + " or a telos_wrap.OutputFilter(name, version, tools={...}, commands={...}, then=...)"
+    )
+
 
 #: The built-in engines (``telos_wrap.engines.registry``; a test keeps the two lists equal): what the
 #: ``engine`` hint and ``session(engine=)`` accept, as ``patch(engines=...)`` does.
@@ -55,6 +73,17 @@ class TelosHints(BaseModel):
         "engine whose cache writes cost extra writes nothing past what an earlier request wrote "
         "(docs/sessions.md, 'No write nobody reads').",
     )
+
+    output_filter: Any = Field(
+        default=None,
+        description="The output filter for tool results: 'off', 'safe', 'aggressive', or a "
+        "telos_wrap.OutputFilter (docs/output-filter.md); unset: the session's, then patch()'s.",
+    )
+
+    @field_validator("output_filter")
+    @classmethod
+    def _output_filter(cls, value: Any) -> Any:
+        return check_output_filter(value, "telos_hint={'output_filter': ...}")
 
     @field_validator("drop_patterns")
     @classmethod

@@ -20,6 +20,7 @@ __all__ = [
     "Band",
     "BlockKind",
     "ContentForm",
+    "FilteredOutput",
     "TelosBlock",
     "TelosIR",
     "TelosMessage",
@@ -145,6 +146,31 @@ class Transformation:
 
 
 @dataclass(frozen=True, slots=True)
+class FilteredOutput:
+    """One tool result the output filter changed (or meant to and left whole), for the session's
+    record and ``explain``: positions, digests and sizes, never text (docs/output-filter.md).
+
+    Attributes:
+        where: the message (and block) of the result, ``"messages[4][0]"``.
+        tool: the tool the result answers (``""`` when its call is not in the request).
+        key: digest of the result's call id and original text: what the session records it under.
+        filter_id: the filter applied (``"aggressive/1"``...), ``None`` when sent whole.
+        before / after: characters of the result before and after.
+        fresh: decided in this request (else re-applied from the session's record).
+        fallback: a filter raised, or a recorded one is not available: sent whole.
+    """
+
+    where: str
+    tool: str
+    key: str
+    filter_id: str | None
+    before: int
+    after: int
+    fresh: bool
+    fallback: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class TelosIR:
     """A whole request in TELOS form.
 
@@ -163,6 +189,8 @@ class TelosIR:
             the session (already canonical, banded FOLD and pruned); the bridge leaves them as
             they are. Always 0 for a stateless call.
         records: the transformations applied so far (see ``Transformation``).
+        outputs: the tool results the output filter changed in this request's unsettled messages
+            (``FilteredOutput``; empty unless an output filter is on or recorded).
     """
 
     session_id: str
@@ -176,6 +204,7 @@ class TelosIR:
     tools_form: Literal["absent", "list"] = "absent"
     records: tuple[Transformation, ...] = ()
     settled: int = 0
+    outputs: tuple[FilteredOutput, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -242,6 +242,7 @@ def patch(
     only_what_pays: bool | _Keep = KEEP,
     time_budget: float | _Keep | None = KEEP,
     fleet_learning: bool | _Keep = KEEP,
+    output_filter: Any = KEEP,
 ) -> dict[str, bool]:
     """Patch the installed ``anthropic`` and ``openai`` SDKs (and LiteLLM's own providers and DSPy's
     built-in HTTP client, when they are imported: ``patch/litellm.py``, ``patch/lm15.py``).
@@ -275,6 +276,10 @@ def patch(
             system-prompt template learned was volatile (verified before use), and publishes what
             it learns, in its session store under the ``isolation`` hint's namespace
             (docs/sessions.md, "Fleet learning"). Default True.
+        output_filter: filter tool results before they are sent: ``"off"`` (default), ``"safe"``,
+            ``"aggressive"`` or a ``telos_wrap.OutputFilter``; a session's or a call's
+            ``output_filter`` overrides it. A result is filtered once and sent with the same bytes on
+            every later request of its conversation (docs/output-filter.md).
 
     Returns:
         ``coverage()``: which targets are wrapped.
@@ -288,6 +293,7 @@ def patch(
         "only_what_pays": only_what_pays,
         "time_budget": time_budget,
         "fleet_learning": fleet_learning,
+        "output_filter": output_filter,
     }
     with _lock:
         base = current_config() if rewriting() else PatchConfig()

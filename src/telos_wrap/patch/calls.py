@@ -141,7 +141,9 @@ def hint_headers(kwargs: dict[str, Any]) -> None:
         return
     payload: dict[str, Any] = {}
     if hint is not None:
-        payload["hint"] = hint.model_dump(mode="json", exclude_defaults=True)
+        payload["hint"] = hint.model_dump(mode="json", exclude_defaults=True, exclude={"output_filter"})
+        if hint.output_filter is not None:  # a caller's OutputFilter is an object: kept as it is
+            payload["hint"]["output_filter"] = hint.output_filter
     # Always recorded, even "no session": a request built outside any session and sent inside one
     # (a stream manager entered in another tenant's block) must not join the session open then.
     payload["session"] = active

@@ -149,7 +149,7 @@ def _begin(instance: Any, request: Any) -> _Turn | None:
         engine=route.engine,
         hints=hints,
         session_id=session.id,
-        bridge=BridgeOptions(keep_past_drop=config.keep_past_drop),
+        bridge=BridgeOptions(keep_past_drop=config.keep_past_drop, output_filter=config.output_filter),
         refpool_threshold=config.refpool_threshold,
         only_what_pays=config.only_what_pays,
     )

@@ -286,7 +286,7 @@ def _turn(
             hints=hints,
             session_id=session.id,
             count_only=route.count_only,
-            bridge=BridgeOptions(keep_past_drop=config.keep_past_drop),
+            bridge=BridgeOptions(keep_past_drop=config.keep_past_drop, output_filter=config.output_filter),
             refpool_threshold=config.refpool_threshold,
             only_what_pays=config.only_what_pays,
         )

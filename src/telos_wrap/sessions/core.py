@@ -492,6 +492,15 @@ class Session:
             del self._own[next(iter(self._own))]
 
     def _report_turn(self, result: TurnResult) -> tuple[int, Prepared]:
+        for output in result.prepared.ir.outputs:
+            if output.fallback:  # a filter raised or is not available: the result went whole
+                report_failure(
+                    TelosStageError(
+                        "output_filter",
+                        RuntimeError(f"output filter {output.filter_id or ''} failed on {output.where}"),
+                    ),
+                    strict=False,
+                )
         if result.learned is not None:
             # DEBUG: the pattern is anchored on text of the caller's system prompt.
             logger.debug(
@@ -750,7 +759,9 @@ class Session:
                     engine=self.hints.engine or "anthropic",
                     hints=self.hints,
                     session_id=self.id,
-                    bridge=BridgeOptions(keep_past_drop=config.keep_past_drop),
+                    bridge=BridgeOptions(
+                        keep_past_drop=config.keep_past_drop, output_filter=config.output_filter
+                    ),
                     refpool_threshold=config.refpool_threshold,
                     only_what_pays=config.only_what_pays,
                 )

@@ -12,6 +12,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
+from telos_wrap.errors import TelosHintError
 from telos_wrap.ir.hints import TelosHints, parse_hints
 from telos_wrap.ir.model import Api
 from telos_wrap.ir.shared import shared_texts
@@ -84,6 +85,7 @@ def session(
     prices: Mapping[str, PriceMultipliers] | None = None,
     clock: Callable[[], float] | None = None,
     fleet_learning: bool | None = None,
+    output_filter: Any = None,
 ) -> Session:
     """Create a session; use it as ``with telos_wrap.session(...):`` or ``async with``.
 
@@ -106,6 +108,9 @@ def session(
         fleet_learning: start from what earlier conversations of the same system-prompt template
             learned, and publish what this one learns (docs/sessions.md, "Fleet learning");
             ``None``: ``patch(fleet_learning=...)``, on by default.
+        output_filter: the output filter for the session's tool results (``"off"``, ``"safe"``,
+            ``"aggressive"`` or a ``telos_wrap.OutputFilter``); ``None``: ``patch(output_filter=...)``.
+            A call's ``telos_hint={"output_filter": ...}`` overrides it (docs/output-filter.md).
 
     Raises ``TelosHintError`` saying what is valid for an invalid argument (a session id that is
     not a string, an unknown engine or ttl, ...) or hints (listing the valid keys).
@@ -123,10 +128,23 @@ def session(
         fleet_learning=fleet_learning,
     )
     parsed = parse_hints(hints)
-    if engine is not None or ttl is not None:
+    if engine is not None or ttl is not None or output_filter is not None:
         data = parsed.model_dump(exclude_unset=True)
-        data.update({k: v for k, v in (("engine", engine), ("ttl", ttl)) if v is not None})
-        parsed = parse_hints(data)
+        data.update(
+            {
+                k: v
+                for k, v in (("engine", engine), ("ttl", ttl), ("output_filter", output_filter))
+                if v is not None
+            }
+        )
+        try:
+            parsed = parse_hints(data)
+        except TelosHintError as exc:
+            if output_filter is None:
+                raise
+            raise TelosHintError(
+                str(exc).replace("telos_hint={'output_filter': ...}", "session(output_filter=...)")
+            ) from None
     return Session(
         session_id,
         store=store,

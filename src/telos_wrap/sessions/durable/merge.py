@@ -18,8 +18,9 @@ which of them landed, and exactly that delta is subtracted before the rest is me
 What is not a sum follows the rule "the stored state wins": the last prompt print, folds, pins,
 breaks and orders are the store's (another worker's newer view of the conversation). Volatile spans
 are merged by union (both were learned and verified on this session's prompt), capped at
-``MAX_LEARNED`` like learning itself. Pure state arithmetic: no I/O, and no other room of
-``sessions`` (the durable room imports none: an import-linter contract).
+``MAX_LEARNED`` like learning itself; so are the output filter's records of filtered tool results
+(each was sent that way; the store's record of one result wins). Pure state arithmetic: no I/O,
+and no other room of ``sessions`` (the durable room imports none: an import-linter contract).
 """
 
 from __future__ import annotations
@@ -111,6 +112,9 @@ def merged(stored: SessionState, delta: Delta, mine: SessionState) -> SessionSta
     extra = tuple(span for span in mine.volatile if span.pattern not in known)
     volatile = (*stored.volatile, *extra[: max(0, MAX_LEARNED - len(stored.volatile))])
     changes: dict[str, Any] = {k: getattr(stored, k) + getattr(delta, k) for k in _SCALARS}
+    if mine.filtered.keys() - stored.filtered.keys():
+        # Both filtered results the model was sent: the store's record of a result wins.
+        changes["filtered"] = {**mine.filtered, **stored.filtered}
     if mine.last_response_index > stored.last_response_index:
         changes["last_response_id"] = mine.last_response_id
         changes["last_response_index"] = mine.last_response_index

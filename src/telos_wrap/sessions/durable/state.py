@@ -14,7 +14,7 @@ Shape (JSON)::
                              "output": ..}},
      "last": {PromptPrint}, "app": {AppPrint}, "last_response": ["msg_…", 11],
      "pins": {"slug": "blob key"}, "slug_folds": [..], "range_folds": [..], "volatile": [..],
-     "suspects": [..], "recent_breaks": [..]}
+     "suspects": [..], "recent_breaks": [..], "filtered": {"digest": "aggressive/1|9120|1480"}}
 
 Integer arrays of a print (``sizes``, ``msg_blocks``) are stored packed: base64 of little-endian
 uint32 values. At 1,000 turns they are thousands of numbers, and the C JSON encoder spends ~85 ns
@@ -315,10 +315,14 @@ class EngineUsage:
 
 
 #: The keys written between ``"app"`` and ``"last"`` in ``SessionState.dumps`` (sorted key order).
-_BEFORE_LAST = ("applied", "breaks", "by_engine", "fallbacks", "id")
+_BEFORE_LAST = ("applied", "breaks", "by_engine", "fallbacks", "filtered", "id")
 
 
 def _empty_str_int() -> dict[str, int]:
+    return {}
+
+
+def _empty_str_str() -> dict[str, str]:
     return {}
 
 
@@ -352,6 +356,10 @@ class SessionState:
     #: Per writer, the sequence number of its latest write (``sessions/durable/merge.py``): how a worker
     #: whose write's answer was lost learns whether it landed. Stored only when not empty.
     applied: Mapping[str, int] = field(default_factory=_empty_str_int)
+    #: The tool results the output filter changed (docs/output-filter.md): result digest (call id and
+    #: original text, ``bridge.output_filter.result_key``) → ``"filter_id|chars before|chars after"``.
+    #: Stored only when not empty.
+    filtered: Mapping[str, str] = field(default_factory=_empty_str_str)
 
     def approx_bytes(self) -> int:
         """About how many bytes this state object holds in memory (a ``MemoryStore``'s byte bound).
@@ -381,6 +389,8 @@ class SessionState:
             size += sum(400 + len(brk.detail) for brk in self.recent_breaks)
         if self.applied:
             size += sum(80 + len(writer) for writer in self.applied)
+        if self.filtered:
+            size += 100 * len(self.filtered)
         return size + 100 * (len(self.pins) + len(self.orders) + len(self.usage))
 
     def with_break(self, brk: CacheBreak) -> SessionState:
@@ -420,6 +430,8 @@ class SessionState:
             data["fallbacks"] = self.fallbacks
         if self.applied:
             data["applied"] = dict(self.applied)
+        if self.filtered:
+            data["filtered"] = dict(self.filtered)
         return data
 
     def dumps(self) -> str:
@@ -473,6 +485,7 @@ class SessionState:
             fallbacks=int(data.get("fallbacks", 0)),
             orders=tuple(str(entry) for entry in data.get("orders", ())),
             applied={str(k): int(v) for k, v in (data.get("applied") or {}).items()},
+            filtered={str(k): str(v) for k, v in (data.get("filtered") or {}).items()},
         )
 
     @classmethod

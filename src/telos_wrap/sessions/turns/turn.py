@@ -112,6 +112,9 @@ class StateHooks(SessionHooks):
     def own_references(self) -> OwnReferences:
         return self.own
 
+    def filtered_outputs(self) -> Mapping[str, str]:
+        return self.state.filtered
+
     def history_memo(self) -> HistoryMemo | None:
         # Range folds rewrite message positions after the lift: no reuse by position then.
         return None if self.state.range_folds else self.memo
@@ -465,8 +468,10 @@ def run_turn(
     )
     by_engine = dict(state.by_engine)
     by_engine[options.engine] = by_engine.get(options.engine, 0) + 1
+    filtered = _with_filtered(state.filtered, prepared)
     new_state = replace(
         state,
+        filtered=filtered,
         requests=index + 1,
         refreshes_since_request=0,
         by_engine=by_engine,
@@ -482,6 +487,16 @@ def run_turn(
         new_state = replace(new_state, telos_rewrites=new_state.telos_rewrites + 1)
     first = learned[0] if learned else None
     return TurnResult(index, prepared, new_state, cache_break, first, learned, wire, adopted, facts)
+
+
+def _with_filtered(recorded: Mapping[str, str], prepared: Prepared) -> Mapping[str, str]:
+    """The session's record of filtered tool results, with those this request filtered first
+    (docs/output-filter.md). A request sent as built (below the minimum) is recorded too: it cached
+    nothing, and the history memo keeps its messages as bridged, which later requests then send."""
+    fresh = [o for o in prepared.ir.outputs if o.fresh and o.filter_id is not None and o.key not in recorded]
+    if not fresh:
+        return recorded
+    return {**recorded, **{o.key: f"{o.filter_id}|{o.before}|{o.after}" for o in fresh}}
 
 
 def _final_reason(index: int, options: PrepareOptions, lengths: Lengths | None) -> str | None:

@@ -60,6 +60,16 @@ def _empty_usage() -> dict[str, EngineUsage]:
     return {}
 
 
+def _removed_chars(filtered: Mapping[str, str]) -> int:
+    """Characters the recorded results lost (``"filter_id|before|after"`` per result)."""
+    total = 0
+    for value in filtered.values():
+        parts = value.split("|")
+        if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+            total += int(parts[1]) - int(parts[2])
+    return total
+
+
 @dataclass(frozen=True, slots=True)
 class SessionStats:
     """A snapshot of one session's counters (exact: every update is a compare-and-set).
@@ -74,6 +84,9 @@ class SessionStats:
             open: no saving on them; ``telos_wrap.failure_counts()`` says which stage).
         telos_rewrites: of which telos' own doing (``telos_rewrote``: a settled message not re-sent
             byte for byte — a telos bug; 0 in every test and benchmark).
+        filtered_outputs: tool results the output filter changed (docs/output-filter.md), each once.
+        filter_tokens_removed: tokens those results lost when first filtered (≈ characters / 4), each
+            result counted once; every later request that carries a result saves them again.
         by_engine: requests per engine.
         usage: the totals per engine.
         prices: the multipliers used for ``cost`` / ``savings``.
@@ -90,6 +103,9 @@ class SessionStats:
     cache_breaks: int = 0
     telos_rewrites: int = 0
     fallbacks: int = 0
+    # Left out of the repr: a session without the output filter reads as it always did.
+    filtered_outputs: int = field(default=0, repr=False)
+    filter_tokens_removed: int = field(default=0, repr=False)
     by_engine: Mapping[str, int] = field(default_factory=dict)
     usage: Mapping[str, EngineUsage] = field(default_factory=_empty_usage)
     prices: Mapping[str, PriceMultipliers] = field(default_factory=dict)
@@ -110,6 +126,8 @@ class SessionStats:
             cache_breaks=state.breaks,
             telos_rewrites=state.telos_rewrites,
             fallbacks=state.fallbacks,
+            filtered_outputs=len(state.filtered),
+            filter_tokens_removed=_removed_chars(state.filtered) // 4,
             by_engine=dict(state.by_engine),
             usage=usage,
             prices={**DEFAULT_PRICES, **(prices or {})},
