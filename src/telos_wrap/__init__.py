@@ -17,6 +17,7 @@ from telos_wrap.errors import (
     TelosStageError,
 )
 from telos_wrap.failopen import failure_counts
+from telos_wrap.ir.context import ContextPolicy
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Band, UsageReport
 from telos_wrap.patch import coverage, is_patched, patch, unpatch
@@ -28,6 +29,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Band",
+    "ContextPolicy",
     "RefPoolError",
     "Session",
     "StoreConflictError",

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 from telos_wrap.engines.registry import engine_names
 from telos_wrap.errors import TelosOptionError
+from telos_wrap.ir.context import ContextPolicy, ContextPolicyError, parse_context
 
 __all__ = [
     "OPTION_NAMES",
@@ -52,6 +53,8 @@ class PatchConfig:
         fleet_learning: offer what one conversation learned about its system prompt's template to
             the next conversations of that template, through the session store (docs/sessions.md,
             "Fleet learning"); a session's own ``fleet_learning=`` overrides it.
+        context: the context policy of every session without one of its own (``None``: never fold;
+            docs/sessions.md, "Context under pressure").
     """
 
     strict: bool = False
@@ -62,6 +65,7 @@ class PatchConfig:
     only_what_pays: bool = True
     time_budget: float | None = 2.0
     fleet_learning: bool = True
+    context: ContextPolicy | None = None
 
 
 #: ``patch()``'s options, in the order of its signature.
@@ -74,6 +78,7 @@ OPTION_NAMES = (
     "only_what_pays",
     "time_budget",
     "fleet_learning",
+    "context",
 )
 _FLAGS = ("strict", "enabled", "keep_past_drop", "only_what_pays", "fleet_learning")
 
@@ -105,6 +110,11 @@ def updated(base: PatchConfig, changes: Mapping[str, Any]) -> PatchConfig:
             values[name] = value
         elif name == "time_budget":
             values[name] = _time_budget(value)
+        elif name == "context":
+            try:
+                values[name] = parse_context(value)
+            except ContextPolicyError as exc:
+                raise TelosOptionError(f"patch(context=...): {exc}") from None
         else:
             values[name] = MappingProxyType(_engines(value))
     return dataclasses.replace(base, **values)

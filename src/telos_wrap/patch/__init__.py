@@ -242,6 +242,7 @@ def patch(
     only_what_pays: bool | _Keep = KEEP,
     time_budget: float | _Keep | None = KEEP,
     fleet_learning: bool | _Keep = KEEP,
+    context: Any = KEEP,
 ) -> dict[str, bool]:
     """Patch the installed ``anthropic`` and ``openai`` SDKs (and LiteLLM's own providers and DSPy's
     built-in HTTP client, when they are imported: ``patch/litellm.py``, ``patch/lm15.py``).
@@ -275,6 +276,10 @@ def patch(
             system-prompt template learned was volatile (verified before use), and publishes what
             it learns, in its session store under the ``isolation`` hint's namespace
             (docs/sessions.md, "Fleet learning"). Default True.
+        context: fold old tool results under pressure in every session without a policy of its
+            own: a dict written as Anthropic's ``clear_tool_uses_20250919`` edit, a
+            ``ContextPolicy``, or ``None`` (the default: nothing is ever folded). docs/sessions.md,
+            "Context under pressure".
 
     Returns:
         ``coverage()``: which targets are wrapped.
@@ -288,6 +293,7 @@ def patch(
         "only_what_pays": only_what_pays,
         "time_budget": time_budget,
         "fleet_learning": fleet_learning,
+        "context": context,
     }
     with _lock:
         base = current_config() if rewriting() else PatchConfig()

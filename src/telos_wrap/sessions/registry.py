@@ -84,6 +84,7 @@ def session(
     prices: Mapping[str, PriceMultipliers] | None = None,
     clock: Callable[[], float] | None = None,
     fleet_learning: bool | None = None,
+    context: Any = None,
 ) -> Session:
     """Create a session; use it as ``with telos_wrap.session(...):`` or ``async with``.
 
@@ -106,6 +107,9 @@ def session(
         fleet_learning: start from what earlier conversations of the same system-prompt template
             learned, and publish what this one learns (docs/sessions.md, "Fleet learning");
             ``None``: ``patch(fleet_learning=...)``, on by default.
+        context: fold old tool results under pressure (``TelosHints.context``): a dict written as
+            Anthropic's ``clear_tool_uses_20250919`` edit or a ``ContextPolicy``; ``None``:
+            ``patch(context=...)``, off by default (docs/sessions.md, "Context under pressure").
 
     Raises ``TelosHintError`` saying what is valid for an invalid argument (a session id that is
     not a string, an unknown engine or ttl, ...) or hints (listing the valid keys).
@@ -123,9 +127,10 @@ def session(
         fleet_learning=fleet_learning,
     )
     parsed = parse_hints(hints)
-    if engine is not None or ttl is not None:
+    if engine is not None or ttl is not None or context is not None:
         data = parsed.model_dump(exclude_unset=True)
-        data.update({k: v for k, v in (("engine", engine), ("ttl", ttl)) if v is not None})
+        given = (("engine", engine), ("ttl", ttl), ("context", context))
+        data.update({k: v for k, v in given if v is not None})
         parsed = parse_hints(data)
     return Session(
         session_id,
