@@ -21,6 +21,7 @@ from .errors import anthropic_error
 from .render import RenderedPrompt, RenderMode, render_anthropic
 from .replies import Replier, count_tool_results
 from .tokens import estimate_tokens
+from .windows import check_anthropic
 from .wire import Handled, json_response, reply_text, split_words, sse_event, sse_response
 
 
@@ -72,6 +73,7 @@ class AnthropicAPI:
         now = self._clock.now()  # §1.2: the TTL clock starts at the start of the request
         prompt = render_anthropic(body, mode=self.mode)
         breakpoints = place_breakpoints(body, prompt.positions)
+        check_anthropic(str(body["model"]), prompt.total_tokens)  # docs/vendor-facts.md §9.3
         usage = self.cache.process(str(body["model"]), prompt, breakpoints, now)
         message_id = f"msg_emu_{self._next_id()}"
         diagnostics = self._diagnostics(body, prompt, message_id)
