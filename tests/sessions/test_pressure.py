@@ -432,3 +432,30 @@ def test_the_folded_form_is_the_same_for_another_worker_and_after_a_restart(
         touched = b"cache_control" in before  # sent as built below the minimum: another shape
         if touched and before.count(b"telos_wrap cleared") == after.count(b"telos_wrap cleared"):
             assert new[: len(old)] == old
+
+
+def test_vllm_gets_the_seeds_evict_span_on_the_request_that_folds(patched: None) -> None:
+    url = "http://vllm.emulated:8000/v1"
+    telos_wrap.patch(engines={url: "vllm"})
+    transport = RecordingTransport(Emulator(routes={url: "vllm"}))
+    client = openai.OpenAI(
+        api_key="test", base_url=url, http_client=sdk_http.Client(transport=transport), max_retries=0
+    )
+    with telos_wrap.session("vllm", context={"trigger": 40_000, "keep": 1}) as s:
+        _chat_session(client, 8, "gpt-4o")
+        folds = s.state.clear_folds
+    bodies = [json.loads(body) for body in transport.bodies]
+    spans = [
+        (i, b["cache_policy"]["evict_span"])
+        for i, b in enumerate(bodies)
+        if "evict_span" in b.get("cache_policy", {})
+    ]
+    fold_requests = sorted({fold.at for fold in folds})
+    assert [i for i, _ in spans] == fold_requests and fold_requests
+    for index, span in spans:
+        first = min(fold.message for fold in folds if fold.at == index)
+        assert span == {
+            "from": {"message": first + 1, "part": 0},
+            "reason": "context-fold",
+        }  # +1: the system message
+        assert "telos_wrap cleared" in json.dumps(bodies[index]["messages"][first + 1])

@@ -23,13 +23,26 @@ no policy. Anything else raises ``ContextPolicyError`` saying what is valid.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from telos_wrap.errors import TelosError
 
-__all__ = ["DEFAULT_KEEP", "DEFAULT_TRIGGER", "ContextPolicy", "ContextPolicyError", "parse_context"]
+__all__ = [
+    "DEFAULT_KEEP",
+    "DEFAULT_TRIGGER",
+    "FOLDED_HERE",
+    "ContextPolicy",
+    "ContextPolicyError",
+    "fold_start",
+    "parse_context",
+]
+
+#: The ``Transformation.kind`` of a request on which the context policy decided a new fold; its
+#: ``where`` is ``"messages[i:]"``, ``i`` the first message it folded (engines read it: vLLM's
+#: ``evict_span``, docs/engines.md).
+FOLDED_HERE = "context-policy-fold"
 
 #: Anthropic's defaults for ``clear_tool_uses_20250919`` (docs/vendor-facts.md §9.2).
 DEFAULT_TRIGGER = 100_000
@@ -104,6 +117,16 @@ class ContextPolicy:
         if self.clear_tool_inputs:
             parts.append("inputs cleared too")
         return "; ".join(parts)
+
+
+def fold_start(records: Iterable[Any]) -> int | None:
+    """The first message a fold decided for this request folds (``FOLDED_HERE`` record), or ``None``."""
+    for record in records:
+        if getattr(record, "kind", None) == FOLDED_HERE:
+            where = str(record.where)
+            if where.startswith("messages[") and where.endswith(":]") and where[9:-2].isdigit():
+                return int(where[9:-2])
+    return None
 
 
 def parse_context(value: Any) -> ContextPolicy | None:

@@ -25,7 +25,7 @@ from typing import Any, overload
 from telos_wrap.engines.anthropic import FINAL_NOTE
 from telos_wrap.engines.registry import get_engine
 from telos_wrap.history import HistoryMemo
-from telos_wrap.ir.context import ContextPolicy
+from telos_wrap.ir.context import FOLDED_HERE, ContextPolicy
 from telos_wrap.ir.model import Api, TelosIR, Transformation
 from telos_wrap.ir.refpool import OwnReferences
 from telos_wrap.ir.windows import context_window
@@ -229,7 +229,7 @@ class StateHooks(SessionHooks):
         records += applied
         records.append(
             Transformation(
-                kind="context-policy",
+                kind=FOLDED_HERE,
                 where=f"messages[{decision.fold[0].message}:]",
                 detail=f"{decision.explain(read, write)} ({policy.describe()})",
                 chars=decision.cleared * 4,
