@@ -459,3 +459,42 @@ def test_vllm_gets_the_seeds_evict_span_on_the_request_that_folds(patched: None)
             "reason": "context-fold",
         }  # +1: the system message
         assert "telos_wrap cleared" in json.dumps(bodies[index]["messages"][first + 1])
+
+
+def test_the_callers_context_management_is_sent_as_written_and_the_emulator_applies_it(
+    patched: None, emulated: RecordingTransport
+) -> None:
+    edit = {k: v for k, v in ANTHROPIC_EDIT.items() if k != "clear_at_least"}
+    edit["trigger"] = {"type": "input_tokens", "value": 30_000}
+    client = _anthropic(emulated)
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Read every file."}]
+    reports = []
+    for turn in range(6):
+        msg = client.messages.create(
+            model="claude-sonnet-4-5",
+            max_tokens=8,
+            tools=TOOLS,
+            messages=history,
+            extra_body={"context_management": {"edits": [edit]}},
+        )
+        reports.append(msg.model_extra.get("context_management") if msg.model_extra else None)
+        call = f"toolu_{turn}"
+        history.append(
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": call, "name": "read_file", "input": {}}],
+            }
+        )
+        history.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": call, "content": _result(turn)}],
+            }
+        )
+    for body in emulated.bodies:
+        assert json.loads(body)["context_management"] == {"edits": [edit]}  # the caller's, untouched
+    assert reports[0] == {"applied_edits": []}
+    applied = reports[-1]["applied_edits"][0]
+    assert applied["type"] == "clear_tool_uses_20250919"
+    assert applied["cleared_tool_uses"] == 5 - 3  # all but the three latest of five results
+    assert applied["cleared_input_tokens"] > 15_000
