@@ -29,9 +29,7 @@ from telos_wrap.replay import load_sessions
 from telos_wrap.sessions import MemoryStore
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_TRACES = (
-    Path("/work/shared/traces") if Path("/work/shared/traces").is_dir() else ROOT.parent / "shared" / "traces"
-)
+DEFAULT_TRACES = ROOT.parent / "shared" / "traces"
 PRICES = {"anthropic": (0.1, 1.25), "openai": (0.1, 1.0)}
 MODELS = {"anthropic": "claude-sonnet-4-5", "chat": "gpt-4o", "responses": "gpt-4o"}
 SYSTEM = "You are a software engineer fixing an issue in a repository with a bash tool."
