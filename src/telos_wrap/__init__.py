@@ -18,6 +18,7 @@ from telos_wrap.errors import (
 )
 from telos_wrap.failopen import failure_counts
 from telos_wrap.filters import OutputFilter
+from telos_wrap.ir.context import ContextPolicy
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Band, UsageReport
 from telos_wrap.patch import coverage, is_patched, patch, unpatch
@@ -29,6 +30,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Band",
+    "ContextPolicy",
     "OutputFilter",
     "RefPoolError",
     "Session",

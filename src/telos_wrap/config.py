@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 from telos_wrap.engines.registry import engine_names
 from telos_wrap.errors import TelosOptionError
+from telos_wrap.ir.context import ContextPolicy, ContextPolicyError, parse_context
 from telos_wrap.ir.hints import check_output_filter
 
 __all__ = [
@@ -53,6 +54,8 @@ class PatchConfig:
         fleet_learning: offer what one conversation learned about its system prompt's template to
             the next conversations of that template, through the session store (docs/sessions.md,
             "Fleet learning"); a session's own ``fleet_learning=`` overrides it.
+        context: the context policy of every session without one of its own (``None``: never fold;
+            docs/sessions.md, "Context under pressure").
     """
 
     strict: bool = False
@@ -66,6 +69,7 @@ class PatchConfig:
     #: The output filter for tool results (``"off"``, ``"safe"``, ``"aggressive"`` or an
     #: ``OutputFilter``); a session's or call's ``output_filter`` overrides it (docs/output-filter.md).
     output_filter: Any = "off"
+    context: ContextPolicy | None = None
 
 
 #: ``patch()``'s options, in the order of its signature.
@@ -79,6 +83,7 @@ OPTION_NAMES = (
     "time_budget",
     "fleet_learning",
     "output_filter",
+    "context",
 )
 _FLAGS = ("strict", "enabled", "keep_past_drop", "only_what_pays", "fleet_learning")
 
@@ -115,6 +120,11 @@ def updated(base: PatchConfig, changes: Mapping[str, Any]) -> PatchConfig:
                 values[name] = check_output_filter(value, "patch(output_filter=...)") or "off"
             except ValueError as exc:
                 raise TelosOptionError(str(exc)) from None
+        elif name == "context":
+            try:
+                values[name] = parse_context(value)
+            except ContextPolicyError as exc:
+                raise TelosOptionError(f"patch(context=...): {exc}") from None
         else:
             values[name] = MappingProxyType(_engines(value))
     return dataclasses.replace(base, **values)

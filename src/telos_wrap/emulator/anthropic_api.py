@@ -17,10 +17,12 @@ from .anthropic_cache import AnthropicCache, AnthropicUsage
 from .anthropic_diagnostics import FingerprintStore, diagnose, fingerprint
 from .anthropic_rules import place_breakpoints
 from .clock import Clock
+from .context_editing import clear_tool_uses
 from .errors import anthropic_error
 from .render import RenderedPrompt, RenderMode, render_anthropic
 from .replies import Replier, count_tool_results
 from .tokens import estimate_tokens
+from .windows import check_anthropic
 from .wire import Handled, json_response, reply_text, split_words, sse_event, sse_response
 
 
@@ -71,7 +73,11 @@ class AnthropicAPI:
         _require(body, needs_max_tokens=True)
         now = self._clock.now()  # §1.2: the TTL clock starts at the start of the request
         prompt = render_anthropic(body, mode=self.mode)
+        body, applied = clear_tool_uses(body, prompt.total_tokens)  # server-side context editing
+        if applied is not None and applied["cleared_tool_uses"]:
+            prompt = render_anthropic(body, mode=self.mode)
         breakpoints = place_breakpoints(body, prompt.positions)
+        check_anthropic(str(body["model"]), prompt.total_tokens)  # docs/vendor-facts.md §9.3
         usage = self.cache.process(str(body["model"]), prompt, breakpoints, now)
         message_id = f"msg_emu_{self._next_id()}"
         diagnostics = self._diagnostics(body, prompt, message_id)
@@ -107,6 +113,10 @@ class AnthropicAPI:
         }
         if "diagnostics" in body:
             message["diagnostics"] = diagnostics
+        if applied is not None:  # docs/vendor-facts.md §9.2
+            message["context_management"] = {
+                "applied_edits": [applied] if applied["cleared_tool_uses"] else []
+            }
         headers = (("request-id", f"req_emu_{message_id[8:]}"),)
         usage_json = message["usage"]
         if body.get("stream"):

@@ -18,6 +18,7 @@ from .chat_flavour import ChatFlavour
 from .render import render_chat
 from .replies import Replier, count_tool_results
 from .tokens import estimate_tokens
+from .windows import check_chat
 from .wire import Handled, json_response, reply_text, split_words, sse_event, sse_response
 
 
@@ -44,6 +45,7 @@ def handle_chat(
         raise flavour.error("'messages' must be a non-empty array", "messages")
     prompt = render_chat(body, mode=flavour.mode)
     flavour.validate(body, prompt)
+    check_chat(str(body["model"]), prompt.total_tokens)  # docs/vendor-facts.md §9.3
     scripted = replier("openai_chat", body) if replier is not None else None
     calls: list[dict[str, Any]] = []
     if scripted is None:

@@ -39,6 +39,7 @@ from .errors import EmulatorHTTPError, openai_error
 from .flavour_openai import BREAKPOINT_TTL_SECONDS, RETENTION_SECONDS, supports_breakpoints
 from .render import RenderedPrompt, RenderMode, render_chat
 from .tokens import estimate_tokens
+from .windows import check_responses
 from .wire import Handled, json_response, reply_text, split_words, sse_event, sse_response
 
 __all__ = ["RESPONSES_FLAVOURS", "ResponsesAPI", "render_responses"]
@@ -303,6 +304,9 @@ class ResponsesAPI:
         items, conversation = self._context(flavour, body)
         prompt = render_responses(items, body.get("instructions"), body.get("tools"), mode=flavour.mode)
         self._validate(flavour, body, prompt)
+        refused = check_responses(str(body.get("model", "")), prompt.total_tokens, body.get("truncation"))
+        if refused is not None:  # docs/vendor-facts.md §9.3
+            raise refused
         number = self._next_id()
         response_id = f"resp_emu_{number}"
         tool = _tool_to_call(body, items)

@@ -20,7 +20,9 @@ What a **stock vLLM** (0.33, docs/vendor-facts.md §4.2) does with each field te
   fields, logging them at DEBUG. They are for servers extended to act on them (seeds).
   ``pin_prefix_until_block`` is ``{"message": i, "part": j}``: the last content part of the stable
   prefix (tools + system + ref-pool) in the emitted ``messages``; ``evict_span`` names a folded ref-pool
-  entry (``ref``), the SHA-256 of its old text and where it stood.
+  entry (``ref``), the SHA-256 of its old text and where it stood — or, on the request where a
+  session's context policy folds old tool results, ``{"from": {"message", "part"}, "reason":
+  "context-fold"}``: where the folded span starts (docs/sessions.md, "Context under pressure").
 
 On ``/v1/responses`` (vLLM serves it too) only ``cache_salt`` is sent: vLLM ignores
 ``prompt_cache_key`` there ("not implemented yet") and accepts ``prompt_cache_options`` without acting
@@ -47,6 +49,7 @@ from telos_wrap.engines._openai_compat import (
 )
 from telos_wrap.engines.base import EmitPlan, EngineProfile, PrefixTables, ProbeResult
 from telos_wrap.engines.bidirectional import entry_digest, probe_body, read_probe_usage
+from telos_wrap.ir.context import fold_start
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import TelosIR
 from telos_wrap.ir.refpool import is_rendered_entry
@@ -110,10 +113,15 @@ class VLLMEngine(OpenAICompatEngine):
         end = stable_prefix_end(ir)
         # ``pin_prefix_until_block`` points into a chat ``messages`` array; a Responses body has none.
         pointer = wire_pointer(ir, end) if end is not None and chat else None
-        if pointer is not None:
-            extras["cache_policy"] = merge_under_caller(
-                params, "cache_policy", {"pin_prefix_until_block": pointer}
-            )
+        policy: dict[str, Any] = {} if pointer is None else {"pin_prefix_until_block": pointer}
+        folded = fold_start(ir.records) if chat else None
+        start = wire_pointer(ir, ("messages", folded, 0)) if folded is not None else None
+        if start is not None:
+            # The session's context policy folded old tool results from here on this request: the
+            # seeds' cooperative fold names the span the server may evict (its old KV is never read again).
+            policy["evict_span"] = {"from": start, "reason": "context-fold"}
+        if policy:
+            extras["cache_policy"] = merge_under_caller(params, "cache_policy", policy)
         return EmitPlan(breakpoints=caller_breakpoints(ir), extras=extras, notes=tuple(notes))
 
     @staticmethod

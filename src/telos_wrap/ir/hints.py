@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from telos_wrap.errors import TelosHintError
+from telos_wrap.ir.context import ContextPolicy, ContextPolicyError, parse_context
 
 __all__ = ["ENGINE_NAMES", "OUTPUT_FILTER_MODES", "TelosHints", "check_output_filter", "parse_hints"]
 
@@ -84,6 +85,22 @@ class TelosHints(BaseModel):
     @classmethod
     def _output_filter(cls, value: Any) -> Any:
         return check_output_filter(value, "telos_hint={'output_filter': ...}")
+
+    context: ContextPolicy | None = Field(
+        default=None,
+        description="Fold old tool results under pressure: a dict written as Anthropic's "
+        "clear_tool_uses_20250919 edit, or a ContextPolicy (docs/sessions.md, 'Context under pressure').",
+    )
+
+    @field_validator("context", mode="before")
+    @classmethod
+    def _context_parses(cls, value: Any) -> ContextPolicy | None:
+        if isinstance(value, Mapping) and "trigger_tokens" in value:  # model_dump()'s form, re-read
+            value = ContextPolicy(**{**value, "exclude_tools": tuple(value.get("exclude_tools", ()))})
+        try:
+            return parse_context(value)
+        except ContextPolicyError as exc:
+            raise ValueError(str(exc)) from None
 
     @field_validator("drop_patterns")
     @classmethod

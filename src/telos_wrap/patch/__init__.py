@@ -243,6 +243,7 @@ def patch(
     time_budget: float | _Keep | None = KEEP,
     fleet_learning: bool | _Keep = KEEP,
     output_filter: Any = KEEP,
+    context: Any = KEEP,
 ) -> dict[str, bool]:
     """Patch the installed ``anthropic`` and ``openai`` SDKs (and LiteLLM's own providers and DSPy's
     built-in HTTP client, when they are imported: ``patch/litellm.py``, ``patch/lm15.py``).
@@ -280,6 +281,10 @@ def patch(
             ``"aggressive"`` or a ``telos_wrap.OutputFilter``; a session's or a call's
             ``output_filter`` overrides it. A result is filtered once and sent with the same bytes on
             every later request of its conversation (docs/output-filter.md).
+        context: fold old tool results under pressure in every session without a policy of its
+            own: a dict written as Anthropic's ``clear_tool_uses_20250919`` edit, a
+            ``ContextPolicy``, or ``None`` (the default: nothing is ever folded). docs/sessions.md,
+            "Context under pressure".
 
     Returns:
         ``coverage()``: which targets are wrapped.
@@ -294,6 +299,7 @@ def patch(
         "time_budget": time_budget,
         "fleet_learning": fleet_learning,
         "output_filter": output_filter,
+        "context": context,
     }
     with _lock:
         base = current_config() if rewriting() else PatchConfig()

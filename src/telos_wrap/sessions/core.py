@@ -340,6 +340,7 @@ class Session:
                 own_history_only=self.implicit and not tells_users_apart(api, body, options.hints.isolation),
                 fleet=facts,
                 lengths=Lengths(self._lengths) if self._lengths else None,
+                context=options.hints.context or current_config().context,
             )
             return result.state, result
 

@@ -86,6 +86,7 @@ def session(
     clock: Callable[[], float] | None = None,
     fleet_learning: bool | None = None,
     output_filter: Any = None,
+    context: Any = None,
 ) -> Session:
     """Create a session; use it as ``with telos_wrap.session(...):`` or ``async with``.
 
@@ -111,6 +112,9 @@ def session(
         output_filter: the output filter for the session's tool results (``"off"``, ``"safe"``,
             ``"aggressive"`` or a ``telos_wrap.OutputFilter``); ``None``: ``patch(output_filter=...)``.
             A call's ``telos_hint={"output_filter": ...}`` overrides it (docs/output-filter.md).
+        context: fold old tool results under pressure (``TelosHints.context``): a dict written as
+            Anthropic's ``clear_tool_uses_20250919`` edit or a ``ContextPolicy``; ``None``:
+            ``patch(context=...)``, off by default (docs/sessions.md, "Context under pressure").
 
     Raises ``TelosHintError`` saying what is valid for an invalid argument (a session id that is
     not a string, an unknown engine or ttl, ...) or hints (listing the valid keys).
@@ -128,15 +132,10 @@ def session(
         fleet_learning=fleet_learning,
     )
     parsed = parse_hints(hints)
-    if engine is not None or ttl is not None or output_filter is not None:
+    if engine is not None or ttl is not None or output_filter is not None or context is not None:
         data = parsed.model_dump(exclude_unset=True)
-        data.update(
-            {
-                k: v
-                for k, v in (("engine", engine), ("ttl", ttl), ("output_filter", output_filter))
-                if v is not None
-            }
-        )
+        given = (("engine", engine), ("ttl", ttl), ("output_filter", output_filter), ("context", context))
+        data.update({k: v for k, v in given if v is not None})
         try:
             parsed = parse_hints(data)
         except TelosHintError as exc:

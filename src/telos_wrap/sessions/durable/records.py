@@ -10,7 +10,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["MAX_LEARNED", "BreakReason", "CacheBreak", "RangeFold", "SlugFold", "SpanKind", "VolatileSpan"]
+__all__ = [
+    "MAX_LEARNED",
+    "BreakReason",
+    "CacheBreak",
+    "ClearFold",
+    "RangeFold",
+    "SlugFold",
+    "SpanKind",
+    "VolatileSpan",
+]
 
 #: Session-wide cap on learned volatile spans (``SessionState.volatile``): learning stops there
 #: (``sessions/learning/volatility.py``) and a merge of two workers' spans keeps no more
@@ -91,6 +100,65 @@ class RangeFold:
             digest=str(data["digest"]),
             summary=str(data["summary"]),
             at=int(data["at"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ClearFold:
+    """One tool result the session's context policy cleared (``sessions/turns/pressure.py``).
+
+    Positions and digests only: no text of the caller's but the summary its own summarizer wrote.
+
+    Attributes:
+        message: the application message index holding the result.
+        call: digest of the tool call's id (``short_hash``), naming the result within the message.
+        digest: the application hash of that message when the fold was decided; a request whose
+            message differs does not get the fold (recorded as ``fold-not-applied``).
+        tokens: estimated tokens of the cleared result (what the placeholder says was there).
+        at: the request index the fold was decided for (the first request that carries it).
+        use_message: with ``clear_tool_inputs``, the message holding the tool call, else -1.
+        use_digest: that message's application hash.
+        summary: the caller's summarizer's text for this result ("" for the placeholder).
+    """
+
+    message: int
+    call: str
+    digest: str
+    tokens: int
+    at: int
+    use_message: int = -1
+    use_digest: str = ""
+    summary: str = ""
+
+    def key(self) -> tuple[int, str]:
+        return self.message, self.call
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "message": self.message,
+            "call": self.call,
+            "digest": self.digest,
+            "tokens": self.tokens,
+            "at": self.at,
+        }
+        if self.use_message >= 0:
+            data["use"] = [self.use_message, self.use_digest]
+        if self.summary:
+            data["summary"] = self.summary
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ClearFold:
+        use = data.get("use") or [-1, ""]
+        return cls(
+            message=int(data["message"]),
+            call=str(data["call"]),
+            digest=str(data["digest"]),
+            tokens=int(data["tokens"]),
+            at=int(data["at"]),
+            use_message=int(use[0]),
+            use_digest=str(use[1]),
+            summary=str(data.get("summary", "")),
         )
 
 

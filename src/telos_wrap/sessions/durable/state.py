@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 from telos_wrap.ir.canon import canonical_json
 from telos_wrap.ir.shared import shared_texts
-from telos_wrap.sessions.durable.records import CacheBreak, RangeFold, SlugFold, VolatileSpan
+from telos_wrap.sessions.durable.records import CacheBreak, ClearFold, RangeFold, SlugFold, VolatileSpan
 
 __all__ = [
     "HASH_LEN",
@@ -315,7 +315,7 @@ class EngineUsage:
 
 
 #: The keys written between ``"app"`` and ``"last"`` in ``SessionState.dumps`` (sorted key order).
-_BEFORE_LAST = ("applied", "breaks", "by_engine", "fallbacks", "filtered", "id")
+_BEFORE_LAST = ("applied", "breaks", "by_engine", "clear_folds", "fallbacks", "filtered", "id")
 
 
 def _empty_str_int() -> dict[str, int]:
@@ -348,6 +348,8 @@ class SessionState:
     pins: Mapping[str, str] = field(default_factory=dict)
     slug_folds: tuple[SlugFold, ...] = ()
     range_folds: tuple[RangeFold, ...] = ()
+    #: Tool results the context policy cleared (``sessions/turns/pressure.py``); stored only when any.
+    clear_folds: tuple[ClearFold, ...] = ()
     volatile: tuple[VolatileSpan, ...] = ()
     suspects: tuple[VolatileSpan, ...] = ()
     recent_breaks: tuple[CacheBreak, ...] = ()
@@ -383,6 +385,8 @@ class SessionState:
             size += sum(400 + len(fold.summary) for fold in self.slug_folds)
         if self.range_folds:
             size += sum(400 + len(fold.summary) for fold in self.range_folds)
+        if self.clear_folds:
+            size += sum(200 + len(fold.summary) for fold in self.clear_folds)
         if self.volatile or self.suspects:
             size += sum(400 + len(span.pattern) for span in (*self.volatile, *self.suspects))
         if self.recent_breaks:
@@ -432,6 +436,8 @@ class SessionState:
             data["applied"] = dict(self.applied)
         if self.filtered:
             data["filtered"] = dict(self.filtered)
+        if self.clear_folds:  # written only when set: every other session's stored bytes stay as they were
+            data["clear_folds"] = [fold.to_json() for fold in self.clear_folds]
         return data
 
     def dumps(self) -> str:
@@ -478,6 +484,7 @@ class SessionState:
             pins={str(k): str(v) for k, v in data["pins"].items()},
             slug_folds=tuple(SlugFold.from_json(f) for f in data["slug_folds"]),
             range_folds=tuple(RangeFold.from_json(f) for f in data["range_folds"]),
+            clear_folds=tuple(ClearFold.from_json(f) for f in data.get("clear_folds", ())),
             volatile=tuple(VolatileSpan.from_json(v) for v in data["volatile"]),
             suspects=tuple(VolatileSpan.from_json(v) for v in data.get("suspects", ())),
             recent_breaks=tuple(CacheBreak.from_json(b) for b in data["recent_breaks"]),

@@ -25,12 +25,14 @@ from typing import Any, overload
 from telos_wrap.engines.anthropic import FINAL_NOTE
 from telos_wrap.engines.registry import get_engine
 from telos_wrap.history import HistoryMemo
+from telos_wrap.ir.context import FOLDED_HERE, ContextPolicy
 from telos_wrap.ir.model import Api, TelosIR, Transformation
 from telos_wrap.ir.refpool import OwnReferences
+from telos_wrap.ir.windows import context_window
 from telos_wrap.lift.user_split import SplitPatterns
 from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks, check_budget, prepare
 from telos_wrap.sessions.durable.prints import message_hash, message_kind, prompt_print
-from telos_wrap.sessions.durable.records import CacheBreak, VolatileSpan
+from telos_wrap.sessions.durable.records import CacheBreak, ClearFold, VolatileSpan
 from telos_wrap.sessions.durable.state import HASH_LEN, AppPrint, PromptPrint, SessionState, hash_list
 from telos_wrap.sessions.learning.fleet import Fact, adopt, expected_layers, facts_of
 from telos_wrap.sessions.learning.lengths import Lengths, final_reason
@@ -45,13 +47,25 @@ from telos_wrap.sessions.learning.volatility import (
     system_view,
 )
 from telos_wrap.sessions.turns.breaks import BYTES_PER_TOKEN, detect_break
+from telos_wrap.sessions.turns.clearing import (
+    apply_clear_folds,
+    folds_of,
+    measure,
+    result_texts,
+    summarize,
+)
 from telos_wrap.sessions.turns.folds import apply_pins_and_slug_folds, apply_range_folds
+from telos_wrap.sessions.turns.pressure import Decision, plan_folds
 from telos_wrap.sessions.turns.wire_i2 import WireEntry, WireLedger, WireMismatch, conversation_entry
 
 __all__ = ["StateHooks", "TurnResult", "run_turn"]
 
 
 _NO_OWN: OwnReferences = MappingProxyType({})
+
+
+#: A context policy with the engine's read and write multipliers of the input price.
+Pressure = tuple[ContextPolicy, float, float]
 
 
 class StateHooks(SessionHooks):
@@ -68,8 +82,14 @@ class StateHooks(SessionHooks):
         memo: HistoryMemo | None = None,
         own: OwnReferences = _NO_OWN,
         last: bool = False,
+        pressure: Pressure | None = None,
     ) -> None:
         self.state = state
+        #: The context policy and the engine's read / write multipliers (``None``: no policy).
+        self.pressure = pressure
+        #: The folds the context policy decided for this request, and its decision.
+        self.new_clear: tuple[ClearFold, ...] = ()
+        self.decision: Decision | None = None
         #: The session expects this request to be the conversation's last (``final_point``).
         self.last = last
         self.memo = memo
@@ -116,8 +136,11 @@ class StateHooks(SessionHooks):
         return self.state.filtered
 
     def history_memo(self) -> HistoryMemo | None:
-        # Range folds rewrite message positions after the lift: no reuse by position then.
-        return None if self.state.range_folds else self.memo
+        # Range folds rewrite message positions after the lift, and context folds rewrite tool
+        # results in place: no reuse by position then.
+        if self.state.range_folds or self.state.clear_folds or self.pressure is not None:
+            return None
+        return self.memo
 
     def after_settle(self, ir: TelosIR) -> None:
         """Keep the application's hashes of the messages the memo settled, for the next turn."""
@@ -165,12 +188,57 @@ class StateHooks(SessionHooks):
         self.forms = forms + "".join(message.content_form[0] for message in new_messages)
         folds = self.state.range_folds
         self._fork = None if folds else _fork(self.state.app, self.app_hashes)
+        ir, clear_records = self._context_folds(ir)
         ir, range_records = apply_range_folds(ir, folds, hash_list(self.app_hashes) if folds else [])
         ir, pool_records = apply_pins_and_slug_folds(ir, self.pins, self.state.slug_folds)
         ir, self.new_orders = stabilize_orders(ir, _known_orders(self.state.orders))
         self.slugs = tuple(ir.ref_pool)
-        records = [*range_records, *pool_records, *learned_records]
+        records = [*clear_records, *range_records, *pool_records, *learned_records]
         return replace(ir, records=ir.records + tuple(records)) if records else ir
+
+    def _context_folds(self, ir: TelosIR) -> tuple[TelosIR, list[Transformation]]:
+        """The recorded context folds applied, and the policy's new ones decided and applied
+        (``sessions/turns/pressure.py``); on application message positions, before range folds."""
+        recorded = self.state.clear_folds
+        if not recorded and self.pressure is None:
+            return ir, []
+        hashes = hash_list(self.app_hashes)
+        ir, records = apply_clear_folds(ir, recorded, hashes)
+        if self.pressure is None:
+            return ir, records
+        policy, read, write = self.pressure
+        measured = measure(ir)
+        window = context_window(str(ir.params.get("model", "")))
+        decision = plan_folds(
+            measured.units, measured.total, measured.current, policy, window, {f.key() for f in recorded}
+        )
+        self.decision = decision
+        if not decision.fold:
+            if decision.note:
+                records.append(Transformation(kind="context-policy", where="messages", detail=decision.note))
+            return ir, records
+        summaries = (
+            summarize(policy.summarizer, result_texts(ir, (u.key() for u in decision.fold)))
+            if policy.summarizer is not None
+            else None
+        )
+        new = folds_of(decision, measured, hashes, self.state.requests, policy.clear_tool_inputs, summaries)
+        ir, applied = apply_clear_folds(ir, new, hashes)
+        self.new_clear = new
+        if not self.state.range_folds and self._fork is None:
+            # The fold point is where this request first differs from the previous one: the engine
+            # marks the shared prefix before it (BP-fork), so it is read, and only what follows written.
+            self._fork = decision.fold[0].message or None
+        records += applied
+        records.append(
+            Transformation(
+                kind=FOLDED_HERE,
+                where=f"messages[{decision.fold[0].message}:]",
+                detail=f"{decision.explain(read, write)} ({policy.describe()})",
+                chars=decision.cleared * 4,
+            )
+        )
+        return ir, records
 
     def _learned_records(self, ir: TelosIR) -> list[Transformation]:
         """One ``learned-volatile`` record per learned span that cut text out of this system segment."""
@@ -335,6 +403,7 @@ def run_turn(
     own_history_only: bool = False,
     fleet: Sequence[Fact] = (),
     lengths: Lengths | None = None,
+    context: ContextPolicy | None = None,
 ) -> TurnResult:
     """Prepare request ``state.requests`` of the session (see module docstring).
 
@@ -354,6 +423,8 @@ def run_turn(
     ``lengths``: how long the application's conversations ran (fleet learning); with the
     ``expected_turns`` hint, tells whether this request is expected to be the conversation's last,
     which then writes nothing past what an earlier request wrote (``sessions/learning/lengths.py``).
+    ``context``: the session's context policy: old tool results folded under pressure, decided here
+    and recorded in the state returned (``sessions/turns/pressure.py``).
     Raises ``TelosStageError`` when a pipeline stage fails (the bridge re-checks every invariant).
     """
     index = state.requests
@@ -362,7 +433,8 @@ def run_turn(
     volatile = state.volatile
     memo = memo if commit else None
     last = _final_reason(index, options, lengths) if commit else None
-    hooks = StateHooks(state, pins, volatile, memo=memo, own=own, last=last is not None)
+    pressure = _pressure(context, options.engine)
+    hooks = StateHooks(state, pins, volatile, memo=memo, own=own, last=last is not None, pressure=pressure)
     prepared = prepare(api, body, options, hooks)
     if not commit:
         return TurnResult(index, prepared, state, None, None)
@@ -406,7 +478,9 @@ def run_turn(
             fresh += [span for span in found.learned if span.pattern not in known]
         fresh = list({span.pattern: span for span in fresh}.values())[: MAX_LEARNED - len(volatile)]
         if fresh:
-            again = StateHooks(state, pins, (*volatile, *fresh), memo=memo, own=own, last=hooks.last)
+            again = StateHooks(
+                state, pins, (*volatile, *fresh), memo=memo, own=own, last=hooks.last, pressure=pressure
+            )
             retried = prepare(api, body, options, again)
             # The lift applies the spans learned at one request as one layer, to the text the earlier
             # layers left (the text they were learned on): use them only if they cut there exactly
@@ -448,7 +522,14 @@ def run_turn(
         )
     )
     # Range folds renumber the messages after the lift: wire index and application index differ.
-    if ledger is not None and wire is not None and state.last is not None and not state.range_folds:
+    # A context fold decided now rewrites settled messages on purpose (the break says so below).
+    if (
+        ledger is not None
+        and wire is not None
+        and state.last is not None
+        and not state.range_folds
+        and not hooks.new_clear
+    ):
         mismatch = ledger.check(wire)
         if mismatch is not None:
             cache_break = _telos_rewrote(state.last, mismatch, index)
@@ -459,6 +540,12 @@ def run_turn(
             detail=cache_break.detail
             + f"; the changing span ({where}) is now learned as volatile, so later requests keep the "
             "system cache",
+        )
+    if cache_break is not None and hooks.new_clear:
+        cache_break = replace(
+            cache_break,
+            detail=cache_break.detail + "; the session's context policy folded old tool results here "
+            "(one rewrite after the fold point, then the prefix is read again)",
         )
     app = AppPrint(
         messages=hooks.app_hashes,
@@ -480,6 +567,7 @@ def run_turn(
         volatile=volatile,
         suspects=suspects,
         orders=_with_orders(state.orders, hooks.new_orders),
+        clear_folds=(*state.clear_folds, *hooks.new_clear) if hooks.new_clear else state.clear_folds,
     )
     if cache_break is not None:
         new_state = new_state.with_break(cache_break)
@@ -497,6 +585,13 @@ def _with_filtered(recorded: Mapping[str, str], prepared: Prepared) -> Mapping[s
     if not fresh:
         return recorded
     return {**recorded, **{o.key: f"{o.filter_id}|{o.before}|{o.after}" for o in fresh}}
+
+
+def _pressure(context: ContextPolicy | None, engine: str) -> Pressure | None:
+    if context is None:
+        return None
+    profile = get_engine(engine).profile
+    return context, profile.read_multiplier, profile.write_multiplier
 
 
 def _final_reason(index: int, options: PrepareOptions, lengths: Lengths | None) -> str | None:
@@ -529,7 +624,7 @@ def _adopt_fleet(
     adopted = adopt(hooks.system_view, facts)
     if not adopted:
         return hooks, prepared, ()
-    again = StateHooks(state, pins, adopted, memo=memo, own=own, last=hooks.last)
+    again = StateHooks(state, pins, adopted, memo=memo, own=own, last=hooks.last, pressure=hooks.pressure)
     retried = prepare(api, body, options, again)
     if again.system_view != expected_layers(hooks.system_view, adopted):
         return hooks, prepared, ()

@@ -1,0 +1,342 @@
+"""The context policy on a lifted request (pure): its tool uses as the planner sees them, and the
+recorded folds applied.
+
+* ``measure(ir, folds)``: each tool use of the request (``pressure.Unit``), the request's estimated
+  input tokens with ``folds`` applied, and where its current turn starts;
+* ``apply_clear_folds(ir, folds, hashes)``: each recorded ``ClearFold`` whose message the
+  application still sends unchanged replaces that tool result's content with the placeholder (or the
+  caller's summary) and, with ``clear_tool_inputs``, the call's input with an empty one;
+* ``placeholder(name, tokens)``: what the model reads instead of a cleared result.
+
+Per API, a tool result is: an Anthropic ``tool_result`` block (its ``content``), a Chat Completions
+``tool`` message (its content), a Responses ``function_call_output`` / ``custom_tool_call_output``
+item (its ``output``). Blocks are never removed, so a tool use and its result stay a pair.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from telos_wrap.ir.canon import canonical_json
+from telos_wrap.ir.model import Band, BlockKind, TelosBlock, TelosIR, TelosMessage, Transformation
+from telos_wrap.sessions.durable.records import ClearFold
+from telos_wrap.sessions.durable.state import short_hash
+from telos_wrap.sessions.turns.pressure import Decision, Unit
+
+__all__ = ["Measured", "apply_clear_folds", "folds_of", "measure", "placeholder"]
+
+#: Estimated characters per token (docs/vendor-facts.md §9.3: the emulator's rule, ~4 bytes a token).
+CHARS_PER_TOKEN = 4
+_PLACEHOLDER_TOKENS = 40
+
+_RESULT_ITEMS = ("function_call_output", "custom_tool_call_output")
+_CALL_ITEMS = ("function_call", "custom_tool_call")
+
+
+def placeholder(name: str, tokens: int) -> str:
+    """The text a cleared tool result becomes: what was there, and what to do to see it again."""
+    return (
+        f"[telos_wrap cleared this result of the tool {name} (about {tokens:,} tokens) to keep the "
+        f"conversation within its context budget. If you need it, run {name} again.]"
+    )
+
+
+def _tokens(value: Any) -> int:
+    text = value if isinstance(value, str) else canonical_json(value)
+    return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+
+
+def call_key(call_id: str) -> str:
+    """The digest a ``ClearFold`` names a tool call by (no id text in the store)."""
+    return short_hash(call_id.encode("utf-8"))
+
+
+@dataclass(frozen=True, slots=True)
+class _Result:
+    message: int
+    call_id: str
+    content: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """A request as the planner sees it: ``units``, ``total`` tokens, the ``current`` turn's start,
+    and for each call id the message holding the call (for ``clear_tool_inputs``)."""
+
+    units: tuple[Unit, ...]
+    total: int
+    current: int
+    uses: Mapping[str, int]
+
+
+def _results(ir: TelosIR) -> Iterable[_Result]:
+    for index, message in enumerate(ir.messages):
+        if ir.api == "anthropic":
+            for block in message.blocks:
+                payload = block.payload
+                if block.kind is BlockKind.TOOL_RESULT and isinstance(payload, Mapping):
+                    yield _Result(index, str(payload.get("tool_use_id", "")), payload.get("content", ""))
+        elif ir.api == "openai_chat":
+            if message.role == "tool" and isinstance(message.extra.get("tool_call_id"), str):
+                yield _Result(index, message.extra["tool_call_id"], [b.payload for b in message.blocks])
+        elif message.role == "tool" and message.extra.get("type") in _RESULT_ITEMS:
+            yield _Result(index, str(message.extra.get("call_id", "")), message.extra.get("output", ""))
+
+
+def _calls(ir: TelosIR) -> dict[str, tuple[int, str, int]]:
+    """Per call id: the message holding the call, the tool's name, its input's tokens."""
+    calls: dict[str, tuple[int, str, int]] = {}
+    for index, message in enumerate(ir.messages):
+        if message.role != "assistant":
+            continue
+        if ir.api == "anthropic":
+            for block in message.blocks:
+                payload = block.payload
+                if block.kind is BlockKind.TOOL_USE and isinstance(payload, Mapping):
+                    calls[str(payload.get("id", ""))] = (
+                        index,
+                        str(payload.get("name", "tool")),
+                        _tokens(payload.get("input", {})),
+                    )
+        elif ir.api == "openai_chat":
+            for call in message.extra.get("tool_calls") or ():
+                if isinstance(call, Mapping):
+                    function = call.get("function") or {}
+                    calls[str(call.get("id", ""))] = (
+                        index,
+                        str(function.get("name", "tool")),
+                        _tokens(function.get("arguments", "")),
+                    )
+        elif message.extra.get("type") in _CALL_ITEMS:
+            extra = message.extra
+            calls[str(extra.get("call_id", ""))] = (
+                index,
+                str(extra.get("name", "tool")),
+                _tokens(extra.get("arguments", extra.get("input", ""))),
+            )
+    return calls
+
+
+def _message_tokens(ir: TelosIR) -> list[int]:
+    return [
+        _tokens([block.payload for block in message.blocks]) + _tokens(dict(message.extra))
+        for message in ir.messages
+    ]
+
+
+def measure(ir: TelosIR) -> Measured:
+    """The request's tool uses, estimated tokens and current turn (see the module docstring)."""
+    per_message = _message_tokens(ir)
+    head = _tokens([b.payload for b in ir.tools]) + _tokens([b.payload for b in ir.system])
+    offsets, running = [], head
+    for size in per_message:
+        offsets.append(running)
+        running += size
+    calls = _calls(ir)
+    assistants = [i for i, m in enumerate(ir.messages) if m.role == "assistant"]
+    current = assistants[-1] if assistants else len(ir.messages)
+    units = []
+    for result in _results(ir):
+        _, name, input_tokens = calls.get(result.call_id, (-1, "tool", 0))
+        net = _tokens(result.content) - _PLACEHOLDER_TOKENS
+        units.append(
+            Unit(
+                message=result.message,
+                call=call_key(result.call_id),
+                name=name,
+                tokens=max(0, net),
+                input_tokens=max(0, input_tokens - 1),
+                offset=offsets[result.message],
+            )
+        )
+    uses = {call_key(call_id): where[0] for call_id, where in calls.items()}
+    return Measured(tuple(units), running, current, uses)
+
+
+def folds_of(
+    decision: Decision,
+    measured: Measured,
+    hashes: Sequence[str],
+    at: int,
+    clear_inputs: bool,
+    summaries: Mapping[tuple[int, str], str] | None = None,
+) -> tuple[ClearFold, ...]:
+    """The records of ``decision``'s folds (positions and digests; the summaries the caller wrote)."""
+    folds = []
+    for unit in decision.fold:
+        use = measured.uses.get(unit.call, -1) if clear_inputs else -1
+        folds.append(
+            ClearFold(
+                message=unit.message,
+                call=unit.call,
+                digest=hashes[unit.message],
+                tokens=unit.tokens + _PLACEHOLDER_TOKENS,
+                at=at,
+                use_message=use,
+                use_digest=hashes[use] if use >= 0 else "",
+                summary=(summaries or {}).get(unit.key(), ""),
+            )
+        )
+    return tuple(folds)
+
+
+def result_texts(ir: TelosIR, keys: Iterable[tuple[int, str]]) -> dict[tuple[int, str], tuple[str, str]]:
+    """``(tool name, result text)`` of the given results, for the caller's summarizer."""
+    wanted = set(keys)
+    calls = {call_key(call_id): where for call_id, where in _calls(ir).items()}
+    found = {}
+    for result in _results(ir):
+        key = (result.message, call_key(result.call_id))
+        if key in wanted:
+            content = result.content
+            text = content if isinstance(content, str) else canonical_json(content)
+            found[key] = (calls.get(key[1], (-1, "tool", 0))[1], text)
+    return found
+
+
+def summarize(
+    summarizer: Callable[[str, str], str], texts: Mapping[tuple[int, str], tuple[str, str]]
+) -> dict[tuple[int, str], str]:
+    """The caller's summaries of ``texts`` (a summarizer that fails or returns no text: placeholder)."""
+    summaries = {}
+    for key, (name, text) in texts.items():
+        try:
+            summary = summarizer(name, text)
+        except Exception:  # the caller's code: its failure leaves the placeholder, never the call
+            continue
+        if isinstance(summary, str) and summary:
+            summaries[key] = summary
+    return summaries
+
+
+def apply_clear_folds(
+    ir: TelosIR, folds: Sequence[ClearFold], hashes: Sequence[str]
+) -> tuple[TelosIR, list[Transformation]]:
+    """``ir`` with every applicable fold applied (see the module docstring), and the records."""
+    if not folds:
+        return ir, []
+    messages = list(ir.messages)
+    names = {call_key(call_id): name for call_id, (_, name, _) in _calls(ir).items()}
+    records: list[Transformation] = []
+    by_message: dict[int, dict[str, ClearFold]] = {}
+    inputs: dict[int, set[str]] = {}
+    skipped = 0
+    for fold in folds:
+        if fold.message >= len(messages) or hashes[fold.message] != fold.digest:
+            skipped += 1
+            continue
+        by_message.setdefault(fold.message, {})[fold.call] = fold
+        if 0 <= fold.use_message < len(messages) and hashes[fold.use_message] == fold.use_digest:
+            inputs.setdefault(fold.use_message, set()).add(fold.call)
+    chars = 0
+    for index, wanted in by_message.items():
+        messages[index], cleared = _clear_results(ir.api, messages[index], wanted, names)
+        chars += cleared
+    for index, calls in inputs.items():
+        messages[index] = _clear_inputs(ir.api, messages[index], calls)
+    if by_message:
+        count = sum(len(w) for w in by_message.values())
+        first = min(by_message)
+        records.append(
+            Transformation(
+                kind="context-fold",
+                where=f"messages[{first}:]",
+                chars=chars,
+                detail=f"{count} old tool result(s) from message {first} on replaced by a placeholder "
+                "naming the tool and its size (or the caller's summary), as the session's context "
+                "policy recorded; the same bytes on every later request",
+            )
+        )
+    if skipped:
+        records.append(
+            Transformation(
+                kind="fold-not-applied",
+                where="messages",
+                detail=f"{skipped} recorded context fold(s) not applied: the application changed or "
+                "removed those messages since, so they are sent as the application sent them",
+            )
+        )
+    return replace(ir, messages=tuple(messages)), records
+
+
+def _text_block(like: TelosBlock | None, text: str, where: str) -> TelosBlock:
+    return TelosBlock(
+        id=like.id if like is not None else where,
+        band=Band.FOLD,
+        kind=BlockKind.TEXT,
+        payload={"type": "text", "text": text},
+        source_tag="session:context-fold",
+    )
+
+
+def _clear_results(
+    api: str, message: TelosMessage, wanted: Mapping[str, ClearFold], names: Mapping[str, str]
+) -> tuple[TelosMessage, int]:
+    def text_for(fold: ClearFold) -> str:
+        return fold.summary or placeholder(names.get(fold.call, "tool"), fold.tokens)
+
+    if api == "anthropic":
+        blocks, chars = [], 0
+        for block in message.blocks:
+            payload = block.payload
+            fold = (
+                wanted.get(call_key(str(payload.get("tool_use_id", ""))))
+                if block.kind is BlockKind.TOOL_RESULT and isinstance(payload, Mapping)
+                else None
+            )
+            if fold is None:
+                blocks.append(block)
+                continue
+            chars += len(canonical_json(payload.get("content", "")))
+            blocks.append(block.with_payload({**payload, "content": text_for(fold)}))
+        return message.with_blocks(tuple(blocks)), chars
+    if api == "openai_chat":
+        fold = wanted.get(call_key(str(message.extra.get("tool_call_id", ""))))
+        if fold is None:
+            return message, 0
+        chars = sum(len(canonical_json(b.payload)) for b in message.blocks)
+        first = message.blocks[0] if message.blocks else None
+        return message.with_blocks((_text_block(first, text_for(fold), "tool"),), "string"), chars
+    fold = wanted.get(call_key(str(message.extra.get("call_id", ""))))
+    if fold is None:
+        return message, 0
+    output = message.extra.get("output", "")
+    chars = len(output) if isinstance(output, str) else len(canonical_json(output))
+    return _with_extra(message, {**message.extra, "output": text_for(fold)}), chars
+
+
+def _clear_inputs(api: str, message: TelosMessage, calls: set[str]) -> TelosMessage:
+    if api == "anthropic":
+        blocks = tuple(
+            block.with_payload({**block.payload, "input": {}})
+            if block.kind is BlockKind.TOOL_USE
+            and isinstance(block.payload, Mapping)
+            and call_key(str(block.payload.get("id", ""))) in calls
+            else block
+            for block in message.blocks
+        )
+        return message.with_blocks(blocks)
+    if api == "openai_chat":
+        tool_calls = message.extra.get("tool_calls")
+        if not isinstance(tool_calls, list):
+            return message
+        cleared = [
+            {**call, "function": {**call["function"], "arguments": "{}"}}
+            if isinstance(call, Mapping)
+            and isinstance(call.get("function"), Mapping)
+            and call_key(str(call.get("id", ""))) in calls
+            else call
+            for call in tool_calls
+        ]
+        return _with_extra(message, {**message.extra, "tool_calls": cleared})
+    extra = message.extra
+    if call_key(str(extra.get("call_id", ""))) not in calls:
+        return message
+    field = "arguments" if extra.get("type") == "function_call" else "input"
+    return _with_extra(message, {**extra, field: "{}" if field == "arguments" else ""})
+
+
+def _with_extra(message: TelosMessage, extra: Mapping[str, Any]) -> TelosMessage:
+    return TelosMessage(message.role, message.blocks, message.content_form, extra)
