@@ -44,7 +44,11 @@ class Workload:
     def __init__(self, seed: int) -> None:
         rng = random.Random(seed)
         self.policy = "\n".join(f"{_words(rng, 6)}." for _ in range(40))
-        self.opening_b = [f"{_words(rng, 5)}.", f"{_words(rng, 3)}: Basic 9.99 EUR, Pro 29.99 EUR.", _words(rng, 4)]
+        self.opening_b = [
+            f"{_words(rng, 5)}.",
+            f"{_words(rng, 3)}: Basic 9.99 EUR, Pro 29.99 EUR.",
+            _words(rng, 4),
+        ]
         self.config_head = _words(rng, 2) + ":"
         self.config_key = _word(rng).lower()
         self.customers = [
@@ -78,7 +82,7 @@ class Workload:
         texts = [self.system_a(u, t) for u in range(3) for t in range(4)]
         texts += [self.system_b(u) for u in range(3)]
         texts += self.questions + self.answers
-        found = {word.strip(".,:;?<>\"{}") for text in texts for word in text.split()}
+        found = {word.strip('.,:;?<>"{}') for text in texts for word in text.split()}
         found = {w for w in found if len(w) >= 5 and not re.fullmatch(r"[\d.:TZ\-]+|EUR|Basic|Customer", w)}
         for name, mail in self.customers:
             found |= {name, mail, *name.split(), mail.split("@")[0]}
