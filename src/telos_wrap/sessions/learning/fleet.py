@@ -3,63 +3,47 @@
 A conversation learns which system lines are volatile (``volatility.py``) the first time they change,
 and pays one cache break for it. Every conversation of the same application pays that break again.
 Fleet learning records what a conversation learned — where its volatile units sit, as *facts* — in
-the session store, under the tenant's namespace, and offers them to every new conversation of
-that tenant's applications: it starts with them as
-pre-learned spans, each learned again and verified on its own prompt before use.
+the session store, under the tenant's namespace, and offers them to every new conversation of the
+same application: it starts with those that fit its own prompt exactly, each verified before use.
 
-* **The application** (``application_key``): the tenant's namespace and the number of system
-  blocks — not the system prompt's words, nor the tools (a harness offers a tool more in some
-  conversations), so the conversations of an application whose prompts name their user ("You are
-  helping Ana Lopez"), carry a per-user section or numbered rules share one pool of facts; which
-  fact fits a prompt is decided on the prompt itself (``adopt``, below: a unit found exactly once
-  where its neighbours say, whole, verified). Several applications of one tenant share the pool
-  (``MAX_FACTS``). A prompt with fewer than ``MIN_TEMPLATE``
-  characters of value-free text (``template_key``: its system lines that hold no digit) has no
-  application: too little to share anything about. (Before, the pool was keyed by that template,
-  so a name in a digit-free line made every conversation an application of its own.)
-* **The facts** (``Fact``, ``facts_of``): the units this conversation learned because it *saw them
-  change* — a live value or a list at its first change, a run of lines at its second (``kind``
-  ``value``, ``list``, ``lines``, ``region``). Never a suspect (a one-off edit stays in its
-  conversation until it changes again), never a span learned on sight (``present``: every
-  conversation learns those on sight anyway), never a span adopted from the fleet. A fact holds no
-  pattern and no text of the conversation: it says where the unit sits by the *skeletons* of the
-  lines around it (and of its own line, for a value) — each line's text with ``\\S+`` for every
-  value (``volatility.skeleton_regex``) — plus its kind, block, line count and the request that
-  learned it. So no value and no conversation content (user, assistant or tool text: learning
-  reads the system prompt only) is ever stored. At most ``MAX_FACTS`` per template.
-* **How long its conversations run** (``lengths.Lengths``, the entry's ``reached``): how many of
-  the application's conversations made at least 1, 2, ... requests — counts only — so that a
-  request expected to end its conversation writes nothing nobody would read (``lengths.py``).
-* **Where** (``fleet_id``): one blob (``FACTS``) of a pseudo-session ``telos-fleet:<namespace>:<template>``
-  in the session's own store — so under that store's prefix (a ``RedisStore`` key
-  ``P{telos-fleet:…}:blobs``: one key, one hash slot, cluster-safe; its TTL is the store's, renewed
-  by each publish), bounded like every session of a ``MemoryStore`` (one process: an in-process
-  fleet). ``namespace`` is a digest of the ``isolation`` hint: tenants that set it never share
-  facts; without it the namespace is the store itself (docs/sessions.md, "Fleet learning").
-* **Merging** (``merged``): a fact that says where a known fact's unit sits (same kind and block)
-  in a prompt whose neighbouring line or own line differs in words — another user's name — does not
-  become a second fact: the known one's differing lines are generalized, the differing words made
-  ``\\S+`` holes (``_joined``: at most two of the three lines differ, each the same number of
-  words, its own line keeps half of its words). So what the
-  conversations of an application differ in is not kept as a literal once two of them were seen
-  to differ there, and the neighbour then fits every user's prompt.
-* **Use** (``adopt``): at the first request a process prepares for a conversation that has made no
-  request yet, each fact is placed on this prompt's lifted system segment, layer by layer in the
-  order it was learned: the unit must be found exactly once (its own line, or the one run between
-  lines of the two skeletons), and the new conversation then learns it the way it would have
-  learned it itself (``volatility.unit_span``: widened to its unit, anchored on *its own* text) —
-  the unit must already be whole, and the pattern must cut nothing in another block; any other
-  fact is ignored. ``run_turn`` then verifies that the lift cuts exactly that, as for the
-  conversation's own spans. Facts read from the store are untrusted: malformed records are
-  skipped, and a skeleton is compiled only if it is made of escaped literals and ``\\S+`` holes
-  with whitespace between two holes (``_skeleton_pieces``), so a hostile regex never runs.
+* **The application** (``application_key``, issue 42): a keyed digest of the API the prompt is sent
+  on (block numbering differs between ``system``, system messages and ``instructions``), the number
+  of system blocks, the tool names, and the prompt's opening line (its first line without a digit).
+  Two assistants that share a trailing policy but not their opening are two applications; one
+  assistant whose prompts name their user after the opening line is one. A prompt with fewer than
+  ``MIN_TEMPLATE`` characters of value-free text has no application (too little to share).
+* **The facts** (``Fact``, ``facts_of``): the units a conversation saw change **between two
+  consecutive requests of its own** (the later request's messages extend the earlier one's; a span
+  learned otherwise is ``local`` and never shared, whatever the session id says: one id misused for
+  two customers teaches the fleet nothing) — a live value or a list at its first change, a run of
+  lines at its second. Never a suspect, never a span learned on sight (``present``), never one
+  adopted from the fleet. A fact holds no text and no pattern: the *token prints*
+  (``digests.token_print``: a keyed digest per token of a line's skeleton, values masked) of the
+  unit's own lines and of the line before and after it (or the block's edge), its kind, block, line
+  count, the request that learned it, and its contributors (keyed digests of session ids).
+* **How long its conversations run** (``lengths.Lengths``, the entry's ``reached``): counts only.
+* **Where** (``fleet_id``): one blob (``FACTS``) of a pseudo-session ``telos-fleet:<namespace>:<app>``
+  in the session's own store (a ``RedisStore`` key ``P{telos-fleet:…}:blobs``: one key, one hash
+  slot; its TTL is the store's, renewed by each publish). ``namespace`` is a digest of the call's
+  tenant signals; the digests are keyed by it (``digests.space_key``), so one tenant's digests say
+  nothing in another and cannot be tested against guesses without the tenant's credentials.
+* **Merging** (``merged``): a fact that says where a known fact's unit sits (same kind, block and
+  size) in a prompt whose own line or neighbour differs in words — another user's name — makes the
+  differing tokens holes of the known fact instead of a second fact (at most two of its own lines
+  and two neighbours differ; each own line keeps half of its tokens, each neighbour one).
+* **Use** (``adopt``, ``place``): at a conversation's first request, a fact is placed on this
+  prompt's lifted system segment only where its own lines fit (token by token, same size — a list
+  any run of its items), its neighbours fit, and exactly one place does (an anchor with holes that
+  fits two lines fits none); the conversation then describes the unit as it would have learned it
+  itself (``volatility.unit_span``: whole, found by its own digests) and it must be found in no
+  other block. ``run_turn`` then verifies that the lift cuts exactly that. Facts read from the store
+  are untrusted: malformed records are skipped; nothing read is compiled or run.
+* **Erasure** (``Entry.without``, ``fleet_io.erase``): every fact a contributor taught goes whole
+  (its holes may come from that contributor's text), and the prompt shape it stored.
 
-Why one module, over 500 lines: the facts' format, the skeleton grammar that guards what is read
-back, merging and placing are one contract (what ``facts_of`` writes is what ``_skeleton_pieces``
-accepts, ``merged`` generalizes and ``_place`` finds); split, each half would restate it.
-
-Everything here is pure; the store I/O (fail open, through the store's circuit breaker) is
-``fleet_io.py``.
+Why one module, over 500 lines: the facts' format, merging and placing are one contract (what
+``facts_of`` writes is what ``Fact.from_json`` accepts, ``merged`` generalizes and ``place``
+finds). Everything here is pure; the store I/O (fail open) is ``fleet_io.py``.
 """
 
 from __future__ import annotations
@@ -87,7 +71,6 @@ from telos_wrap.sessions.learning.digests import (
     contributor_digest,
     is_contributor,
     is_token_print,
-    skeleton,
     space_key,
 )
 from telos_wrap.sessions.learning.fleet_shape import decode_prints
@@ -228,9 +211,10 @@ def application_key(
     api: Api, body: Mapping[str, Any], drop_patterns: Sequence[str] = (), space: str = "shared"
 ) -> str | None:
     """The fleet pool of ``body`` within its tenant's namespace ``space`` (see module docstring): a
-    keyed digest of the API it is sent on, the number of its system blocks, its tool names, and the
-    skeleton of its system prompt's opening line (values masked); ``None`` when its system prompt
-    has fewer than ``MIN_TEMPLATE`` characters of value-free text (too little to share anything
+    keyed digest of the API it is sent on, the number of its system blocks, its tool names, and its
+    system prompt's opening line (the first that holds no digit: a line with a value may be a
+    clock or a date, ``Today is Monday …``, that differs between conversations); ``None`` when its
+    system prompt has fewer than ``MIN_TEMPLATE`` characters of value-free text (too little to share anything
     about). Two assistants that share a policy but not their opening are two applications; one
     assistant whose prompts name their user after the opening line is one. Never raises.
     """
@@ -240,7 +224,12 @@ def application_key(
         texts = system_pin_texts(api, body, drop_patterns)
         opening = list(
             itertools.islice(
-                (skeleton(line).strip() for text in texts for line in _lines(text) if line.strip()),
+                (
+                    line.strip()
+                    for text in texts
+                    for line in _lines(text)
+                    if line.strip() and _NO_DIGIT_LINE.fullmatch(line)
+                ),
                 OPENING_LINES,
             )
         )

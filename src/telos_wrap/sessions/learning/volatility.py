@@ -7,7 +7,7 @@ changes the cached prefix on every turn. The session compares each request's **l
 segment** (the PIN text of ``ir.system`` as the lift produced it — Anthropic ``system`` blocks, the
 leading system/developer messages of Chat Completions, Responses ``instructions`` alike, tagged
 envelopes and already-learned spans removed, ref-pool stubs read as the text they stand for) with
-a fingerprint of the previous request's, and learns a DROP pattern for what changed. Only what has
+a fingerprint of the previous request's, and learns a DROP span for what changed. Only what has
 been seen to change moves, and it moves **whole**: never a piece of a line, always whole lines,
 widened to the structure they belong to (a JSON block, a code fence, an XML-like element, a table's
 rows, a heading whose whole section moves: ``lift/text_units.py``), or nothing moves.
@@ -19,33 +19,35 @@ rows, a heading whose whole section moves: ``lift/text_units.py``), or nothing m
   other value is: a time of day in a calendar, opening hours, a log, a record stays where it is.
 * **a live value** — a line whose text outside its digit-bearing tokens (its *skeleton*) is unchanged
   while one of those tokens changed (``10:02`` → ``10:09``, ``2026-11-23``, ``3 jobs``, a hex id):
-  the whole line (its unit) is learned **at the first change**; a single line is matched by its
-  skeleton with ``\\S+`` for every value, or anchored on the stable lines around it;
+  the whole line (its unit) is learned **at the first change**; a single line is found by the keyed
+  digest of its skeleton, or by the digests of the stable lines around it;
 * **a list** — lines that carry values came or went between stable lines (an environment dump's
   ``JOB_3=running (pid 4121)`` items): where the line diff's changed chunk has a value on every
   line and either a line kept its skeleton or at least two new lines of one skeleton came, that run
   of lines is learned **at the first change**, anchored on the stable lines around it;
 * **any other change** (words changed, lines added or removed) is what a real prompt edit looks like:
-  it is remembered as a *suspect* (its anchored pattern) and learned only when **the same place
+  it is remembered as a *suspect* (where it changed) and learned only when **the same place
   changes again** (a one-off edit costs its one cache break and is never learned). A run of at most
   ``MAX_SPAN_LINES`` lines (same line count: line-anchored; another line count: anchored on the
   stable lines before and after), anywhere in the block, first, last or only line included.
 
 The spans learned at one request are applied by the lift as one layer, to the text the earlier
 layers left (``SplitPatterns.layered``): the text they were learned on, so an anchor may sit next
-to an earlier cut. A learned span is never forgotten while its value rests (the pattern matches any
-value), stays capped at ``MAX_LEARNED`` per session, and is verified before use: the pattern,
+to an earlier cut. A learned span is never forgotten while its value rests (its digests mask any
+value), stays capped at ``MAX_LEARNED`` per session, and is verified before use: the span,
 applied by the lift to the request, must remove exactly what it removed from the lifted text here.
 
-Fingerprints hold hashes only (``fingerprint``): per line a hash of the line, and for lines with
-digit-bearing tokens a hash of the skeleton and one short hash per value. Everything here is pure and
+Nothing learned holds text (docs/security.md, E1): a span is positions and keyed digests of line
+skeletons (``digests.py``, found again by ``spans.locate``); fingerprints hold keyed hashes only
+(``fingerprint``): per line a hash of the line, and for lines with digit-bearing tokens a hash of
+the skeleton and one short hash per value, then which key made them. Everything here is pure and
 deterministic: the result depends only on the stored fingerprint, suspects and the lifted request, so
-every worker of a shared session learns the same patterns.
+every worker of a shared session learns the same spans.
 
 Why one module of ~640 lines: it is one algorithm with one reason to change, *what counts as
 volatile*. The fingerprint, the four rules (present, value, list, suspect), the whole units and
 anchored runs they widen to share one line model (``_Line``: hashes, skeletons, values), and a
-change to how a span's pattern is built changes what its verification (``expected_view``, the
+change to how a span is described changes what its verification (``expected_view``, the
 lift's own cut) must find; all of it must stay identical on every worker. The parts that are
 reusable on their own already live elsewhere: text units in ``lift/text_units.py``, value scanning
 in ``sessions/learning/values.py``, span records in ``sessions/durable/records.py``.
@@ -250,7 +252,7 @@ def _changed_again(
 ) -> tuple[VolatileSpan, VolatileSpan] | None:
     """``(suspect, span to learn)`` when ``span`` changed where a suspect of its block changed before.
 
-    The same place is the same anchored pattern, or lines that touch what a suspect's pattern matches
+    The same place is the same description, or lines that touch where a suspect is found
     now (a list whose items come and go changes at a different line each time): then the union of
     both is learned as one region.
     """
