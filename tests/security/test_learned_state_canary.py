@@ -1,4 +1,4 @@
-"""Promise L1 (docs/security.md): what telos learns holds no caller text, and a session can be erased.
+"""Promise E1 (docs/security.md): what telos learns holds no caller text, and a session can be erased.
 
 A workload of two assistants (one with a live configuration block, one stable), per-user system
 prompts naming customers and their e-mail addresses, user and assistant messages, sent through the

@@ -8,7 +8,7 @@ same application: it starts with those that fit its own prompt exactly, each ver
 
 * **The application** (``application_key``, issue 42): a keyed digest of the API the prompt is sent
   on (block numbering differs between ``system``, system messages and ``instructions``), the number
-  of system blocks, the tool names, and the prompt's opening line (its first line without a digit).
+  of system blocks, the tool names, and the opening line of the last system block (values masked).
   Two assistants that share a trailing policy but not their opening are two applications; one
   assistant whose prompts name their user after the opening line is one. A prompt with fewer than
   ``MIN_TEMPLATE`` characters of value-free text has no application (too little to share).
@@ -71,6 +71,7 @@ from telos_wrap.sessions.learning.digests import (
     contributor_digest,
     is_contributor,
     is_token_print,
+    skeleton,
     space_key,
 )
 from telos_wrap.sessions.learning.fleet_shape import decode_prints
@@ -211,9 +212,9 @@ def application_key(
     api: Api, body: Mapping[str, Any], drop_patterns: Sequence[str] = (), space: str = "shared"
 ) -> str | None:
     """The fleet pool of ``body`` within its tenant's namespace ``space`` (see module docstring): a
-    keyed digest of the API it is sent on, the number of its system blocks, its tool names, and its
-    system prompt's opening line (the first that holds no digit: a line with a value may be a
-    clock or a date, ``Today is Monday …``, that differs between conversations); ``None`` when its
+    keyed digest of the API it is sent on, the number of its system blocks, its tool names, and the
+    opening line of its last system block, values masked (the last: a harness that gives a clock
+    or a date, ``Today is Monday …``, a block of its own puts it first); ``None`` when its
     system prompt has fewer than ``MIN_TEMPLATE`` characters of value-free text (too little to share anything
     about). Two assistants that share a policy but not their opening are two applications; one
     assistant whose prompts name their user after the opening line is one. Never raises.
@@ -224,12 +225,7 @@ def application_key(
         texts = system_pin_texts(api, body, drop_patterns)
         opening = list(
             itertools.islice(
-                (
-                    line.strip()
-                    for text in texts
-                    for line in _lines(text)
-                    if line.strip() and _NO_DIGIT_LINE.fullmatch(line)
-                ),
+                (skeleton(line).strip() for line in _lines(texts[-1] if texts else "") if line.strip()),
                 OPENING_LINES,
             )
         )
