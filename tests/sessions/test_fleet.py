@@ -22,7 +22,8 @@ import telos_wrap
 from telos_wrap.failopen import failure_counts, reset_failures
 from telos_wrap.sessions import MemoryStore, RedisStore
 from telos_wrap.sessions.learning import fleet as fleet_module
-from telos_wrap.sessions.learning.volatility import skeleton_regex
+from telos_wrap.sessions.learning.digests import SHARED_KEY, block_lines, token_print
+from telos_wrap.sessions.learning.spans import locate
 from telos_wrap.sessions.stores.breaker import breaker_of
 from tests.stores import fleet_blobs
 
@@ -30,6 +31,11 @@ from .fleet_app import MODEL, app_system, converse, messages_for
 from .over_http import emulator_over_http
 
 TURNS = 5
+
+
+def skeleton_regex(line: str) -> str:
+    """A line's token print under the shared key (what a fact says of a line: digests, no text)."""
+    return token_print(SHARED_KEY, line)
 
 
 def _conversation(
@@ -94,7 +100,8 @@ def test_a_one_off_edit_is_never_offered(patched: None) -> None:
     second, usage = _conversation(store, 2, edit=lambda turn: turn >= 2)
     assert second.stats.cache_breaks == 1
     assert usage[2][0] < usage[1][0] + usage[1][1]
-    assert not any("Tone" in span.pattern for span in second.volatile_spans)
+    tone = app_system(2, 2, edit=True).split("\n").index("Tone: formal and brief, no small talk.")
+    assert not any(span.line <= tone < span.line + span.lines for span in second.volatile_spans)
 
 
 def test_what_moves_is_a_whole_unit_seen_to_change(patched: None) -> None:
@@ -108,8 +115,8 @@ def test_what_moves_is_a_whole_unit_seen_to_change(patched: None) -> None:
             )
         sent = json.loads(wire.bodies[0])
         client.close()
-    learned = {(s.block, s.kind, s.pattern) for s in first.volatile_spans}
-    assert {(s.block, s.kind, s.pattern) for s in second.volatile_spans} == learned
+    learned = {(s.block, s.kind, s.line) for s in first.volatile_spans}
+    assert {(s.block, s.kind, s.line) for s in second.volatile_spans} == learned
     # On the wire: the system prompt minus exactly the lines conversation 1 saw change (the clock
     # line; the environment's UPTIME and JOB lines between its stable HOME and LANG lines).
     system = "".join(block["text"] for block in sent["system"])
@@ -122,25 +129,28 @@ def test_what_moves_is_a_whole_unit_seen_to_change(patched: None) -> None:
 
 def test_poisoned_entries_are_ignored(patched: None) -> None:
     store = MemoryStore()
-    _conversation(store, 1)
-    [key] = fleet_blobs(store)
-    good = fleet_module.decode(fleet_blobs(store)[key])
+    first, _ = _conversation(store, 1)
+    key = first._key  # the tenant's digest key (the emulator client's credentials and base URL)
+    [entry] = fleet_blobs(store)
+    good = fleet_module.decode(fleet_blobs(store)[entry])
     assert {fact.kind for fact in good} == {"value", "list"}
 
     def fact(**changes: Any) -> dict[str, Any]:
         return {**good[0].to_json(), **changes}
 
     hostile = [
-        fact(own="(a+)+$"),  # catastrophic backtracking: not a line skeleton, never compiled
-        fact(before=r"(?<=x)\d+"),  # not telos' grammar
-        fact(own=r"\S+\S+\S+\S+\S+\S+\S+\S+x"),  # holes with no whitespace between them
-        fact(own=r"Server\ clock:\ 2026\-05\-01\ \S+"),  # a value in its literal text
+        fact(own=["(a+)+$"]),  # not a token print: never read
+        fact(before=r"(?<=x)\d+"),  # not a token print
+        fact(own=["*.*.*"]),  # nothing but holes
+        fact(own=[skeleton_regex("x"), skeleton_regex("y")]),  # not its line count
+        fact(by=["Ana Lopez"]),  # a contributor that is not a digest
         fact(kind="present"),  # learned on sight: never shared
         fact(block=-1),
         fact(lines=10_000),
-        fact(own=r"You\ are\ somebody\ else"),  # another prompt's line (a wrong template)
-        fact(kind="list", own=None, before=r"HOME=/home/agent", after=r"HOME=/home/agent"),  # no place
-    ]
+        fact(own=[skeleton_regex("You are somebody else")]),  # another prompt's line (a wrong template)
+        fact(kind="list", lines=1, own=[skeleton_regex("HOME=/home/agent")],
+             before=skeleton_regex("HOME=/home/agent"), after=skeleton_regex("HOME=/home/agent")),  # no place
+    ]  # fmt: skip
     entries = [
         "not json",
         json.dumps({"v": 1, "facts": [{"kind": 3}, "x", None, {}]}),
@@ -148,8 +158,9 @@ def test_poisoned_entries_are_ignored(patched: None) -> None:
         json.dumps({"v": 1, "facts": hostile}) + " " * 70_000,
         json.dumps({"v": 2, "facts": [good[0].to_json()]}),
     ]
-    for n, entry in enumerate(entries):
-        store.put_blob(key, fleet_module.FACTS, entry)
+    entry_key = entry
+    for n, text in enumerate(entries):
+        store.put_blob(entry_key, fleet_module.FACTS, text)
         reset_failures()
         started = time.perf_counter()
         sess, _ = _conversation(store, 10 + n)
@@ -162,15 +173,15 @@ def test_poisoned_entries_are_ignored(patched: None) -> None:
     kept = fleet_module.decode(json.dumps({"v": 1, "facts": hostile}))
     assert [f.to_json() for f in kept] == hostile[-2:]
     view = (app_system(30, 0),)
-    assert fleet_module.adopt(view, kept) == ()
-    assert len(fleet_module.adopt(view, good)) == len(good)
-    # A prompt that differs in words (another name in its first line) is the same application of
-    # this tenant: the facts are placed on it and verified, so it starts with them (issue 34).
-    store.put_blob(key, fleet_module.FACTS, fleet_module.encode(good))
+    assert fleet_module.adopt(view, kept, key) == ()
+    assert len(fleet_module.adopt(view, good, key)) == len(good)
+    # A prompt that opens with another line (another assistant) is another application (issue 42):
+    # it is offered none of these facts and learns its own at its first change.
+    store.put_blob(entry_key, fleet_module.FACTS, fleet_module.encode(good))
     other, _ = _conversation(store, 20, app="Another Corp")
-    assert other.stats.cache_breaks == 0 and {span.origin for span in other.volatile_spans} == {"fleet"}
+    assert other.stats.cache_breaks == 1 and all(span.origin == "" for span in other.volatile_spans)
     # A prompt where the units are not where the facts say is offered nothing that moves.
-    assert fleet_module.adopt(("You are somebody else.\nBe concise.",), good) == ()
+    assert fleet_module.adopt(("You are somebody else.\nBe concise.",), good, key) == ()
 
 
 def test_a_failing_store_never_breaks_the_call(patched_lenient: None) -> None:
@@ -262,7 +273,7 @@ def test_openai_chat_conversations_share_facts(patched: None) -> None:
     assert {span.origin for span in sess.volatile_spans} == {"fleet"}
 
 
-_PIECES = [*"ab1 :=()[]*?.^$\n{}|\\", "\\S+", "\\ ", "(?<="]
+_PIECES = [*"ab1 .*^$-\n", "0123ab", "(?<=", "\\S+"]
 #: Real line skeletons of the prompt (so some facts place), and hostile text.
 _LINES = app_system(0, 0).split("\n")
 _REAL = [skeleton_regex(line) for line in _LINES[:6] + _LINES[-6:]]
@@ -276,7 +287,8 @@ _RECORD = st.fixed_dictionaries(
         "learned_at": st.integers(-1, 5),
         "before": st.one_of(st.none(), _TEXT),
         "after": st.one_of(st.none(), _TEXT),
-        "own": st.one_of(st.none(), _TEXT),
+        "own": st.one_of(st.none(), _TEXT, st.lists(_TEXT, max_size=3)),
+        "by": st.one_of(st.none(), st.lists(st.sampled_from(["0123456789ab", "x", ""]), max_size=3)),
     },
 )
 
@@ -285,9 +297,10 @@ _ENV = _LINES.index("HOME=/home/agent")
 #: Facts a conversation of this prompt learns (the clock line; the environment's live lines).
 _GOOD = [
     {"kind": "value", "block": 0, "lines": 1, "learned_at": 1,
-     "before": _REAL[0], "after": _REAL[2], "own": _REAL[1]},
+     "before": _REAL[0], "after": _REAL[2], "own": [_REAL[1]]},
     {"kind": "list", "block": 0, "lines": 2, "learned_at": 1, "before": skeleton_regex(_LINES[_ENV]),
-     "after": skeleton_regex(_LINES[-2]), "own": None},
+     "after": skeleton_regex(_LINES[-2]),
+     "own": [skeleton_regex(_LINES[_ENV + 1]), skeleton_regex(_LINES[_ENV + 2])]},
 ]  # fmt: skip
 _MUTATED = st.tuples(st.sampled_from(_GOOD), _RECORD).map(lambda pair: {**pair[0], **pair[1]})
 
@@ -309,29 +322,39 @@ def test_any_stored_facts_are_read_safely(records: list[Any]) -> None:
     event(f"adopted {min(len(adopted), 2)}")
     for span in adopted:
         assert span.origin == "fleet" and span.kind in ("value", "list", "lines", "region")
-        found = [m.span() for m in re.finditer(span.pattern, view[0], re.MULTILINE)]
-        # Learned on this prompt's own text as the learner would have: whole lines, once (the first
-        # layer; later layers are checked on the text the earlier ones left).
+        # Learned on this prompt's own text as the learner would have: whole lines, found once (the
+        # first layer; later layers are checked on the text the earlier ones left).
         if span.learned_at == min(f.learned_at for f in facts):
-            assert len(found) == 1
-            start, end = found[0]
-            assert view[0][start:end] == "\n".join(lines[span.line : span.line + span.lines])
+            found = locate(span, block_lines(SHARED_KEY, view[0]))
+            assert found == (span.line, span.line + span.lines - 1)
+            assert span.line >= 0 and span.line + span.lines <= len(lines)
 
 
-def test_application_key_ignores_the_prompts_words() -> None:
-    """Issue 34: one pool of facts whatever the prompts say (a user's name, a per-user section) and
-    whatever tools a conversation has; another number of system blocks is another pool."""
+def test_application_key_tells_assistants_apart_and_pools_one_assistants_users() -> None:
+    """Issue 42: the pool is the API, the number of system blocks, the tool names and the opening
+    line (values masked): two assistants that share a policy but not their opening are two
+    applications; one assistant's prompts that name their user after the opening line are one."""
     tools = [{"name": "refund", "input_schema": {"type": "object"}}]
     key = fleet_module.application_key("anthropic", {"system": app_system(1, 0), "tools": tools})
     assert key is not None
-    named = "You are helping Ana Lopez.\nAddress her as Ana.\n" + app_system(2, 3, app="Other Inc")
-    assert fleet_module.application_key("anthropic", {"system": named, "tools": tools}) == key
-    assert fleet_module.application_key("anthropic", {"system": app_system(1, 0)}) == key
+    user = app_system(2, 3).replace("\n", "\nYou are helping Ana Lopez (account 1000).\n", 1)
+    assert fleet_module.application_key("anthropic", {"system": user, "tools": tools}) == key
+    other = app_system(1, 0, app="Other Inc")  # another opening line: another assistant
+    assert fleet_module.application_key("anthropic", {"system": other, "tools": tools}) != key
+    named = "You are helping Ana Lopez.\n" + app_system(1, 0)
+    assert fleet_module.application_key("anthropic", {"system": named, "tools": tools}) != key
+    assert fleet_module.application_key("anthropic", {"system": app_system(1, 0)}) != key  # no tool
     two = [{"type": "text", "text": app_system(1, 0)}, {"type": "text", "text": "Be kind."}]
     assert fleet_module.application_key("anthropic", {"system": two, "tools": tools}) != key
     assert fleet_module.application_key("anthropic", {"system": "Today 10:00\nBe brief."}) is None
-    chat = {"messages": [{"role": "system", "content": named}]}
-    assert fleet_module.application_key("openai_chat", chat) == key
+    # The API it is sent on: block numbering differs between system, system messages, instructions.
+    chat = {"messages": [{"role": "system", "content": app_system(1, 0)}], "tools": tools}
+    assert fleet_module.application_key("openai_chat", chat) not in (key, None)
+    # Another tenant's namespace: another key for the same prompt.
+    assert (
+        fleet_module.application_key("anthropic", {"system": app_system(1, 0), "tools": tools}, (), "t2")
+        != key
+    )
 
 
 def _fact(**fields: Any) -> fleet_module.Fact:
@@ -340,12 +363,20 @@ def _fact(**fields: Any) -> fleet_module.Fact:
     return fleet_module.Fact(**base)
 
 
+_JOBS = (skeleton_regex("JOB_1=up (pid 4121)"), skeleton_regex("JOB_2=up (pid 4122)"))
+
+
 def test_facts_of_one_place_in_two_users_prompts_merge_into_one() -> None:
-    """What two conversations' prompts differ in becomes a hole; the merged fact fits a third user."""
-    ana = _fact(before=skeleton_regex("You are helping Ana Lopez."), after=skeleton_regex("Rules:"))
-    bruno = _fact(before=skeleton_regex("You are helping Bruno Novak."), after=skeleton_regex("Rules:"))
+    """What two conversations' prompts differ in becomes a hole of a token print; the merged fact
+    fits a third user's prompt, and only where its own lines and size are the unit's."""
+    ana = _fact(
+        before=skeleton_regex("You are helping Ana Lopez."), after=skeleton_regex("Rules:"), own=_JOBS
+    )
+    bruno = _fact(
+        before=skeleton_regex("You are helping Bruno Novak."), after=skeleton_regex("Rules:"), own=_JOBS
+    )
     [merged] = fleet_module.merged([ana], [bruno])
-    assert merged.before == r"You\ are\ helping\ \S+\ \S+" and merged.after == ana.after
+    assert merged.before.split(".")[3:] == ["*", "*"] and merged.after == ana.after
     view = (
         "Intro line.\nYou are helping Chloe Okafor.\nJOB_1=up (pid 4121)\nJOB_2=up (pid 4122)\n"
         "Rules:\nBe kind.",
@@ -353,35 +384,62 @@ def test_facts_of_one_place_in_two_users_prompts_merge_into_one() -> None:
     assert fleet_module.adopt(view, [ana]) == ()  # Ana's neighbour is not in Chloe's prompt
     [span] = fleet_module.adopt(view, [merged])
     assert (span.line, span.lines, span.origin) == (2, 2, "fleet")
+    # Its own lines must be the unit's: the same anchors around other lines fit nothing.
+    other_unit = (
+        "Intro line.\nYou are helping Chloe Okafor.\nBe polite to everyone.\nAnswer in English.\n"
+        "Rules:\nBe kind.",
+    )
+    assert fleet_module.adopt(other_unit, [merged]) == ()
     # A value whose own line holds the name: own line and neighbour generalized together.
     one = _fact(
         kind="value",
         lines=1,
-        before=None,
-        own=skeleton_regex("Hi Ana, it is 10:02 now."),
+        before="^",
+        own=(skeleton_regex("Hi Ana, it is 10:02 now."),),
         after=skeleton_regex("Address her as Ana."),
     )
     two = _fact(
         kind="value",
         lines=1,
-        before=None,
-        own=skeleton_regex("Hi Bruno, it is 10:07 now."),
+        before="^",
+        own=(skeleton_regex("Hi Bruno, it is 10:07 now."),),
         after=skeleton_regex("Address him as Bruno."),
     )
     [joined] = fleet_module.merged([one], [two])
-    assert joined.own == r"Hi\ \S+\ it\ is\ \S+\ now\." and joined.after == r"Address\ \S+\ as\ \S+"
+    assert joined.own[0].split(".")[1] == "*" and joined.after.split(".")[1] == "*"
     # Not merged: another unit (every line differs), a different number of words, another block,
     # or an own line that would keep less than half of its words.
-    other = _fact(before=skeleton_regex("Tools:"), after=skeleton_regex("Be brief."), own=None, kind="list")
+    other = _fact(before=skeleton_regex("Tools:"), after=skeleton_regex("Be brief."), own=_JOBS[::-1])
     assert len(fleet_module.merged([ana], [other])) == 2
-    longer = _fact(before=skeleton_regex("You are helping Ana Maria Lopez."), after=ana.after)
+    longer = _fact(before=skeleton_regex("You are helping Ana Maria Lopez."), after=ana.after, own=_JOBS)
     assert len(fleet_module.merged([ana], [longer])) == 2
     assert len(fleet_module.merged([ana], [replace(bruno, block=1)])) == 2
-    thin = _fact(kind="value", lines=1, before=None, own=skeleton_regex("Ana Lopez here"), after=one.after)
-    thin2 = _fact(kind="value", lines=1, before=None, own=skeleton_regex("Bruno Novak here"), after=one.after)
+    thin = _fact(kind="value", lines=1, before="^", own=(skeleton_regex("Ana Lopez here"),), after=one.after)
+    thin2 = _fact(
+        kind="value", lines=1, before="^", own=(skeleton_regex("Bruno Novak here"),), after=one.after
+    )
     assert len(fleet_module.merged([thin], [thin2])) == 2
-    # A merged record is read back as well-formed (the grammar that guards the store).
+    # A merged record is read back as well-formed (the format that guards the store).
     assert fleet_module.decode(fleet_module.encode([merged, joined])) == (merged, joined)
+
+
+def test_a_fact_whose_holes_fit_many_places_fits_none() -> None:
+    """An anchor with holes that fits two lines of the prompt places nothing (issue 42)."""
+    fact = _fact(
+        kind="value", lines=1, own=(skeleton_regex("Balance: 12 EUR"),),
+        before=fleet_module.merged(
+            [_fact(kind="value", lines=1, own=(skeleton_regex("Balance: 12 EUR"),),
+                   before=skeleton_regex("Customer Ana"), after="$")],
+            [_fact(kind="value", lines=1, own=(skeleton_regex("Balance: 12 EUR"),),
+                   before=skeleton_regex("Customer Bruno"), after="$")],
+        )[0].before,
+        after="$",
+    )  # fmt: skip
+    assert fact.before.endswith(".*")
+    once = ("Customer Chloe\nBalance: 3 EUR",)
+    assert len(fleet_module.adopt(once, [fact])) == 1
+    twice = ("Customer Chloe\nCustomer Dana\nBalance: 3 EUR",)
+    assert fleet_module.adopt(twice, [fact]) == ()
 
 
 def test_explain_says_what_early_per_user_text_costs_the_application(patched: None) -> None:

@@ -124,7 +124,7 @@ class CountsMachine(RuleBasedStateMachine):
     def stored_plus_pending_is_what_was_counted(self) -> None:
         for store_number, store in enumerate(self.stores):
             for app in APPS:
-                stored = fleet_io.lookup_entry(store, *app)[2]
+                stored = fleet_io.lookup_entry(store, *app).lengths
                 pending = Lengths(fleet_io._pending.get(store, {}).get(app, ()))
                 total = stored.plus(pending).reached
                 want = self.model.get((store_number, app), [])
@@ -236,4 +236,4 @@ def test_counts_need_no_store_io_per_request(patched: None) -> None:
     assert len([w for w in writes if w.startswith("telos-fleet:")]) == 1  # the first one's counts
     app = next(key for key in store._entries if key.startswith("telos-fleet:"))
     space, template = app.removeprefix("telos-fleet:").split(":")
-    assert fleet_io.lookup_entry(store, space, template)[2].reached[:3] == (1, 1, 1)
+    assert fleet_io.lookup_entry(store, space, template).lengths.reached[:3] == (1, 1, 1)

@@ -25,7 +25,7 @@ from telos_wrap.lift.user_split import split_text
 from telos_wrap.patch import calls
 from telos_wrap.sessions import MemoryStore, live, registry, set_memory_limits
 from telos_wrap.sessions.durable.state import SessionState
-from telos_wrap.sessions.learning.volatility import _block_prints
+from telos_wrap.sessions.learning.digests import _block_prints
 from tests.canned import anthropic_message, json_response
 from tests.sdk_http import sdk_http
 

@@ -15,7 +15,7 @@ import anthropic
 import telos_wrap
 from telos_wrap.ir.shared import BoundedMemo, SharedTexts, shared_texts
 from telos_wrap.lift.user_split import DEFAULT_PATTERNS, SplitPatterns
-from telos_wrap.sessions.learning import volatility
+from telos_wrap.sessions.learning import digests, volatility
 from tests.canned import anthropic_message, json_response
 from tests.sdk_http import sdk_http
 
@@ -69,14 +69,14 @@ def test_shared_texts_answer_a_hit_with_the_held_copy() -> None:
 
 
 def test_a_block_print_memo_holds_the_one_shared_copy_of_its_text() -> None:
-    volatility._block_prints.cache_clear()
+    digests._block_prints.cache_clear()
     text = "".join(list(PROMPT))  # a copy of its own, equal to PROMPT
     other = "".join(list(PROMPT))
     assert other is not text
     first = volatility.fingerprint([text])
     assert volatility.fingerprint([other]) == first == volatility.fingerprint([PROMPT])
-    (key,) = volatility._block_prints._table
-    assert key is shared_texts.share(other)
+    (key,) = digests._block_prints._table
+    assert key[1] is shared_texts.share(other)
     assert volatility.present_spans([text], 0) == volatility.present_spans([other], 0)
 
 

@@ -171,8 +171,10 @@ def test_one_store_write_per_call_and_none_when_nothing_changed(claude: anthropi
         # Fleet learning (docs/sessions.md): at the first request one read of the application's
         # facts and, as the first conversation of its application, a read-then-write of its
         # prompt's shape (the per-line digests explain compares later conversations with); one read
-        # and one write when the clock line is learned (request 1).
-        fleet = Counter(get_blob=3, put_blob=2)
+        # and one write when the clock line is learned (request 1); and the first time the session
+        # contributes to the application's entry, one read and one write of its own list of
+        # contributions (what ``erase`` removes), one read at each later contribution.
+        fleet = Counter(get_blob=5, put_blob=3)
         assert store.calls == Counter(load=1, swap=6) + fleet, (
             "the usage rode along with the next turn's write"
         )

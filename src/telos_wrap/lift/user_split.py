@@ -27,6 +27,7 @@ import functools
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from telos_wrap.ir.model import Band
 from telos_wrap.ir.shared import BoundedMemo, share, shared_texts
@@ -105,8 +106,18 @@ def _compiled(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern)
 
 
-#: A DROP / FOLD pattern: a compiled expression (the caller's own, or learned), or an envelope.
-Pattern = re.Pattern[str] | TagPattern
+class Matcher(Protocol):
+    """A DROP pattern found by other means than a regular expression (a session's learned span,
+    found by keyed digests of lines: ``sessions/learning/spans.py``): ``finditer`` gives its places.
+    Hashable and compared by value (split results are memoized by their patterns)."""
+
+    def finditer(self, text: str) -> Iterator[TagMatch]: ...
+
+    def sub(self, replacement: str, text: str) -> str: ...
+
+
+#: A DROP / FOLD pattern: a compiled expression (the caller's own), an envelope, or a learned span.
+Pattern = re.Pattern[str] | TagPattern | Matcher
 
 
 def _tag(name: str) -> TagPattern:
@@ -139,9 +150,9 @@ class SplitPatterns:
 
     def extended(
         self,
-        drop: Iterable[str | re.Pattern[str]] = (),
-        fold: Iterable[str | re.Pattern[str]] = (),
-        system_drop: Iterable[str | re.Pattern[str]] = (),
+        drop: Iterable[str | Pattern] = (),
+        fold: Iterable[str | Pattern] = (),
+        system_drop: Iterable[str | Pattern] = (),
     ) -> SplitPatterns:
         """A copy with more DROP / FOLD patterns (strings are compiled with ``re.MULTILINE``)."""
         return SplitPatterns(
@@ -151,7 +162,7 @@ class SplitPatterns:
             system_drop=self.system_drop + _compile_all(system_drop),
         )
 
-    def layered(self, layers: Iterable[Iterable[str | re.Pattern[str]]]) -> SplitPatterns:
+    def layered(self, layers: Iterable[Iterable[str | Pattern]]) -> SplitPatterns:
         """A copy with more DROP layers (see ``layers``), applied after the existing ones."""
         added = tuple(layer for layer in (_compile_all(items) for items in layers) if layer)
         return SplitPatterns(
@@ -170,8 +181,8 @@ def _for_messages(patterns: SplitPatterns) -> SplitPatterns:
     return SplitPatterns(drop=patterns.drop, fold=patterns.fold)
 
 
-def _compile_all(items: Iterable[str | re.Pattern[str]]) -> tuple[Pattern, ...]:
-    return tuple(item if isinstance(item, re.Pattern) else re.compile(item, re.MULTILINE) for item in items)
+def _compile_all(items: Iterable[str | Pattern]) -> tuple[Pattern, ...]:
+    return tuple(re.compile(item, re.MULTILINE) if isinstance(item, str) else item for item in items)
 
 
 DEFAULT_PATTERNS = SplitPatterns(

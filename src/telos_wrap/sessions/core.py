@@ -50,6 +50,7 @@ from telos_wrap.sessions.durable.state import SessionState
 from telos_wrap.sessions.hashed import scrub, session_hash
 from telos_wrap.sessions.identity import tells_users_apart
 from telos_wrap.sessions.learning import fleet, fleet_io
+from telos_wrap.sessions.learning.digests import SHARED_KEY
 from telos_wrap.sessions.learning.lengths import Lengths
 from telos_wrap.sessions.live import (
     _forget_warm,
@@ -64,7 +65,7 @@ from telos_wrap.sessions.live import (
 from telos_wrap.sessions.logs import note
 from telos_wrap.sessions.refresh import RefreshDecision, decide_refresh
 from telos_wrap.sessions.stores.breaker import StoreBreaker, breaker_of
-from telos_wrap.sessions.stores.store import SessionStore, default_store, store_ops
+from telos_wrap.sessions.stores.store import AsyncSessionStore, SessionStore, default_store, store_ops
 from telos_wrap.sessions.sync import drivers
 from telos_wrap.sessions.sync.plans import StateSync, StoreOp, unchanged
 from telos_wrap.sessions.turns.folds import FoldError, validate_slug
@@ -127,6 +128,8 @@ class Session:
         #: conversation's requests (``sessions/learning/lengths.py``).
         self._lengths: tuple[int, ...] = ()
         self._fleet_where: tuple[str, str] | None = None
+        #: The digest key of this session's tenant (``fleet_io.digest_key``), set by each request.
+        self._key = SHARED_KEY
         self._store = store
         self.hints = hints or TelosHints()
         self.strict = strict
@@ -261,7 +264,8 @@ class Session:
 
     def _hooks_plan(self, strict: bool | None) -> Generator[StoreOp, Any, SessionHooks]:
         def step(state: SessionState) -> tuple[None, SessionHooks]:
-            return None, StateHooks(state, self._sync.cached_pins(state), state.volatile, own=dict(self._own))
+            pins = self._sync.cached_pins(state)
+            return None, StateHooks(state, pins, state.volatile, own=dict(self._own), key=self._key)
 
         return self._plan(step, strict, readonly=True)
 
@@ -321,6 +325,7 @@ class Session:
         body: Mapping[str, Any],
         options: PrepareOptions,
         facts: Sequence[fleet.Fact] = (),
+        key: bytes = SHARED_KEY,
     ) -> Callable[[SessionState], tuple[SessionState, TurnResult]]:
         now = self.clock()
 
@@ -341,6 +346,7 @@ class Session:
                 fleet=facts,
                 lengths=Lengths(self._lengths) if self._lengths else None,
                 context=options.hints.context or current_config().context,
+                key=key,
             )
             return result.state, result
 
@@ -366,10 +372,13 @@ class Session:
         with self._lock:
             facts: tuple[fleet.Fact, ...] = ()
             note: str | None = None
+            self._key = key = fleet_io.digest_key(options.hints, tenant)
             if self._fleet():  # fleet learning (sessions/learning/fleet.py)
                 self._fleet_asked = True
-                facts, note = self._started(fleet_io.fleet_for(self.store, api, body, options.hints, tenant))
-            plan = self._plan(self._turn_step(api, body, options, facts), strict)
+                facts, note = self._started(
+                    fleet_io.fleet_for(self.store, api, body, options.hints, tenant, self.id)
+                )
+            plan = self._plan(self._turn_step(api, body, options, facts, key), strict)
             try:
                 result = self._run(plan)
             except TelosStageError:
@@ -379,7 +388,7 @@ class Session:
             self._after_turn(api, body, options, result, note)
         if self._fleet_on():  # fleet learning: publish what was learned, count the request
             if result.facts:
-                fleet_io.publish_learned(self.store, api, body, options.hints, result.facts, tenant)
+                fleet_io.publish_learned(self.store, api, body, options.hints, result.facts, tenant, self.id)
             if self._fleet_where is not None:
                 fleet_io.note_reached(self.store, self._fleet_where, result.index + 1)
         return self._report_turn(result)
@@ -396,12 +405,13 @@ class Session:
         """``prepare_request`` for async clients: the same turn, with the store's async I/O."""
         facts: tuple[fleet.Fact, ...] = ()
         note: str | None = None
+        self._key = key = fleet_io.digest_key(options.hints, tenant)
         if self._fleet():  # fleet learning (sessions/learning/fleet.py)
             self._fleet_asked = True
             facts, note = self._started(
-                await fleet_io.afleet_for(self.store, api, body, options.hints, tenant)
+                await fleet_io.afleet_for(self.store, api, body, options.hints, tenant, self.id)
             )
-        plan = self._plan(self._turn_step(api, body, options, facts), strict)
+        plan = self._plan(self._turn_step(api, body, options, facts, key), strict)
         try:
             result = await self._arun(plan)
         except TelosStageError:
@@ -412,7 +422,9 @@ class Session:
             self._after_turn(api, body, options, result, note)
         if self._fleet_on():  # fleet learning: publish what was learned, count the request
             if result.facts:
-                await fleet_io.apublish_learned(self.store, api, body, options.hints, result.facts, tenant)
+                await fleet_io.apublish_learned(
+                    self.store, api, body, options.hints, result.facts, tenant, self.id
+                )
             if self._fleet_where is not None:
                 fleet_io.note_reached(self.store, self._fleet_where, result.index + 1)
         return self._report_turn(result)
@@ -503,12 +515,11 @@ class Session:
                     strict=False,
                 )
         if result.learned is not None:
-            # DEBUG: the pattern is anchored on text of the caller's system prompt.
-            logger.debug(
-                "telos_wrap: session %s learned a volatile system span at request %d (pattern %r)",
+            logger.debug(  # positions only, never the caller's text (docs/security.md)
+                "telos_wrap: session %s learned a volatile system span at request %d: %s",
                 session_hash(self.id),
                 result.index,
-                result.learned.pattern,
+                result.learned.describe(),
             )
         if result.cache_break is not None:
             self._report_break(result.cache_break)
@@ -787,6 +798,40 @@ class Session:
         """Drop every learned volatile span (they are learned again if they keep changing)."""
         with self._lock:
             self._update(forget_volatility)
+
+    def erase(self) -> None:
+        """Remove everything this session left: what it taught the fleet (every fact it contributed
+        to, the prompt shape it stored: ``fleet_io.erase``), its state and blobs in the store, and
+        what this process holds of it (records, history memo, pending usage). The session id may be
+        used again: it starts afresh. Raises what the store raises (docs/security.md, "Erasure")."""
+        with self._lock:
+            fleet_io.erase(self.store, self.id)
+            self.store.delete(self.id)
+            self._forget_here()
+
+    async def aerase(self) -> None:
+        """``erase`` for async code."""
+        await fleet_io.aerase(self.store, self.id)
+        ops = store_ops(self.store)
+        if isinstance(self.store, AsyncSessionStore) and not ops.inline:
+            await self.store.adelete(self.id)
+        else:
+            self.store.delete(self.id)
+        with self._lock:
+            self._forget_here()
+
+    def _forget_here(self) -> None:
+        _forget_warm(self)
+        self._sync = StateSync(self.id, drivers.Host(self))
+        self._memo = HistoryMemo()
+        self._ledger = WireLedger()
+        self._records.clear()
+        self._usage_due.clear()
+        self._own.clear()
+        self._last_request = None
+        self._last_prepared = None
+        self._lengths, self._fleet_where, self._fleet_asked = (), None, False
+        _release(self)
 
     # -- observability --------------------------------------------------------------------------------
 

@@ -108,8 +108,8 @@ def merged(stored: SessionState, delta: Delta, mine: SessionState) -> SessionSta
     usage = dict(stored.usage)
     for key, used in delta.usage.items():
         usage[key] = _usage_sum(usage.get(key, EngineUsage()), used, 1)
-    known = {span.pattern for span in stored.volatile}
-    extra = tuple(span for span in mine.volatile if span.pattern not in known)
+    known = {span.where for span in stored.volatile}
+    extra = tuple(span for span in mine.volatile if span.where not in known)
     volatile = (*stored.volatile, *extra[: max(0, MAX_LEARNED - len(stored.volatile))])
     changes: dict[str, Any] = {k: getattr(stored, k) + getattr(delta, k) for k in _SCALARS}
     if mine.filtered.keys() - stored.filtered.keys():

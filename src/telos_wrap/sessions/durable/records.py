@@ -166,12 +166,14 @@ class ClearFold:
 class VolatileSpan:
     """A span of the system prompt the session learned is volatile (treated as DROP from then on).
 
+    It holds no text and no pattern built from text: positions, and keyed digests of line
+    *skeletons* (a line with its digit-bearing tokens masked; ``sessions/learning/digests.py``)
+    that find the span again on a later request's text (``sessions/learning/spans.py``, ``locate``).
+
     Attributes:
-        pattern: the regular expression (``re.MULTILINE``) added to the lift's DROP patterns. It is
-            line-anchored on stable text around the span, never on the span's own changing bytes.
         block: index of the system block it was learned in.
         line: first line (0-based) of the span in that block when it was learned.
-        lines: how many lines the span covers.
+        lines: how many lines the span covered then.
         learned_at: the request index whose comparison with its predecessor taught it (for a
             suspect: the request that first saw it change).
         kind: ``"present"`` (a whole line that states the present, ``Today is …``, learned on
@@ -180,49 +182,83 @@ class VolatileSpan:
             change), ``"lines"`` (a run of lines) or ``"region"`` (lines replaced by another number
             of lines) — the last two are learned when the same place changes a second time. Every
             span is whole lines, widened to the unit they belong to (``lift/text_units.py``).
-        body: ``pattern`` without its anchors (what the span's DROP text itself matches; for
-            ``explain``); empty for spans stored by older versions.
+        own: the keyed digest of the span's one line (a line found by itself), else ``""``.
+        before / after: the keyed digest of the line before / after the span, ``"^"`` / ``"$"``
+            where the span starts / ends its block, ``""`` where that side does not place it.
         origin: ``""`` when this conversation learned it; ``"fleet"`` when another conversation of
-            the same application template learned it (``learned_at`` is then that conversation's
-            request) and this one adopted it after verifying it (``sessions/learning/fleet.py``).
+            the same application learned it (``learned_at`` is then that conversation's request)
+            and this one adopted it after verifying it (``sessions/learning/fleet.py``).
+        local: learned (or first suspected) comparing two requests that were not one conversation
+            (the later one's messages did not extend the earlier one's): kept by the session,
+            never shared with the fleet.
     """
 
-    pattern: str
     block: int
     line: int
     lines: int
     learned_at: int
     kind: SpanKind = "lines"
-    body: str = ""
+    own: str = ""
+    before: str = ""
+    after: str = ""
     origin: Literal["", "fleet"] = ""
+    local: bool = False
+
+    @property
+    def where(self) -> tuple[int, str, str, str, bool]:
+        """What finds the span (two spans with the same ``where`` cut the same lines)."""
+        return (self.block, self.own, self.before, self.after, self.lines == 1 and self.kind != "list")
+
+    def describe(self) -> str:
+        """Positions only: ``system block 0 line 3 (2 lines, value)``."""
+        count = "1 line" if self.lines == 1 else f"{self.lines} lines"
+        return f"system block {self.block} line {self.line} ({count}, {self.kind})"
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
-            "pattern": self.pattern,
             "block": self.block,
             "line": self.line,
             "lines": self.lines,
             "learned_at": self.learned_at,
             "kind": self.kind,
-            "body": self.body,
+            "own": self.own,
+            "before": self.before,
+            "after": self.after,
         }
-        if self.origin:  # written only when set: the stored bytes of every other span stay as they were
+        if self.origin:  # written only when set
             data["origin"] = self.origin
+        if self.local:
+            data["local"] = True
         return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> VolatileSpan:
+        """The span of a stored record; ``ValueError`` when it is not one (the state is then unread)."""
         kind = data.get("kind", "lines")
+        anchors = [data.get(name, "") for name in ("own", "before", "after")]
+        if not all(_anchor_ok(value) for value in anchors):
+            raise ValueError("a learned span holds digests and block edges only")
+        own, before, after = (str(value) for value in anchors)
+        if own in ("^", "$") or before == "$" or after == "^":
+            raise ValueError("a learned span's edges are misplaced")
         return cls(
-            pattern=str(data["pattern"]),
             block=int(data["block"]),
             line=int(data["line"]),
             lines=int(data["lines"]),
             learned_at=int(data["learned_at"]),
             kind=kind if kind in ("value", "lines", "region", "list", "present") else "lines",
-            body=str(data.get("body", "")),
+            own=own,
+            before=before,
+            after=after,
             origin="fleet" if data.get("origin") == "fleet" else "",
+            local=data.get("local") is True,
         )
+
+
+def _anchor_ok(value: object) -> bool:
+    return isinstance(value, str) and (
+        value in ("", "^", "$") or (len(value) == 8 and all(c in "0123456789abcdef" for c in value))
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -388,7 +388,7 @@ class SessionState:
         if self.clear_folds:
             size += sum(200 + len(fold.summary) for fold in self.clear_folds)
         if self.volatile or self.suspects:
-            size += sum(400 + len(span.pattern) for span in (*self.volatile, *self.suspects))
+            size += 400 * (len(self.volatile) + len(self.suspects))
         if self.recent_breaks:
             size += sum(400 + len(brk.detail) for brk in self.recent_breaks)
         if self.applied:

@@ -3,107 +3,102 @@
 A conversation learns which system lines are volatile (``volatility.py``) the first time they change,
 and pays one cache break for it. Every conversation of the same application pays that break again.
 Fleet learning records what a conversation learned — where its volatile units sit, as *facts* — in
-the session store, under the tenant's namespace, and offers them to every new conversation of
-that tenant's applications: it starts with them as
-pre-learned spans, each learned again and verified on its own prompt before use.
+the session store, under the tenant's namespace, and offers them to every new conversation of the
+same application: it starts with those that fit its own prompt exactly, each verified before use.
 
-* **The application** (``application_key``): the tenant's namespace and the number of system
-  blocks — not the system prompt's words, nor the tools (a harness offers a tool more in some
-  conversations), so the conversations of an application whose prompts name their user ("You are
-  helping Ana Lopez"), carry a per-user section or numbered rules share one pool of facts; which
-  fact fits a prompt is decided on the prompt itself (``adopt``, below: a unit found exactly once
-  where its neighbours say, whole, verified). Several applications of one tenant share the pool
-  (``MAX_FACTS``). A prompt with fewer than ``MIN_TEMPLATE``
-  characters of value-free text (``template_key``: its system lines that hold no digit) has no
-  application: too little to share anything about. (Before, the pool was keyed by that template,
-  so a name in a digit-free line made every conversation an application of its own.)
-* **The facts** (``Fact``, ``facts_of``): the units this conversation learned because it *saw them
-  change* — a live value or a list at its first change, a run of lines at its second (``kind``
-  ``value``, ``list``, ``lines``, ``region``). Never a suspect (a one-off edit stays in its
-  conversation until it changes again), never a span learned on sight (``present``: every
-  conversation learns those on sight anyway), never a span adopted from the fleet. A fact holds no
-  pattern and no text of the conversation: it says where the unit sits by the *skeletons* of the
-  lines around it (and of its own line, for a value) — each line's text with ``\\S+`` for every
-  value (``volatility.skeleton_regex``) — plus its kind, block, line count and the request that
-  learned it. So no value and no conversation content (user, assistant or tool text: learning
-  reads the system prompt only) is ever stored. At most ``MAX_FACTS`` per template.
-* **How long its conversations run** (``lengths.Lengths``, the entry's ``reached``): how many of
-  the application's conversations made at least 1, 2, ... requests — counts only — so that a
-  request expected to end its conversation writes nothing nobody would read (``lengths.py``).
-* **Where** (``fleet_id``): one blob (``FACTS``) of a pseudo-session ``telos-fleet:<namespace>:<template>``
-  in the session's own store — so under that store's prefix (a ``RedisStore`` key
-  ``P{telos-fleet:…}:blobs``: one key, one hash slot, cluster-safe; its TTL is the store's, renewed
-  by each publish), bounded like every session of a ``MemoryStore`` (one process: an in-process
-  fleet). ``namespace`` is a digest of the ``isolation`` hint: tenants that set it never share
-  facts; without it the namespace is the store itself (docs/sessions.md, "Fleet learning").
-* **Merging** (``merged``): a fact that says where a known fact's unit sits (same kind and block)
-  in a prompt whose neighbouring line or own line differs in words — another user's name — does not
-  become a second fact: the known one's differing lines are generalized, the differing words made
-  ``\\S+`` holes (``_joined``: at most two of the three lines differ, each the same number of
-  words, its own line keeps half of its words). So what the
-  conversations of an application differ in is not kept as a literal once two of them were seen
-  to differ there, and the neighbour then fits every user's prompt.
-* **Use** (``adopt``): at the first request a process prepares for a conversation that has made no
-  request yet, each fact is placed on this prompt's lifted system segment, layer by layer in the
-  order it was learned: the unit must be found exactly once (its own line, or the one run between
-  lines of the two skeletons), and the new conversation then learns it the way it would have
-  learned it itself (``volatility.unit_span``: widened to its unit, anchored on *its own* text) —
-  the unit must already be whole, and the pattern must cut nothing in another block; any other
-  fact is ignored. ``run_turn`` then verifies that the lift cuts exactly that, as for the
-  conversation's own spans. Facts read from the store are untrusted: malformed records are
-  skipped, and a skeleton is compiled only if it is made of escaped literals and ``\\S+`` holes
-  with whitespace between two holes (``_skeleton_pieces``), so a hostile regex never runs.
+* **The application** (``application_key``, issue 42): a keyed digest of the API the prompt is sent
+  on (block numbering differs between ``system``, system messages and ``instructions``), the number
+  of system blocks, the tool names, and the opening line of the last system block (values masked).
+  Two assistants that share a trailing policy but not their opening are two applications; one
+  assistant whose prompts name their user after the opening line is one. A prompt with fewer than
+  ``MIN_TEMPLATE`` characters of value-free text has no application (too little to share).
+* **The facts** (``Fact``, ``facts_of``): the units a conversation saw change **between two
+  consecutive requests of its own** (the later request's messages extend the earlier one's; a span
+  learned otherwise is ``local`` and never shared, whatever the session id says: one id misused for
+  two customers teaches the fleet nothing) — a live value or a list at its first change, a run of
+  lines at its second. Never a suspect, never a span learned on sight (``present``), never one
+  adopted from the fleet. A fact holds no text and no pattern: the *token prints*
+  (``digests.token_print``: a keyed digest per token of a line's skeleton, values masked) of the
+  unit's own lines and of the line before and after it (or the block's edge), its kind, block, line
+  count, the request that learned it, and its contributors (keyed digests of session ids).
+* **How long its conversations run** (``lengths.Lengths``, the entry's ``reached``): counts only.
+* **Where** (``fleet_id``): one blob (``FACTS``) of a pseudo-session ``telos-fleet:<namespace>:<app>``
+  in the session's own store (a ``RedisStore`` key ``P{telos-fleet:…}:blobs``: one key, one hash
+  slot; its TTL is the store's, renewed by each publish). ``namespace`` is a digest of the call's
+  tenant signals; the digests are keyed by it (``digests.space_key``), so one tenant's digests say
+  nothing in another and cannot be tested against guesses without the tenant's credentials.
+* **Merging** (``merged``): a fact that says where a known fact's unit sits (same kind, block and
+  size) in a prompt whose own line or neighbour differs in words — another user's name — makes the
+  differing tokens holes of the known fact instead of a second fact (at most two of its own lines
+  and two neighbours differ; each own line keeps half of its tokens, each neighbour one).
+* **Use** (``adopt``, ``place``): at a conversation's first request, a fact is placed on this
+  prompt's lifted system segment only where its own lines fit (token by token, same size — a list
+  any run of its items), its neighbours fit, and exactly one place does (an anchor with holes that
+  fits two lines fits none); the conversation then describes the unit as it would have learned it
+  itself (``volatility.unit_span``: whole, found by its own digests) and it must be found in no
+  other block. ``run_turn`` then verifies that the lift cuts exactly that. Facts read from the store
+  are untrusted: malformed records are skipped; nothing read is compiled or run.
+* **Erasure** (``Entry.without``, ``fleet_io.erase``): every fact a contributor taught goes whole
+  (its holes may come from that contributor's text), and the prompt shape it stored.
 
-Why one module, over 500 lines: the facts' format, the skeleton grammar that guards what is read
-back, merging and placing are one contract (what ``facts_of`` writes is what ``_skeleton_pieces``
-accepts, ``merged`` generalizes and ``_place`` finds); split, each half would restate it.
-
-Everything here is pure; the store I/O (fail open, through the store's circuit breaker) is
-``fleet_io.py``.
+Why one module, over 500 lines: the facts' format, merging and placing are one contract (what
+``facts_of`` writes is what ``Fact.from_json`` accepts, ``merged`` generalizes and ``place``
+finds). Everything here is pure; the store I/O (fail open) is ``fleet_io.py``.
 """
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import itertools
 import json
 import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from telos_wrap.ir.canon import canonical_json
 from telos_wrap.ir.model import Api
 from telos_wrap.lift.user_split import DEFAULT_PATTERNS, split_text
 from telos_wrap.sessions.durable.records import SpanKind, VolatileSpan
+from telos_wrap.sessions.learning.digests import (
+    EDGE_AFTER,
+    EDGE_BEFORE,
+    HOLE,
+    SHARED_KEY,
+    BlockLines,
+    block_lines,
+    contributor_digest,
+    is_contributor,
+    is_token_print,
+    skeleton,
+    space_key,
+)
 from telos_wrap.sessions.learning.fleet_shape import decode_prints
 from telos_wrap.sessions.learning.lengths import Lengths
-from telos_wrap.sessions.learning.volatility import (
-    MAX_SPAN_LINES,
-    VALUE,
-    expected_view,
-    skeleton_regex,
-    unit_span,
-)
+from telos_wrap.sessions.learning.spans import locate
+from telos_wrap.sessions.learning.volatility import MAX_SPAN_LINES, expected_view, unit_span
 
 __all__ = [
     "FACTS",
+    "MAX_BY",
     "MAX_FACTS",
-    "MAX_PATTERN",
     "MIN_TEMPLATE",
+    "Entry",
     "Fact",
     "adopt",
     "application_key",
+    "contributor",
     "decode",
     "decode_entry",
     "encode",
     "facts_of",
     "fleet_id",
     "namespace",
+    "place",
     "system_pin_texts",
     "template_key",
+    "with_contributor",
 ]
 
 logger = logging.getLogger("telos_wrap.sessions")
@@ -111,9 +106,8 @@ logger = logging.getLogger("telos_wrap.sessions")
 #: The blob key of a template's facts in its pseudo-session.
 FACTS = "facts"
 FLEET_PREFIX = "telos-fleet:"
-#: Facts kept per template, and the longest pattern (or body) kept.
+#: Facts kept per application.
 MAX_FACTS = 16
-MAX_PATTERN = 2_000
 #: The longest stored entry read (a larger one is ignored unread).
 MAX_ENTRY = 64_000
 #: Characters of value-free system text a prompt needs to have a template.
@@ -198,21 +192,53 @@ def template_key(api: Api, body: Mapping[str, Any], drop_patterns: Sequence[str]
         return None
 
 
-def application_key(api: Api, body: Mapping[str, Any], drop_patterns: Sequence[str] = ()) -> str | None:
-    """The fleet pool of ``body`` within its tenant's namespace (see module docstring): a digest of
-    the number of its system blocks, or ``None`` when its system prompt has fewer than
-    ``MIN_TEMPLATE`` characters of value-free text (too little to share anything about).
+def _lines(text: str) -> Iterable[str]:
+    """The lines of ``text``, lazily (only the first few are read)."""
+    start = 0
+    while True:
+        end = text.find("\n", start)
+        if end < 0:
+            yield text[start:]
+            return
+        yield text[start:end]
+        start = end + 1
 
-    It depends neither on the system prompt's words nor on the tools: conversations whose prompts
-    name their user, carry a per-user section, or whose harness offers a tool more in some
-    conversations, are one application. Which facts fit a prompt is decided on the prompt itself
-    (``adopt``: a unit found exactly once where its neighbours say, verified). Never raises.
+
+#: Opening lines of the system prompt (non-blank, values masked) that name an application.
+OPENING_LINES = 1
+
+
+def application_key(
+    api: Api, body: Mapping[str, Any], drop_patterns: Sequence[str] = (), space: str = "shared"
+) -> str | None:
+    """The fleet pool of ``body`` within its tenant's namespace ``space`` (see module docstring): a
+    keyed digest of the API it is sent on, the number of its system blocks, its tool names, and the
+    opening line of its last system block, values masked (the last: a harness that gives a clock
+    or a date, ``Today is Monday …``, a block of its own puts it first); ``None`` when its
+    system prompt has fewer than ``MIN_TEMPLATE`` characters of value-free text (too little to share anything
+    about). Two assistants that share a policy but not their opening are two applications; one
+    assistant whose prompts name their user after the opening line is one. Never raises.
     """
     try:
         if template_key(api, body, drop_patterns) is None:
             return None
-        material = f"app\x00{len(_system_texts(api, body))}".encode()
-        return hashlib.blake2b(material, digest_size=16).hexdigest()
+        texts = system_pin_texts(api, body, drop_patterns)
+        opening = list(
+            itertools.islice(
+                (skeleton(line).strip() for line in _lines(texts[-1] if texts else "") if line.strip()),
+                OPENING_LINES,
+            )
+        )
+        tools = body.get("tools")
+        names = sorted(
+            str(tool.get("name") or (tool.get("function") or {}).get("name") or "")
+            for tool in (tools if isinstance(tools, list) else ())
+            if isinstance(tool, Mapping)
+        )
+        material = canonical_json(["app", api, len(texts), names, opening])
+        return hashlib.blake2b(
+            material.encode("utf-8", "surrogatepass"), key=space_key(space), digest_size=16
+        ).hexdigest()
     except Exception:  # a body the lift will refuse anyway: no application
         logger.debug("telos_wrap: no fleet application for this request", exc_info=True)
         return None
@@ -239,77 +265,49 @@ def fleet_id(space: str, template: str) -> str:
 
 # -- the facts ---------------------------------------------------------------------------------------
 
-#: What ``re.escape`` escapes (a backslash before anything else is not a literal).
-_ESCAPED = frozenset("()[]{}?*+-|^$\\.&~# \t\n\r\v\f")
-_SPECIAL = frozenset(".^$*+?{}[]\\|()")
-_HOLE = r"\S+"
+#: Contributors remembered per fact (a session that publishes a fact already held by this many
+#: others is not added: nothing of its own is in it).
+MAX_BY = 32
 
 
-def _skeleton_pieces(pattern: str) -> list[str] | None:
-    """The literal pieces of a line skeleton (``volatility.skeleton_regex``: escaped or plain literal
-    characters and ``\\S+`` holes, with whitespace between two holes), or ``None`` for anything else."""
-    pieces: list[str] = []
-    current: list[str] = []
-    i, hole = 0, False  # a hole since the last literal whitespace
-    while i < len(pattern):
-        if pattern.startswith(_HOLE, i):
-            if hole:
-                return None
-            pieces.append("".join(current))
-            current.clear()
-            hole = True
-            i += len(_HOLE)
-            continue
-        char = pattern[i]
-        if char == "\\":
-            if i + 1 >= len(pattern) or pattern[i + 1] not in _ESCAPED:
-                return None
-            char = pattern[i + 1]
-            i += 2
-        elif char in _SPECIAL:
-            return None
-        else:
-            i += 1
-        current.append(char)
-        hole = hole and not char.isspace()
-    pieces.append("".join(current))
-    return pieces
+def contributor(key: bytes, session_id: str) -> str:
+    """The keyed digest that names session ``session_id`` as a fact's contributor (``key``: the
+    namespace's, ``digests.space_key``)."""
+    return contributor_digest(key, session_id)
 
 
-def _skeleton_ok(pattern: str | None) -> bool:
-    """A well-formed skeleton with no value in its literal text (``None``: the block's edge)."""
-    if pattern is None:
-        return True
-    if len(pattern) > MAX_PATTERN:
-        return False
-    pieces = _skeleton_pieces(pattern)
-    return pieces is not None and all(VALUE.search(piece) is None for piece in pieces)
+def _print_ok(value: object, edge: str) -> bool:
+    return value == edge or is_token_print(value)
 
 
 @dataclass(frozen=True, slots=True)
 class Fact:
-    """What a conversation learned about its template, without its text: where a unit that was seen
-    to change sits, described by the *skeletons* (``volatility.skeleton_regex``: the line's text
-    with ``\\S+`` for each value) of the lines around it.
+    """What a conversation learned about its application, without its text: a unit that was seen to
+    change within one conversation, described by the token prints (``digests.token_print``: keyed
+    digests of the tokens of each line's skeleton, holes where conversations differ) of its own
+    lines and of the lines around it.
 
     Attributes:
         kind: how it was learned (``value`` / ``list`` at the first change, ``lines`` / ``region``
             at the second).
         block: the system block.
-        lines: how many lines the unit had.
+        lines: how many lines the unit had (a fact fits only a unit of that size).
         learned_at: the request of the conversation that learned it.
-        before / after: the skeleton of the line before / after the unit; ``None`` where the unit
-            starts / ends the block.
-        own: the skeleton of the unit's one line (a ``value`` unit), else ``None``.
+        before / after: the token print of the line before / after the unit; ``"^"`` / ``"$"``
+            where the unit starts / ends the block.
+        own: the token print of each of the unit's lines.
+        by: the contributors (``contributor``: keyed digests of session ids) whose conversations
+            taught it (``erase`` removes the facts a session contributed to).
     """
 
     kind: SpanKind
     block: int
     lines: int
     learned_at: int
-    before: str | None
-    after: str | None
-    own: str | None = None
+    before: str
+    after: str
+    own: tuple[str, ...]
+    by: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -319,7 +317,8 @@ class Fact:
             "learned_at": self.learned_at,
             "before": self.before,
             "after": self.after,
-            "own": self.own,
+            "own": list(self.own),
+            "by": list(self.by),
         }
 
     @classmethod
@@ -333,76 +332,113 @@ class Fact:
             data.get("lines"),
             data.get("learned_at"),
         )
-        texts = [data.get(name) for name in ("before", "after", "own")]
+        before, after, own, by = data.get("before"), data.get("after"), data.get("own"), data.get("by", [])
         if kind not in _SHARED_KINDS or not all(type(v) is int for v in (block, lines, at)):
-            return None
-        if not all(text is None or isinstance(text, str) for text in texts) or not all(
-            map(_skeleton_ok, texts)
-        ):
             return None
         assert isinstance(block, int) and isinstance(lines, int) and isinstance(at, int)
         if not (0 <= block < 64 and 0 < lines <= MAX_SPAN_LINES and at >= 0):
             return None
-        before, after, own = texts
-        return cls(kind, block, lines, at, before, after, own)
+        if not (_print_ok(before, EDGE_BEFORE) and _print_ok(after, EDGE_AFTER)):
+            return None
+        if not isinstance(own, list) or len(own) != lines or not all(map(is_token_print, own)):
+            return None
+        if not isinstance(by, list) or len(by) > MAX_BY or not all(map(is_contributor, by)):
+            return None
+        assert isinstance(before, str) and isinstance(after, str)
+        return cls(kind, block, lines, at, before, after, tuple(own), tuple(by))
 
     @property
     def key(self) -> tuple[Any, ...]:
-        return (self.kind, self.block, self.before, self.after, self.own)
+        return (self.kind, self.block, self.lines, self.before, self.after, self.own)
 
 
-def facts_of(view: Sequence[str | None], learned: Sequence[VolatileSpan]) -> tuple[Fact, ...]:
+def facts_of(
+    view: Sequence[str | None], learned: Sequence[VolatileSpan], key: bytes = SHARED_KEY
+) -> tuple[Fact, ...]:
     """The facts to share of the spans ``learned`` on the lifted system segment ``view`` (pure):
-    spans this conversation learned from what it saw change, described without their text."""
+    spans this conversation learned from what it saw change between two of its consecutive
+    requests (not ``local``, not adopted, not learned on sight), described by keyed digests."""
     facts: list[Fact] = []
     for span in learned:
-        if span.origin or span.kind not in _SHARED_KINDS or span.block >= len(view):
+        if span.origin or span.local or span.kind not in _SHARED_KINDS or span.block >= len(view):
             continue
         text = view[span.block]
         if text is None or text.startswith("\x00"):
             continue
-        lines = text.split("\n")
+        lines = block_lines(key, text)
         first, last = span.line, span.line + span.lines - 1
-        if not 0 <= first <= last < len(lines):
+        if not 0 <= first <= last < len(lines.lines) or span.lines > MAX_SPAN_LINES:
             continue
-        fact = Fact(
-            span.kind,
-            span.block,
-            span.lines,
-            span.learned_at,
-            skeleton_regex(lines[first - 1]) if first > 0 else None,
-            skeleton_regex(lines[last + 1]) if last < len(lines) - 1 else None,
-            skeleton_regex(lines[first]) if span.kind == "value" and span.lines == 1 else None,
-        )
-        if all(_skeleton_ok(t) for t in (fact.before, fact.after, fact.own)):
-            facts.append(fact)
+        before = EDGE_BEFORE if first == 0 else lines.tokens(first - 1)
+        after = EDGE_AFTER if last == len(lines.lines) - 1 else lines.tokens(last + 1)
+        own = tuple(lines.tokens(n) for n in range(first, last + 1))
+        facts.append(Fact(span.kind, span.block, span.lines, span.learned_at, before, after, own))
     return tuple(facts)
 
 
-def encode(facts: Iterable[Fact], prints: Sequence[str] = (), reached: Lengths | None = None) -> str:
+def with_contributor(facts: Iterable[Fact], by: str) -> tuple[Fact, ...]:
+    """``facts`` naming ``by`` as their contributor."""
+    return tuple(replace(fact, by=(by,)) for fact in facts)
+
+
+def encode(
+    facts: Iterable[Fact],
+    prints: Sequence[str] = (),
+    reached: Lengths | None = None,
+    prints_by: str = "",
+) -> str:
     """The stored text of an application's facts (JSON, never pickle), the shape of one of its
-    system prompts (``fleet_shape.prints``: digests, no text) when known, and how long its
-    conversations ran (``lengths.Lengths``: counts) when known."""
+    system prompts (``fleet_shape.prints``: digests, no text) and its contributor when known, and
+    how long its conversations ran (``lengths.Lengths``: counts) when known."""
     data: dict[str, Any] = {"v": _VERSION, "facts": [fact.to_json() for fact in facts]}
     if prints:
         data["prints"] = list(prints)
+        if prints_by:
+            data["prints_by"] = prints_by
     if reached:
         data["reached"] = reached.to_json()
     return canonical_json(data)
 
 
-def decode_entry(text: str | None) -> tuple[tuple[Fact, ...], tuple[str, ...], Lengths]:
-    """``(facts, prints, lengths)`` of a stored text (``decode``; ``fleet_shape.decode_prints``;
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """An application's stored entry: its facts, one prompt's shape (and who contributed it), lengths."""
+
+    facts: tuple[Fact, ...] = ()
+    prints: tuple[str, ...] = ()
+    lengths: Lengths = field(default_factory=Lengths)
+    prints_by: str = ""
+
+    def encode(self) -> str:
+        return encode(self.facts, self.prints, self.lengths, self.prints_by)
+
+    def without(self, by: str) -> Entry:
+        """This entry without anything contributor ``by`` taught (a fact it contributed to goes whole:
+        its holes may come from ``by``'s text)."""
+        facts = tuple(fact for fact in self.facts if by not in fact.by)
+        if self.prints_by == by:
+            return Entry(facts, (), self.lengths, "")
+        return replace(self, facts=facts)
+
+
+def decode_entry(text: str | None) -> Entry:
+    """The entry of a stored text (``decode``; ``fleet_shape.decode_prints``;
     ``lengths.Lengths.from_json``): anything malformed reads as none; never raises."""
     if not text or len(text) > MAX_ENTRY:
-        return (), (), Lengths()
+        return Entry()
     try:
         data = json.loads(text)
     except ValueError:
-        return (), (), Lengths()
+        return Entry()
     if not isinstance(data, dict) or data.get("v") != _VERSION:
-        return (), (), Lengths()
-    return decode(text), decode_prints(data), Lengths.from_json(data.get("reached"))
+        return Entry()
+    by = data.get("prints_by", "")
+    return Entry(
+        decode(text),
+        decode_prints(data),
+        Lengths.from_json(data.get("reached")),
+        by if is_contributor(by) else "",
+    )
 
 
 def decode(text: str | None) -> tuple[Fact, ...]:
@@ -424,56 +460,57 @@ def decode(text: str | None) -> tuple[Fact, ...]:
     return tuple(found.values())
 
 
-_TOKEN = r"\ "  # an escaped space: where ``volatility.skeleton_regex`` separates a line's words
-
-
-def _generalized(one: str | None, other: str | None) -> str | None:
-    """One neighbour skeleton that fits both lines, their words that differ made ``\\S+`` holes
-    (same number of words, at least one word kept), or ``None``."""
-    if one is None or other is None:
+def _generalized(one: str, other: str, keep_half: bool) -> str | None:
+    """One token print that fits both lines, the tokens that differ made holes (same number of
+    tokens; at least one token kept, or half of them with ``keep_half``), or ``None``."""
+    if one == other:
+        return one
+    if one in (EDGE_BEFORE, EDGE_AFTER, "-") or other in (EDGE_BEFORE, EDGE_AFTER, "-"):
         return None
-    words, others = one.split(_TOKEN), other.split(_TOKEN)
+    words, others = one.split("."), other.split(".")
     if len(words) != len(others):
         return None
-    kept = [word if word == theirs else _HOLE for word, theirs in zip(words, others, strict=True)]
-    if all(word in (_HOLE, "") for word in kept):
+    kept = [word if word == theirs else HOLE for word, theirs in zip(words, others, strict=True)]
+    solid = sum(word != HOLE for word in kept)
+    if solid == 0 or (keep_half and 2 * solid < len(kept)):
         return None
-    result = _TOKEN.join(kept)
-    return result if _skeleton_ok(result) else None
+    return ".".join(kept)
 
 
 def _joined(known: Fact, new: Fact) -> Fact | None:
     """``known`` with what ``new`` differs in generalized (``_generalized``), when both say where one
-    unit sits (same kind and block) in two conversations whose prompts differ there in words (a
-    user's name in the line before it, or in its own line): at most two of its own line and its two
-    neighbours differ, each generalizes, and its own line keeps at least half of its words."""
-    if (known.kind, known.block) != (new.kind, new.block):
+    unit of one size sits (same kind, block and line count) in two conversations whose prompts
+    differ there in words (a user's name in the line before it, or in its own line): at most two of
+    its own lines and its two neighbours differ, each generalizes, and each of its own lines keeps at
+    least half of its tokens."""
+    if (known.kind, known.block, known.lines) != (new.kind, new.block, new.lines):
         return None
-    pairs = ((known.own, new.own), (known.before, new.before), (known.after, new.after))
-    differ = [one != other for one, other in pairs]
+    differ = [known.own != new.own, known.before != new.before, known.after != new.after]
     if not any(differ) or all(differ):
         return None
-    own, before, after = (
-        one if not changed else _generalized(one, other)
-        for (one, other), changed in zip(pairs, differ, strict=True)
-    )
-    if any(changed and value is None for value, changed in zip((own, before, after), differ, strict=True)):
+    own = tuple(_generalized(a, b, True) for a, b in zip(known.own, new.own, strict=True))
+    before = _generalized(known.before, new.before, False)
+    after = _generalized(known.after, new.after, False)
+    if before is None or after is None or any(line is None for line in own):
         return None
-    if own is not None and known.own is not None and differ[0]:
-        words = own.split(_TOKEN)
-        if 2 * sum(word != _HOLE for word in words) < len(words):
-            return None
-    return replace(known, own=own, before=before, after=after)
+    by = tuple(dict.fromkeys((*known.by, *new.by)))[:MAX_BY]
+    return replace(
+        known, own=tuple(line for line in own if line is not None), before=before, after=after, by=by
+    )
 
 
 def merged(known: Sequence[Fact], new: Iterable[Fact]) -> tuple[Fact, ...]:
     """The union of ``known`` and ``new``, the known ones first, capped at ``MAX_FACTS``. A new fact
-    that says where a known one's unit sits, in a conversation whose neighbouring line differs in
-    words, generalizes that neighbour instead (``_joined``): what two conversations' prompts
-    differ in is never kept as a literal of the application's facts."""
+    already known adds its contributor; one that says where a known one's unit sits, in a
+    conversation whose lines differ there in words, generalizes them instead (``_joined``): what two
+    conversations' prompts differ in is never kept of the application's facts."""
     found = {fact.key: fact for fact in known}
     for fact in new:
         if fact.key in found:
+            old = found[fact.key]
+            by = tuple(dict.fromkeys((*old.by, *fact.by)))
+            if len(by) <= MAX_BY:
+                found[fact.key] = replace(old, by=by)
             continue
         for key, old in list(found.items()):
             joined = _joined(old, fact)
@@ -490,71 +527,89 @@ def merged(known: Sequence[Fact], new: Iterable[Fact]) -> tuple[Fact, ...]:
 # -- use ---------------------------------------------------------------------------------------------
 
 
-class _Text:
-    """A block's text and where each of its lines starts (to find lines in one pass of a regex)."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.starts = [0, *(found.end() for found in re.finditer("\n", text))]
-
-    def matching(self, pattern: str) -> list[int]:
-        """The lines that ``pattern`` matches whole (one pass over the text, not one per line)."""
-        rx = re.compile(f"^(?:{pattern})$", re.MULTILINE)
-        return sorted(
-            {bisect.bisect_right(self.starts, found.start()) - 1 for found in rx.finditer(self.text)}
-        )
+def _anchor_fits(lines: BlockLines, number: int, printed: str) -> bool:
+    if printed == EDGE_BEFORE:
+        return number == -1
+    if printed == EDGE_AFTER:
+        return number == len(lines.lines)
+    return 0 <= number < len(lines.lines) and lines.fits(number, printed)
 
 
-def _place(fact: Fact, lines: _Text) -> tuple[int, int] | None:
-    """Where ``fact``'s unit is in ``lines``: its one line (a ``value``), or the one run between a line
-    of skeleton ``before`` (or the block's start) and the next line of skeleton ``after`` (or the
-    block's end); ``None`` unless exactly one place fits."""
-    last_line = len(lines.starts) - 1
-    if fact.own is not None:
-        found = lines.matching(fact.own)
-        if len(found) > 1:  # several lines of that skeleton: the one between the same neighbours
-            before = set(lines.matching(fact.before)) if fact.before is not None else None
-            after = set(lines.matching(fact.after)) if fact.after is not None else None
-            found = [
-                n
-                for n in found
-                if (n == 0 if before is None else n - 1 in before)
-                and (n == last_line if after is None else n + 1 in after)
-            ]
-        return (found[0], found[0]) if len(found) == 1 else None
-    starts = [0] if fact.before is None else [n + 1 for n in lines.matching(fact.before)]
-    ends = [last_line] if fact.after is None else [n - 1 for n in lines.matching(fact.after)]
+def _unique_anchor(lines: BlockLines, printed: str) -> bool:
+    """An anchor with holes must fit one line of the block (holes that fit many places fit none)."""
+    if printed in (EDGE_BEFORE, EDGE_AFTER) or HOLE not in printed.split("."):
+        return True
+    return sum(lines.fits(n, printed) for n in range(len(lines.lines))) == 1
+
+
+def place(fact: Fact, lines: BlockLines) -> tuple[int, int] | None:
+    """Where ``fact``'s unit is on ``lines``: the one run of ``fact.lines`` lines whose token prints
+    fit the fact's own lines, after a line that fits ``before`` (or at the block's start) and before
+    one that fits ``after`` (or at its end); ``None`` unless exactly one place fits."""
+    if not (_unique_anchor(lines, fact.before) and _unique_anchor(lines, fact.after)):
+        return None
+    if fact.kind == "list":
+        return _place_list(fact, lines)
+    size = fact.lines
+    places = [
+        start
+        for start in range(len(lines.lines) - size + 1)
+        if all(lines.fits(start + i, fact.own[i]) for i in range(size))
+        and _anchor_fits(lines, start - 1, fact.before)
+        and _anchor_fits(lines, start + size, fact.after)
+    ]
+    return (places[0], places[0] + size - 1) if len(places) == 1 else None
+
+
+def _place_list(fact: Fact, lines: BlockLines) -> tuple[int, int] | None:
+    """A list's items come and go: the one run of at most ``MAX_SPAN_LINES`` lines between its
+    anchors whose every line fits one of the items seen (``fact.own``)."""
+    count = len(lines.lines)
+    starts = (
+        [0] if fact.before == EDGE_BEFORE else [n + 1 for n in range(count) if lines.fits(n, fact.before)]
+    )
     places = []
     for start in starts:
-        end = next((end for end in ends if end >= start), None)
-        if end is not None and end - start + 1 <= MAX_SPAN_LINES:
-            places.append((start, end))
+        end = start
+        while (
+            end < count and end - start < MAX_SPAN_LINES and any(lines.fits(end, item) for item in fact.own)
+        ):
+            end += 1
+        if end > start and _anchor_fits(lines, end, fact.after):
+            places.append((start, end - 1))
     return places[0] if len(places) == 1 else None
 
 
-def _adopt_one(view: Sequence[str | None], fact: Fact) -> VolatileSpan | None:
+def _adopt_one(view: Sequence[str | None], fact: Fact, key: bytes) -> VolatileSpan | None:
     """The span this conversation would have learned for ``fact``'s unit on its own text, if the unit is
-    found exactly once, is whole as it is, and its pattern cuts nothing in another block."""
+    found exactly once (its own lines, its size, its neighbours), is whole as it is, and is found
+    in no other block."""
     if fact.block >= len(view):
         return None
     text = view[fact.block]
     if text is None or text.startswith("\x00"):
         return None
-    place = _place(fact, _Text(text))
-    if place is None:
+    found = place(fact, block_lines(key, text))
+    if found is None:
         return None
-    first, last = place
-    span = unit_span(fact.block, text, first, last, fact.learned_at, fact.kind)
+    first, last = found
+    span = unit_span(fact.block, text, first, last, fact.learned_at, fact.kind, key)
     if span is None or (span.line, span.lines) != (first, last - first + 1):
         return None
-    rx = re.compile(span.pattern, re.MULTILINE)
     for number, other in enumerate(view):
-        if number != fact.block and other is not None and not other.startswith("\x00") and rx.search(other):
+        if (
+            number != fact.block
+            and other is not None
+            and not other.startswith("\x00")
+            and locate(span, block_lines(key, other)) is not None
+        ):
             return None
     return replace(span, origin="fleet")
 
 
-def adopt(view: Sequence[str | None], facts: Sequence[Fact]) -> tuple[VolatileSpan, ...]:
+def adopt(
+    view: Sequence[str | None], facts: Sequence[Fact], key: bytes = SHARED_KEY
+) -> tuple[VolatileSpan, ...]:
     """The spans ``facts`` give on this lifted system segment ``view``, layer by layer in the order they
     were learned (each layer on the text the earlier ones left), as ``fleet`` spans. Pure; the
     caller still checks that the lift cuts exactly this (``run_turn``)."""
@@ -564,18 +619,20 @@ def adopt(view: Sequence[str | None], facts: Sequence[Fact]) -> tuple[VolatileSp
     for _, group in itertools.groupby(ordered, key=lambda fact: fact.learned_at):
         layer: list[VolatileSpan] = []
         for fact in group:
-            span = _adopt_one(current, fact)
-            if span is not None and all(span.pattern != s.pattern for s in (*adopted, *layer)):
+            span = _adopt_one(current, fact, key)
+            if span is not None and all(span.where != s.where for s in (*adopted, *layer)):
                 layer.append(span)
         if layer:
-            current = tuple(t for t in expected_view(current, layer) if t != "")
+            current = tuple(t for t in expected_view(current, layer, key) if t != "")
             adopted.extend(layer)
     return tuple(adopted)
 
 
-def expected_layers(view: Sequence[str | None], spans: Sequence[VolatileSpan]) -> tuple[str | None, ...]:
+def expected_layers(
+    view: Sequence[str | None], spans: Sequence[VolatileSpan], key: bytes = SHARED_KEY
+) -> tuple[str | None, ...]:
     """``view`` with ``spans`` cut layer by layer (by ``learned_at``), emptied blocks gone."""
     current = tuple(view)
     for _, group in itertools.groupby(spans, key=lambda span: span.learned_at):
-        current = tuple(t for t in expected_view(current, list(group)) if t != "")
+        current = tuple(t for t in expected_view(current, list(group), key) if t != "")
     return current

@@ -16,6 +16,7 @@ already makes (``fleet_for``). Two processes publishing at the same moment may l
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 import weakref
@@ -26,16 +27,19 @@ from typing import Any
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Api
 from telos_wrap.sessions.learning import fleet_shape
+from telos_wrap.sessions.learning.digests import space_key
 from telos_wrap.sessions.learning.fleet import (
     FACTS,
+    Entry,
     Fact,
     application_key,
+    contributor,
     decode_entry,
-    encode,
     fleet_id,
     merged,
     namespace,
     system_pin_texts,
+    with_contributor,
 )
 from telos_wrap.sessions.learning.lengths import MAX_TRACKED, NO_LENGTHS, Lengths, count_reached
 from telos_wrap.sessions.stores.breaker import breaker_of
@@ -48,6 +52,8 @@ __all__ = [
     "alookup",
     "apublish",
     "apublish_learned",
+    "digest_key",
+    "erase",
     "facts_for",
     "fleet_for",
     "lookup",
@@ -58,8 +64,11 @@ __all__ = [
 
 logger = logging.getLogger("telos_wrap.sessions")
 
-Entry = tuple[tuple[Fact, ...], tuple[str, ...], Lengths]
-_NONE: Entry = ((), (), Lengths())
+_NONE = Entry()
+#: The blob of a session that lists the fleet entries it contributed to (``erase``).
+CONTRIBUTED = "fleet"
+#: At most this many entries listed per session.
+MAX_CONTRIBUTED = 16
 
 
 # -- the store (fail open) --------------------------------------------------------------------------
@@ -67,7 +76,7 @@ _NONE: Entry = ((), (), Lengths())
 
 def lookup(store: SessionStore, space: str, template: str) -> tuple[Fact, ...]:
     """The facts the fleet holds for application ``template`` in ``space`` (``()`` on any failure)."""
-    return lookup_entry(store, space, template)[0]
+    return lookup_entry(store, space, template).facts
 
 
 def lookup_entry(store: SessionStore, space: str, template: str) -> Entry:
@@ -87,7 +96,7 @@ def lookup_entry(store: SessionStore, space: str, template: str) -> Entry:
 
 async def alookup(store: SessionStore, space: str, template: str) -> tuple[Fact, ...]:
     """``lookup`` for async code."""
-    return (await alookup_entry(store, space, template))[0]
+    return (await alookup_entry(store, space, template)).facts
 
 
 async def alookup_entry(store: SessionStore, space: str, template: str) -> Entry:
@@ -108,6 +117,20 @@ async def alookup_entry(store: SessionStore, space: str, template: str) -> Entry
     return decode_entry(text)
 
 
+def _updated(
+    known: Entry, new: Sequence[Fact], shape: Sequence[str], reached: Lengths, by: str
+) -> Entry | None:
+    """The entry after adding ``new`` (from contributor ``by``), ``shape`` if it has none, ``reached``;
+    ``None`` when nothing changes."""
+    facts = merged(known.facts, with_contributor(new, by) if by else new)
+    prints, prints_by = known.prints, known.prints_by
+    if shape and not prints:
+        prints, prints_by = tuple(shape), by
+    if facts == known.facts and prints == known.prints and not reached:
+        return None
+    return Entry(facts, prints, known.lengths.plus(reached), prints_by)
+
+
 def publish(
     store: SessionStore,
     space: str,
@@ -115,23 +138,45 @@ def publish(
     new: Sequence[Fact],
     shape: Sequence[str] = (),
     reached: Lengths = NO_LENGTHS,
+    session_id: str | None = None,
 ) -> None:
     """Add ``new`` to the facts of ``template`` in ``space`` (and its ``shape`` if it has none yet,
-    and the counts ``reached`` to its conversation lengths). Never raises."""
+    and the counts ``reached`` to its conversation lengths), naming ``session_id`` (a keyed digest
+    of it) as their contributor; the session's ``CONTRIBUTED`` blob then lists the entry, for
+    ``erase``. Never raises."""
     breaker = breaker_of(store, fleet_id(space, template))
     if not (new or shape or reached) or breaker.is_open:
         return
     key = fleet_id(space, template)
+    by = contributor(space_key(space), session_id) if session_id is not None else ""
     try:
-        known, prints, lengths = decode_entry(store.get_blob(key, FACTS))
-        facts = merged(known, new)
-        if facts != known or (shape and not prints) or reached:
-            store.put_blob(key, FACTS, encode(facts, prints or shape, lengths.plus(reached)))
+        entry = _updated(decode_entry(store.get_blob(key, FACTS)), new, shape, reached, by)
+        if entry is not None:
+            store.put_blob(key, FACTS, entry.encode())
+            if by and (new or shape):
+                _note_contribution(store, session_id, key, by)
     except Exception as exc:
         breaker.failure(exc)
         logger.debug("telos_wrap: fleet facts could not be written", exc_info=True)
         return
     breaker.success()
+
+
+def _listed(text: str | None, key: str, by: str) -> str | None:
+    """The ``CONTRIBUTED`` blob with ``key`` (written by ``by``) added, or ``None`` if listed already."""
+    entries = [line for line in (text or "").split("\n") if line.count(" ") == 1][:MAX_CONTRIBUTED]
+    line = f"{key} {by}"
+    if line in entries or len(entries) >= MAX_CONTRIBUTED:
+        return None
+    return "\n".join([*entries, line])
+
+
+def _note_contribution(store: SessionStore, session_id: str | None, key: str, by: str) -> None:
+    if session_id is None:
+        return
+    text = _listed(store.get_blob(session_id, CONTRIBUTED), key, by)
+    if text is not None:
+        store.put_blob(session_id, CONTRIBUTED, text)
 
 
 async def apublish(
@@ -141,21 +186,25 @@ async def apublish(
     new: Sequence[Fact],
     shape: Sequence[str] = (),
     reached: Lengths = NO_LENGTHS,
+    session_id: str | None = None,
 ) -> None:
     """``publish`` for async code."""
     breaker = breaker_of(store, fleet_id(space, template))
     if not (new or shape or reached) or breaker.is_open:
         return
+    if not isinstance(store, AsyncSessionStore):
+        await asyncio.to_thread(publish, store, space, template, new, shape, reached, session_id)
+        return
     key = fleet_id(space, template)
+    by = contributor(space_key(space), session_id) if session_id is not None else ""
     try:
-        if isinstance(store, AsyncSessionStore):
-            known, prints, lengths = decode_entry(await store.aget_blob(key, FACTS))
-            facts = merged(known, new)
-            if facts != known or (shape and not prints) or reached:
-                await store.aput_blob(key, FACTS, encode(facts, prints or shape, lengths.plus(reached)))
-        else:
-            await asyncio.to_thread(publish, store, space, template, new, shape, reached)
-            return
+        entry = _updated(decode_entry(await store.aget_blob(key, FACTS)), new, shape, reached, by)
+        if entry is not None:
+            await store.aput_blob(key, FACTS, entry.encode())
+            if by and session_id is not None and (new or shape):
+                text = _listed(await store.aget_blob(session_id, CONTRIBUTED), key, by)
+                if text is not None:
+                    await store.aput_blob(session_id, CONTRIBUTED, text)
     except Exception as exc:
         breaker.failure(exc)
         logger.debug("telos_wrap: fleet facts could not be written", exc_info=True)
@@ -163,14 +212,66 @@ async def apublish(
     breaker.success()
 
 
+def erase(store: SessionStore, session_id: str) -> int:
+    """Remove what session ``session_id`` taught the fleet: every fact it contributed to, and the
+    prompt shape it stored, in each entry its ``CONTRIBUTED`` blob lists. Returns how many entries
+    changed. Raises what the store raises (an erasure must not fail silently)."""
+    changed = 0
+    for line in (store.get_blob(session_id, CONTRIBUTED) or "").split("\n"):
+        key, _, by = line.partition(" ")
+        if not key.startswith("telos-fleet:") or not by:
+            continue
+        text = store.get_blob(key, FACTS)
+        if text is None:
+            continue
+        entry = decode_entry(text)
+        kept = entry.without(by)
+        if kept != entry:
+            store.put_blob(key, FACTS, kept.encode())
+            changed += 1
+    return changed
+
+
+async def aerase(store: SessionStore, session_id: str) -> int:
+    """``erase`` for async code."""
+    if not isinstance(store, AsyncSessionStore):
+        return await asyncio.to_thread(erase, store, session_id)
+    changed = 0
+    for line in (await store.aget_blob(session_id, CONTRIBUTED) or "").split("\n"):
+        key, _, by = line.partition(" ")
+        if not key.startswith("telos-fleet:") or not by:
+            continue
+        text = await store.aget_blob(key, FACTS)
+        if text is None:
+            continue
+        entry = decode_entry(text)
+        kept = entry.without(by)
+        if kept != entry:
+            await store.aput_blob(key, FACTS, kept.encode())
+            changed += 1
+    return changed
+
+
 # -- what a session calls (the hook in ``core.py``) ------------------------------------------------
+
+
+@functools.lru_cache(maxsize=256)
+def _key_of(space: str) -> bytes:
+    return space_key(space)
+
+
+def digest_key(hints: TelosHints, tenant: str | None = None) -> bytes:
+    """The key a session's learned state is digested with: its fleet namespace's
+    (``fleet.namespace`` of the call's tenant signals; ``digests.space_key``)."""
+    return _key_of(namespace(hints.isolation, tenant))
 
 
 def _where(
     api: Api, body: Mapping[str, Any], hints: TelosHints, tenant: str | None
 ) -> tuple[str, str] | None:
-    template = application_key(api, body, hints.drop_patterns)
-    return None if template is None else (namespace(hints.isolation, tenant), template)
+    space = namespace(hints.isolation, tenant)
+    template = application_key(api, body, hints.drop_patterns, space)
+    return None if template is None else (space, template)
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,7 +301,12 @@ def facts_for(
 
 
 def fleet_for(
-    store: SessionStore, api: Api, body: Mapping[str, Any], hints: TelosHints, tenant: str | None = None
+    store: SessionStore,
+    api: Api,
+    body: Mapping[str, Any],
+    hints: TelosHints,
+    tenant: str | None = None,
+    session_id: str | None = None,
 ) -> FleetStart:
     """What the fleet holds for a conversation's first request (``FleetStart``): the facts of its
     application, what per-conversation text early in its system prompt costs the application
@@ -210,32 +316,39 @@ def fleet_for(
     where = _where(api, body, hints, tenant)
     if where is None:
         return FleetStart()
-    facts, theirs, stored = lookup_entry(store, *where)
+    found = lookup_entry(store, *where)
+    facts, theirs, stored = found.facts, found.prints, found.lengths
     texts = _texts(api, body, hints)
     note = _note(where[0], texts, theirs)
     pending = _take_pending(store, where)
     if not breaker_of(store, fleet_id(*where)).is_open:
         shape = () if theirs else _shape(where[0], texts)
         if shape or pending:
-            publish(store, *where, (), shape, pending)
+            publish(store, *where, (), shape, pending, session_id)
     return FleetStart(facts, note, stored.plus(pending), where)
 
 
 async def afleet_for(
-    store: SessionStore, api: Api, body: Mapping[str, Any], hints: TelosHints, tenant: str | None = None
+    store: SessionStore,
+    api: Api,
+    body: Mapping[str, Any],
+    hints: TelosHints,
+    tenant: str | None = None,
+    session_id: str | None = None,
 ) -> FleetStart:
     """``fleet_for`` for async code."""
     where = _where(api, body, hints, tenant)
     if where is None:
         return FleetStart()
-    facts, theirs, stored = await alookup_entry(store, *where)
+    found = await alookup_entry(store, *where)
+    facts, theirs, stored = found.facts, found.prints, found.lengths
     texts = _texts(api, body, hints)
     note = _note(where[0], texts, theirs)
     pending = _take_pending(store, where)
     if not breaker_of(store, fleet_id(*where)).is_open:
         shape = () if theirs else _shape(where[0], texts)
         if shape or pending:
-            await apublish(store, *where, (), shape, pending)
+            await apublish(store, *where, (), shape, pending, session_id)
     return FleetStart(facts, note, stored.plus(pending), where)
 
 
@@ -317,11 +430,13 @@ def publish_learned(
     hints: TelosHints,
     facts: Sequence[Fact],
     tenant: str | None = None,
+    session_id: str | None = None,
 ) -> None:
-    """Publish the facts a request learned (``TurnResult.facts``) under its template. Never raises."""
+    """Publish the facts a request learned (``TurnResult.facts``) under its application, naming
+    ``session_id`` as their contributor. Never raises."""
     where = _where(api, body, hints, tenant) if facts else None
     if where is not None:
-        publish(store, *where, facts)
+        publish(store, *where, facts, session_id=session_id)
 
 
 async def apublish_learned(
@@ -331,8 +446,9 @@ async def apublish_learned(
     hints: TelosHints,
     facts: Sequence[Fact],
     tenant: str | None = None,
+    session_id: str | None = None,
 ) -> None:
     """``publish_learned`` for async code."""
     where = _where(api, body, hints, tenant) if facts else None
     if where is not None:
-        await apublish(store, *where, facts)
+        await apublish(store, *where, facts, session_id=session_id)

@@ -7,7 +7,7 @@ changes the cached prefix on every turn. The session compares each request's **l
 segment** (the PIN text of ``ir.system`` as the lift produced it — Anthropic ``system`` blocks, the
 leading system/developer messages of Chat Completions, Responses ``instructions`` alike, tagged
 envelopes and already-learned spans removed, ref-pool stubs read as the text they stand for) with
-a fingerprint of the previous request's, and learns a DROP pattern for what changed. Only what has
+a fingerprint of the previous request's, and learns a DROP span for what changed. Only what has
 been seen to change moves, and it moves **whole**: never a piece of a line, always whole lines,
 widened to the structure they belong to (a JSON block, a code fence, an XML-like element, a table's
 rows, a heading whose whole section moves: ``lift/text_units.py``), or nothing moves.
@@ -19,33 +19,35 @@ rows, a heading whose whole section moves: ``lift/text_units.py``), or nothing m
   other value is: a time of day in a calendar, opening hours, a log, a record stays where it is.
 * **a live value** — a line whose text outside its digit-bearing tokens (its *skeleton*) is unchanged
   while one of those tokens changed (``10:02`` → ``10:09``, ``2026-11-23``, ``3 jobs``, a hex id):
-  the whole line (its unit) is learned **at the first change**; a single line is matched by its
-  skeleton with ``\\S+`` for every value, or anchored on the stable lines around it;
+  the whole line (its unit) is learned **at the first change**; a single line is found by the keyed
+  digest of its skeleton, or by the digests of the stable lines around it;
 * **a list** — lines that carry values came or went between stable lines (an environment dump's
   ``JOB_3=running (pid 4121)`` items): where the line diff's changed chunk has a value on every
   line and either a line kept its skeleton or at least two new lines of one skeleton came, that run
   of lines is learned **at the first change**, anchored on the stable lines around it;
 * **any other change** (words changed, lines added or removed) is what a real prompt edit looks like:
-  it is remembered as a *suspect* (its anchored pattern) and learned only when **the same place
+  it is remembered as a *suspect* (where it changed) and learned only when **the same place
   changes again** (a one-off edit costs its one cache break and is never learned). A run of at most
   ``MAX_SPAN_LINES`` lines (same line count: line-anchored; another line count: anchored on the
   stable lines before and after), anywhere in the block, first, last or only line included.
 
 The spans learned at one request are applied by the lift as one layer, to the text the earlier
 layers left (``SplitPatterns.layered``): the text they were learned on, so an anchor may sit next
-to an earlier cut. A learned span is never forgotten while its value rests (the pattern matches any
-value), stays capped at ``MAX_LEARNED`` per session, and is verified before use: the pattern,
+to an earlier cut. A learned span is never forgotten while its value rests (its digests mask any
+value), stays capped at ``MAX_LEARNED`` per session, and is verified before use: the span,
 applied by the lift to the request, must remove exactly what it removed from the lifted text here.
 
-Fingerprints hold hashes only (``fingerprint``): per line a hash of the line, and for lines with
-digit-bearing tokens a hash of the skeleton and one short hash per value. Everything here is pure and
+Nothing learned holds text (docs/security.md, E1): a span is positions and keyed digests of line
+skeletons (``digests.py``, found again by ``spans.locate``); fingerprints hold keyed hashes only
+(``fingerprint``): per line a hash of the line, and for lines with digit-bearing tokens a hash of
+the skeleton and one short hash per value, then which key made them. Everything here is pure and
 deterministic: the result depends only on the stored fingerprint, suspects and the lifted request, so
-every worker of a shared session learns the same patterns.
+every worker of a shared session learns the same spans.
 
 Why one module of ~640 lines: it is one algorithm with one reason to change, *what counts as
 volatile*. The fingerprint, the four rules (present, value, list, suspect), the whole units and
 anchored runs they widen to share one line model (``_Line``: hashes, skeletons, values), and a
-change to how a span's pattern is built changes what its verification (``expected_view``, the
+change to how a span is described changes what its verification (``expected_view``, the
 lift's own cut) must find; all of it must stay identical on every worker. The parts that are
 reusable on their own already live elsewhere: text units in ``lift/text_units.py``, value scanning
 in ``sessions/learning/values.py``, span records in ``sessions/durable/records.py``.
@@ -68,6 +70,16 @@ from telos_wrap.ir.shared import BoundedMemo, share, shared_texts
 from telos_wrap.lift.text_units import regions, unit_of
 from telos_wrap.lift.user_split import SplitPatterns, split_text
 from telos_wrap.sessions.durable.records import MAX_LEARNED, SpanKind, VolatileSpan
+from telos_wrap.sessions.learning.digests import (
+    EDGE_AFTER,
+    EDGE_BEFORE,
+    SHARED_KEY,
+    BlockLines,
+    block_lines,
+    block_print,
+    key_id,
+)
+from telos_wrap.sessions.learning.spans import cut_text, locate, pattern_of
 from telos_wrap.sessions.learning.values import ValueScanner
 
 __all__ = [
@@ -78,7 +90,6 @@ __all__ = [
     "fingerprint",
     "learn",
     "present_spans",
-    "skeleton_regex",
     "span_matches",
     "system_view",
     "unit_span",
@@ -93,8 +104,6 @@ MAX_SUSPECTS = 16
 #: lines) made a request quadratic; no more than ``MAX_LEARNED`` can be learned, and ``MAX_SUSPECTS``
 #: kept, anyway.
 _MAX_SPANS = MAX_LEARNED + MAX_SUSPECTS
-#: Stable anchor text tried around a span (characters), shortest first.
-_ANCHOR_SIZES = (16, 32, 64)
 #: A pattern without anchors needs at least this much literal (non-value) text to be specific.
 _MIN_LITERAL = 10
 _MIN_ANCHOR = 4
@@ -106,9 +115,6 @@ VALUE = ValueScanner()
 CLOCK = re.compile(r"(?<![\d:])\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?![\d:])")
 #: A time of day on the hour, to the second and below (``15:00``, ``15:00:00``, ``00:00:00.000``).
 _ROUND_HOUR = re.compile(r"\d{1,2}:00(?::00(?:[.,]0+)?)?")
-_VALUE_RE = r"\S+"
-#: Any number of whole lines (the shortest that reaches the anchor after it).
-_REGION_BODY = r"^[^\n]*(?:\n[^\n]*)*?$"
 #: Span kinds learned at their first change (the others are suspects until they change again).
 _LEARNED_AT_FIRST_CHANGE = frozenset({"value", "list", "present"})
 
@@ -144,12 +150,8 @@ def system_view(ir: TelosIR) -> tuple[str | None, ...]:
         if block.kind is BlockKind.TEXT and isinstance(text, str):
             texts.append(text)
         else:
-            texts.append("\x00" + _hash(canonical_bytes(payload), 8))
+            texts.append("\x00" + hashlib.blake2b(canonical_bytes(payload), digest_size=4).hexdigest())
     return tuple(texts)
-
-
-def _hash(data: bytes, size: int) -> str:
-    return hashlib.blake2b(data, digest_size=size // 2).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,41 +163,24 @@ class _Line:
 
 class _Lines(list[str]):
     """The lines of one block, with what every span of it needs computed once: the joined text,
-    each line's offset, the structures (``text_units.regions``). Keeps learning linear in the block
-    however many of its lines changed."""
+    each line's offset, the structures (``text_units.regions``), the keyed line digests
+    (``digests.BlockLines``). Keeps learning linear in the block however many of its lines changed."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, key: bytes = SHARED_KEY) -> None:
         super().__init__(text.split("\n"))
         self.text = text
+        self.key = key
         self.offsets = list(itertools.accumulate((len(line) + 1 for line in self), initial=0))
         self._regions: list[tuple[int, int]] | None = None
+
+    @property
+    def digested(self) -> BlockLines:
+        return block_lines(self.key, self.text)
 
     def regions(self) -> list[tuple[int, int]]:
         if self._regions is None:
             self._regions = regions(self)
         return self._regions
-
-
-def _joined(lines: Sequence[str]) -> str:
-    return lines.text if isinstance(lines, _Lines) else "\n".join(lines)
-
-
-def _offset(lines: Sequence[str], number: int) -> int:
-    """Where line ``number`` starts in the joined text."""
-    if isinstance(lines, _Lines):
-        return lines.offsets[number]
-    return sum(len(line) + 1 for line in lines[:number])
-
-
-def _line_print(line: str) -> str:
-    values = [m.group() for m in VALUE.finditer(line)]
-    own = _hash(line.encode("utf-8"), 8)
-    if not values:
-        return own
-    skeleton = VALUE.sub("\x00", line)
-    return (
-        own + "/" + _hash(skeleton.encode("utf-8"), 8) + "/" + "".join(_hash(v.encode(), 6) for v in values)
-    )
 
 
 def _parse_line(entry: str) -> _Line:
@@ -206,27 +191,15 @@ def _parse_line(entry: str) -> _Line:
     return _Line(parts[0], parts[1], tuple(values[i : i + 6] for i in range(0, len(values), 6)))
 
 
-def _block_print_of(text: str) -> str:
-    if text.startswith("\x00"):
-        return "~" + text[1:]
-    return share(",".join(_line_print(line) for line in text.split("\n")))
+def _block_print(key: bytes, text: str | None) -> str:
+    return "~" if text is None else block_print(key, text)
 
 
-#: Block prints by text (a new key is shared first: the key is the one copy of a prompt many
-#: conversations send), bounded in entries and bytes (docs/sessions.md).
-_block_prints: BoundedMemo[str, str] = BoundedMemo(
-    _block_print_of, max_entries=256, max_bytes=4 << 20, keep=share
-)
-
-
-def _block_print(text: str | None) -> str:
-    return "~" if text is None else _block_prints(text)
-
-
-def fingerprint(view: Sequence[str | None]) -> tuple[str, ...]:
-    """What the state keeps of a lifted system segment: per block, per line, hashes only (one
-    shared copy of a block's print for every conversation that sends the block: ``ir.shared``)."""
-    return tuple("~" if text is None else _block_prints(text) for text in view)
+def fingerprint(view: Sequence[str | None], key: bytes = SHARED_KEY) -> tuple[str, ...]:
+    """What the state keeps of a lifted system segment: per block, per line, keyed digests only
+    (``key``: the tenant's, ``digests.space_key``), then which key made them (``key_id``): a
+    fingerprint made with another key is not compared line by line (nothing is learned from it)."""
+    return (*("~" if text is None else block_print(key, text) for text in view), key_id(key))
 
 
 # -- learning ---------------------------------------------------------------------------------------
@@ -238,58 +211,66 @@ def learn(
     index: int,
     suspects: Sequence[VolatileSpan] = (),
     room: int = MAX_LEARNED,
+    key: bytes = SHARED_KEY,
+    local: bool = False,
 ) -> Learning:
     """Compare ``view`` (this request's lifted system segment) with ``previous`` (the last fingerprint).
 
     Returns the spans learned now (live values; suspects seen changing again) and the suspects to
-    keep. Nothing is learned when the number of system blocks changed (a restructured prompt).
+    keep. Nothing is learned when the number of system blocks changed (a restructured prompt), or
+    when ``previous`` was made with another key. ``local``: the two requests are not known to be one
+    conversation; what is learned or suspected is marked ``local`` (never shared with the fleet).
     """
     kept = tuple(suspects)
-    if len(previous) != len(view):
+    if len(previous) != len(view) + 1 or previous[-1] != key_id(key):
         return Learning((), kept)
     learned: list[VolatileSpan] = []
-    for block, (old, text) in enumerate(zip(previous, view, strict=True)):
-        if text is None or text.startswith("\x00") or old.startswith("~") or _block_print(text) == old:
+    for block, (old, text) in enumerate(zip(previous, view, strict=False)):
+        if text is None or text.startswith("\x00") or old.startswith("~") or _block_print(key, text) == old:
             continue
-        for span in _block_changes(block, old, text, index):
+        for span in _block_changes(block, old, text, index, key):
             if len(learned) >= room:
                 break  # nothing more can be learned: stop looking (keeps learning linear in the block)
+            if local:
+                span = replace(span, local=True)
             if span.kind not in _LEARNED_AT_FIRST_CHANGE:
-                again = _changed_again(span, text, kept)
+                again = _changed_again(span, text, kept, key)
                 if again is None:
                     kept = (*kept, span)[-MAX_SUSPECTS:]
                     continue
                 suspect, span = again
+                if suspect.local:
+                    span = replace(span, local=True)
                 kept = tuple(s for s in kept if s is not suspect)
-            if all(s.pattern != span.pattern for s in learned):
+            if all(s.where != span.where for s in learned):
                 learned.append(span)
     return Learning(tuple(learned[:room]), kept)
 
 
 def _changed_again(
-    span: VolatileSpan, text: str, suspects: Sequence[VolatileSpan]
+    span: VolatileSpan, text: str, suspects: Sequence[VolatileSpan], key: bytes
 ) -> tuple[VolatileSpan, VolatileSpan] | None:
     """``(suspect, span to learn)`` when ``span`` changed where a suspect of its block changed before.
 
-    The same place is the same anchored pattern, or lines that touch what a suspect's pattern matches
+    The same place is the same description, or lines that touch where a suspect is found
     now (a list whose items come and go changes at a different line each time): then the union of
     both is learned as one region.
     """
     for suspect in suspects:
         if suspect.block != span.block:
             continue
-        if suspect.pattern == span.pattern:
+        if suspect.where == span.where:
             return suspect, span
         if suspect.kind != "region" or span.kind != "region":
             continue  # edits of neighbouring lines are not a list that grows and shrinks
-        match = re.search(suspect.pattern, text, re.MULTILINE)
-        if match is None:
+        place = locate(suspect, block_lines(key, text))
+        if place is None:
             continue
-        low, high = text.count("\n", 0, match.start()), text.count("\n", 0, match.end())
+        low, high = place
         first, last = span.line, span.line + span.lines - 1
         if first > high + 1 or last < low - 1:
             continue
-        lines = _Lines(text)
+        lines = _Lines(text, key)
         first, last = min(first, low), max(last, high)
         if last - first + 1 > MAX_SPAN_LINES:
             continue
@@ -299,11 +280,11 @@ def _changed_again(
     return None
 
 
-def _block_changes(block: int, old: str, text: str, index: int) -> Iterator[VolatileSpan]:
+def _block_changes(block: int, old: str, text: str, index: int, key: bytes) -> Iterator[VolatileSpan]:
     """The spans of one block's changes, in line order (lazily: the caller stops when it is full)."""
     before = [_parse_line(entry) for entry in old.split(",")]
-    lines = _Lines(text)
-    now = [_parse_line(_line_print(line)) for line in lines]
+    lines = _Lines(text, key)
+    now = [_parse_line(entry) for entry in _block_print(key, text).split(",")]
     if len(before) == len(now):
         changed = [(i, i) for i, (a, b) in enumerate(zip(before, now, strict=True)) if a.line != b.line]
         yield from _aligned_changes(block, before, now, lines, changed, index)
@@ -410,49 +391,54 @@ def _unit_span(
 ) -> VolatileSpan | None:
     """A span over lines ``first..last`` widened to their whole unit (``text_units.unit_of``).
 
-    One line that is its own unit is matched by its skeleton (``\\S+`` for each value) when that is
-    specific enough, else anchored on its neighbour lines; a unit of several lines is anchored on
-    both ends. ``None`` when the unit is too large or cannot be anchored (then nothing moves).
+    It says where it is by keyed digests (``spans.locate``): one line that is its own unit by its
+    own digest when its text outside values is specific enough (``_MIN_LITERAL``; less at the
+    block's edge), else by its neighbours' digests; a unit of several lines (or a list) by the
+    lines around it on both sides (or the block's edge). ``None`` when no description finds exactly
+    this unit again on this text (then nothing moves).
     """
-    if found is None and isinstance(lines, _Lines):
+    lines = lines if isinstance(lines, _Lines) else _Lines("\n".join(lines))
+    if found is None:
         found = lines.regions()
     unit = unit_of(lines, first, last, found)
     if unit is None:
         return None
     low, high = unit
-    if low == high and kind == "list":
-        # A list seen to come and go (here, or by the fleet in another conversation) that has one
-        # line now: anchored on both ends like a longer one, so when it grows it still moves whole.
-        pattern = _line_anchored(lines, low, high, _REGION_BODY, fixed=False)
-        if pattern is not None:
-            return VolatileSpan(pattern, block, low, 1, index, kind=kind, body=_REGION_BODY)
-    if low == high:
-        text = _joined(lines)
-        start = _offset(lines, low)
-        skeleton, literal = _skeleton_regex(lines[low])
-        whole = f"^{skeleton}$"
-        candidates = []
+    digested = lines.digested
+    base = VolatileSpan(block, low, high - low + 1, index, kind=kind)
+    before = EDGE_BEFORE if low == 0 else _anchor(lines, digested, low - 1)
+    after = EDGE_AFTER if high == len(lines) - 1 else _anchor(lines, digested, high + 1)
+    candidates: list[VolatileSpan] = []
+    if low == high and kind != "list":
+        literal = _literal(lines[low])
+        own = digested.digests[low]
         if kind in ("value", "present") and literal >= _MIN_LITERAL:
-            candidates.append(whole)
+            candidates.append(replace(base, own=own, before=before.strip("^"), after=after.strip("$")))
         if kind in ("value", "present") and literal >= _MIN_ANCHOR:
             # The first or last line of the block (a system message that is only a clock): pinned to
             # the block's start / end, little literal text will do.
             if low == 0:
-                candidates.append(rf"\A{whole}")
+                candidates.append(replace(base, own=own, before=EDGE_BEFORE))
             if low == len(lines) - 1:
-                candidates.append(rf"{whole}(?=\s*\Z)")
-        end = start + len(lines[low])
-        pattern = next((c for c in candidates if _matches_exactly(c, text, start, end)), None)
-        if pattern is not None:
-            return VolatileSpan(pattern, block, low, 1, index, kind=kind, body=whole)
-        body = r"^[^\n]*$"
-        pattern = _line_anchored(lines, low, high, body, fixed=True)
-    else:
-        body = _REGION_BODY
-        pattern = _line_anchored(lines, low, high, body, fixed=False)
-    if pattern is None:
-        return None
-    return VolatileSpan(pattern, block, low, high - low + 1, index, kind=kind, body=body)
+                candidates.append(replace(base, own=own, after=EDGE_AFTER))
+        if before not in ("", EDGE_BEFORE):
+            candidates.append(replace(base, before=before))
+        if after not in ("", EDGE_AFTER):
+            candidates.append(replace(base, after=after))
+    if before and after and (before, after) != (EDGE_BEFORE, EDGE_AFTER):
+        candidates.append(replace(base, before=before, after=after))
+    return next((c for c in candidates if locate(c, digested) == (low, high)), None)
+
+
+def _literal(line: str) -> int:
+    """Characters of ``line`` outside its values."""
+    return len(line) - sum(end - start for start, end in VALUE.spans(line))
+
+
+def _anchor(lines: Sequence[str], digested: BlockLines, number: int) -> str:
+    """Line ``number``'s digest if it is specific enough to anchor on, else ``""``."""
+    literal = VALUE.sub("", lines[number]).strip()
+    return digested.digests[number] if len(literal) >= _MIN_ANCHOR else ""
 
 
 def _value_spans(
@@ -503,7 +489,9 @@ def _present_line(line: str) -> bool:
     return clock is None or _ROUND_HOUR.fullmatch(clock.group()) is None
 
 
-def present_spans(view: Sequence[str | None], index: int) -> tuple[VolatileSpan, ...]:
+def present_spans(
+    view: Sequence[str | None], index: int, key: bytes = SHARED_KEY
+) -> tuple[VolatileSpan, ...]:
     """``present`` spans for every whole line of the system segment that states the present.
 
     ``Current date and time: 2026-11-23 10:02``, ``Today is Monday, 23 November 2026``, ``Now:
@@ -514,16 +502,16 @@ def present_spans(view: Sequence[str | None], index: int) -> tuple[VolatileSpan,
     spans: list[VolatileSpan] = []
     for block, text in enumerate(view):
         if text is not None and not text.startswith("\x00"):
-            spans.extend(replace(span, learned_at=index) for span in _present_memo((text, block)))
+            spans.extend(replace(span, learned_at=index) for span in _present_memo((text, block, key)))
     return tuple(spans)
 
 
-def _present_spans_keyed(key: tuple[str, int]) -> tuple[VolatileSpan, ...]:
-    text, block = key
+def _present_spans_keyed(key: tuple[str, int, bytes]) -> tuple[VolatileSpan, ...]:
+    text, block, digest_key = key
     numbers = [number for number, line in enumerate(text.split("\n")) if _present_line(line)]
     if not numbers:
         return ()
-    lines = _Lines(text)
+    lines = _Lines(text, digest_key)
     found = lines.regions()
     spans: list[VolatileSpan] = []
     for number in numbers:
@@ -535,42 +523,18 @@ def _present_spans_keyed(key: tuple[str, int]) -> tuple[VolatileSpan, ...]:
     return tuple(spans)
 
 
-def _spans_size(key: tuple[str, int], spans: tuple[VolatileSpan, ...]) -> int:
+def _spans_size(key: tuple[str, int, bytes], spans: tuple[VolatileSpan, ...]) -> int:
     return (0 if shared_texts.holds(key[0]) else len(key[0])) + 400 * len(spans)
 
 
-def _shared_key(key: tuple[str, int]) -> tuple[str, int]:
-    return (share(key[0]), key[1])
+def _shared_key(key: tuple[str, int, bytes]) -> tuple[str, int, bytes]:
+    return (share(key[0]), key[1], key[2])
 
 
-#: Present-line spans by (shared) text and block, bounded in entries and bytes.
-_present_memo: BoundedMemo[tuple[str, int], tuple[VolatileSpan, ...]] = BoundedMemo(
+#: Present-line spans by (shared) text, block and key, bounded in entries and bytes.
+_present_memo: BoundedMemo[tuple[str, int, bytes], tuple[VolatileSpan, ...]] = BoundedMemo(
     _present_spans_keyed, max_entries=256, max_bytes=2 << 20, sizer=_spans_size, keep=_shared_key
 )
-
-
-def _skeleton_regex(fragment: str) -> tuple[str, int]:
-    """``fragment`` as a regex with ``\\S+`` for each value, and its count of literal characters."""
-    out, literal, cursor = [], 0, 0
-    for match in VALUE.finditer(fragment):
-        out.append(re.escape(fragment[cursor : match.start()]))
-        literal += match.start() - cursor
-        out.append(_VALUE_RE)
-        cursor = match.end()
-    out.append(re.escape(fragment[cursor:]))
-    literal += len(fragment) - cursor
-    return "".join(out), literal
-
-
-def _literal_tail(text: str) -> str:
-    """The end of ``text`` after its last value (what a fixed-width look-behind may use)."""
-    ends = [match.end() for match in VALUE.finditer(text)]
-    return text[ends[-1] :] if ends else text
-
-
-def _literal_head(text: str) -> str:
-    first = VALUE.search(text)
-    return text[: first.start()] if first is not None else text
 
 
 # -- runs of lines ----------------------------------------------------------------------------------
@@ -600,93 +564,41 @@ def _region(
     return _unit_span(block, lines, first, last, index, "region")
 
 
-def _line_anchored(lines: Sequence[str], first: int, last: int, body: str, *, fixed: bool) -> str | None:
-    """``body`` (lines ``first..last``) anchored on the stable text of its neighbour lines.
-
-    A fixed line count may use either neighbour; a variable one needs both ends pinned (a neighbour,
-    or the start / end of the block).
-    """
-    text = _joined(lines)
-    start = _offset(lines, first)
-    end = _offset(lines, last + 1) - 1
-    # The neighbours' value-free text first; their whole text (values included) as a last resort.
-    behind = (
-        []
-        if first == 0
-        else [
-            source[-size:] + "\n"
-            for source in (_literal_tail(lines[first - 1]), lines[first - 1])
-            for size in _ANCHOR_SIZES
-        ]
-    )
-    ahead = (
-        []
-        if last == len(lines) - 1
-        else [
-            "\n" + source[:size]
-            for source in (_literal_head(lines[last + 1]), lines[last + 1])
-            for size in _ANCHOR_SIZES
-        ]
-    )
-    behind = list(dict.fromkeys(b for b in behind if len(b.strip()) >= _MIN_ANCHOR))
-    ahead = list(dict.fromkeys(a for a in ahead if len(a.strip()) >= _MIN_ANCHOR))
-    start_pin = [r"\A"] if first == 0 else [f"(?<={re.escape(b)})" for b in behind]
-    end_pin = [r"\Z"] if last == len(lines) - 1 else [f"(?={re.escape(a)})" for a in ahead]
-    candidates: list[str] = []
-    if fixed:
-        candidates += [f"(?<={re.escape(b)}){body}" for b in behind]
-        candidates += [f"{body}(?={re.escape(a)})" for a in ahead]
-    candidates += [f"{s}{body}{e}" for s in start_pin for e in end_pin if (s, e) != (r"\A", r"\Z")]
-    return next((c for c in candidates if _matches_exactly(c, text, start, end)), None)
-
-
-def _matches_exactly(pattern: str, text: str, start: int, end: int) -> bool:
-    try:
-        # Two matches are enough to know it is not exactly one: a pattern that matches every line of
-        # a long log is not read to the end.
-        found = [m.span() for m in itertools.islice(re.compile(pattern, re.MULTILINE).finditer(text), 2)]
-    except re.error:  # pragma: no cover - escaped literals always compile
-        return False
-    return found == [(start, end)]
-
-
 # -- for fleet learning (sessions/learning/fleet.py) --
 
 
-def skeleton_regex(line: str) -> str:
-    """``line`` as a regular expression with ``\\S+`` for each of its values (no value in it)."""
-    return _skeleton_regex(line)[0]
-
-
 def unit_span(
-    block: int, text: str, first: int, last: int, index: int, kind: SpanKind
+    block: int, text: str, first: int, last: int, index: int, kind: SpanKind, key: bytes = SHARED_KEY
 ) -> VolatileSpan | None:
     """The span this module would learn for lines ``first..last`` of ``text`` (widened to their
-    unit, anchored on the text around it), or ``None`` (see ``_unit_span``)."""
-    return _unit_span(block, _Lines(text), first, last, index, kind)
+    unit, found by keyed digests of its text), or ``None`` (see ``_unit_span``)."""
+    return _unit_span(block, _Lines(text, key), first, last, index, kind)
 
 
 # -- what the model then sees --------------------------------------------------------------------------
 
 
-def span_matches(span: VolatileSpan, ir: TelosIR) -> tuple[str, int] | None:
-    """``(block id, characters)`` of the lifted DROP text of ``ir.system`` that ``span`` cut, if any."""
-    body = re.compile(span.body or span.pattern, re.MULTILINE)
+def span_matches(span: VolatileSpan, ir: TelosIR, key: bytes = SHARED_KEY) -> tuple[str, int] | None:
+    """``(block id, characters)`` of the lifted DROP text of ``ir.system`` that ``span`` cut, if any
+    (the text it cut last in this process, ``spans.cut_text``)."""
+    cut_off = cut_text(key, span)
+    if not cut_off:
+        return None
     for block in ir.system:
         text = block.payload.get("text") if isinstance(block.payload, Mapping) else None
-        if block.band is Band.DROP and isinstance(text, str):
-            match = body.search(text)
-            if match is not None and match.end() > match.start():
-                return block.id, match.end() - match.start()
+        if block.band is Band.DROP and isinstance(text, str) and cut_off in text:
+            return block.id, len(cut_off)
     return None
 
 
 # -- verification -----------------------------------------------------------------------------------
 
 
-def expected_view(view: Sequence[str | None], spans: Sequence[VolatileSpan]) -> tuple[str | None, ...]:
+def expected_view(
+    view: Sequence[str | None], spans: Sequence[VolatileSpan], key: bytes = SHARED_KEY
+) -> tuple[str | None, ...]:
     """``view`` with ``spans`` cut out the way the lift cuts DROP matches (for verification)."""
-    patterns = SplitPatterns(drop=(), fold=()).extended(drop=[span.pattern for span in spans])
+    patterns = SplitPatterns(drop=(), fold=()).extended(drop=[pattern_of(key, span) for span in spans])
     return tuple(
         text if text is None or text.startswith("\x00") else split_text(text, patterns, with_fold=False).pin
         for text in view

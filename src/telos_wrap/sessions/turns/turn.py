@@ -34,9 +34,11 @@ from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks, check_bu
 from telos_wrap.sessions.durable.prints import message_hash, message_kind, prompt_print
 from telos_wrap.sessions.durable.records import CacheBreak, ClearFold, VolatileSpan
 from telos_wrap.sessions.durable.state import HASH_LEN, AppPrint, PromptPrint, SessionState, hash_list
+from telos_wrap.sessions.learning.digests import SHARED_KEY
 from telos_wrap.sessions.learning.fleet import Fact, adopt, expected_layers, facts_of
 from telos_wrap.sessions.learning.lengths import Lengths, final_reason
 from telos_wrap.sessions.learning.orders import MAX_ORDERS, stabilize_orders
+from telos_wrap.sessions.learning.spans import pattern_of
 from telos_wrap.sessions.learning.volatility import (
     MAX_LEARNED,
     expected_view,
@@ -83,6 +85,7 @@ class StateHooks(SessionHooks):
         own: OwnReferences = _NO_OWN,
         last: bool = False,
         pressure: Pressure | None = None,
+        key: bytes = SHARED_KEY,
     ) -> None:
         self.state = state
         #: The context policy and the engine's read / write multipliers (``None``: no policy).
@@ -90,6 +93,8 @@ class StateHooks(SessionHooks):
         #: The folds the context policy decided for this request, and its decision.
         self.new_clear: tuple[ClearFold, ...] = ()
         self.decision: Decision | None = None
+        #: The tenant's digest key (``digests.space_key``): learned spans are found by keyed digests.
+        self.key = key
         #: The session expects this request to be the conversation's last (``final_point``).
         self.last = last
         self.memo = memo
@@ -120,7 +125,7 @@ class StateHooks(SessionHooks):
         if (
             previous is None
             or (self.state.last is not None and self.state.last.cached_upto < 0)
-            or fingerprint(self.system_view) != previous.system
+            or fingerprint(self.system_view, self.key) != previous.system
         ):
             # No earlier entry holds any of its messages: none was written, or the system prompt
             # before them changed since (a first change); the tools and system are still marked.
@@ -164,9 +169,9 @@ class StateHooks(SessionHooks):
             return base
         # Spans learned at one request were learned together, on the text the earlier ones left
         # (spans adopted from the fleet come first, layered by the request that learned them there).
-        layers: dict[tuple[str, int], list[str]] = {}
+        layers: dict[tuple[str, int], list[Any]] = {}
         for span in self.volatile:
-            layers.setdefault((span.origin, span.learned_at), []).append(span.pattern)
+            layers.setdefault((span.origin, span.learned_at), []).append(pattern_of(self.key, span))
         return base.layered(layers.values())
 
     def before_bridge(self, ir: TelosIR) -> TelosIR:
@@ -244,7 +249,7 @@ class StateHooks(SessionHooks):
         """One ``learned-volatile`` record per learned span that cut text out of this system segment."""
         records = []
         for span in self.volatile:
-            where = span_matches(span, ir)
+            where = span_matches(span, ir, self.key)
             if where is None:
                 continue
             block, chars = where
@@ -271,8 +276,8 @@ class StateHooks(SessionHooks):
                     kind="learned-volatile",
                     where=f"{block} (system block {span.block}, from line {span.line}, {count})",
                     detail=f"moved whole from system block {span.block} line {span.line} to the end of "
-                    f"the latest turn, under the heading it sat under if it had one; why: {why} "
-                    f"(pattern {span.pattern!r}); switch off with learn_volatility=False",
+                    f"the latest turn, under the heading it sat under if it had one; why: {why}; "
+                    "switch off with learn_volatility=False",
                     chars=chars,
                 )
             )
@@ -404,6 +409,7 @@ def run_turn(
     fleet: Sequence[Fact] = (),
     lengths: Lengths | None = None,
     context: ContextPolicy | None = None,
+    key: bytes = SHARED_KEY,
 ) -> TurnResult:
     """Prepare request ``state.requests`` of the session (see module docstring).
 
@@ -425,6 +431,10 @@ def run_turn(
     which then writes nothing past what an earlier request wrote (``sessions/learning/lengths.py``).
     ``context``: the session's context policy: old tool results folded under pressure, decided here
     and recorded in the state returned (``sessions/turns/pressure.py``).
+    ``key``: the tenant's digest key (``digests.space_key``): what is learned is kept as digests
+    made with it. ``TurnResult.facts`` (what the fleet may learn) are only spans learned comparing
+    two consecutive requests of one conversation (this request's messages extend the previous
+    one's), whatever the session id says.
     Raises ``TelosStageError`` when a pipeline stage fails (the bridge re-checks every invariant).
     """
     index = state.requests
@@ -434,7 +444,9 @@ def run_turn(
     memo = memo if commit else None
     last = _final_reason(index, options, lengths) if commit else None
     pressure = _pressure(context, options.engine)
-    hooks = StateHooks(state, pins, volatile, memo=memo, own=own, last=last is not None, pressure=pressure)
+    hooks = StateHooks(
+        state, pins, volatile, memo=memo, own=own, last=last is not None, pressure=pressure, key=key
+    )
     prepared = prepare(api, body, options, hooks)
     if not commit:
         return TurnResult(index, prepared, state, None, None)
@@ -445,18 +457,23 @@ def run_turn(
     if fleet and learn_volatility and index == 0 and state.app is None and not volatile:
         # -- fleet learning (sessions/learning/fleet.py): start with the application's verified facts --
         hooks, prepared, adopted = _adopt_fleet(
-            state, api, body, options, hooks, prepared, fleet, pins, memo, own
+            state, api, body, options, hooks, prepared, fleet, pins, memo, own, key
         )
         volatile = adopted
     previous = state.app.system if state.app is not None else None
     if learn_volatility and len(volatile) < MAX_LEARNED:
         check_budget("session.learn")
-        known = {span.pattern for span in volatile}
-        fresh = [span for span in present_spans(hooks.system_view, index) if span.pattern not in known]
+        known = {span.where for span in volatile}
+        fresh = [span for span in present_spans(hooks.system_view, index, key) if span.where not in known]
+        # One conversation: this request's messages extend the previous request's. Only what changed
+        # between two such requests is shared with the fleet (``local`` spans are not).
+        extends = state.app is not None and hooks.app_hashes.startswith(state.app.messages)
         if (
             previous is not None
             and own_history_only
-            and not _same_conversation(state.app, hooks.app_hashes, previous, fingerprint(hooks.system_view))
+            and not _same_conversation(
+                state.app, hooks.app_hashes, previous, fingerprint(hooks.system_view, key)
+            )
         ):
             previous = None
             prepared = replace(
@@ -473,21 +490,29 @@ def run_turn(
                 ),
             )
         if previous is not None:
-            found = learn(previous, hooks.system_view, index, suspects)
+            found = learn(previous, hooks.system_view, index, suspects, key=key, local=not extends)
             suspects = found.suspects
-            fresh += [span for span in found.learned if span.pattern not in known]
-        fresh = list({span.pattern: span for span in fresh}.values())[: MAX_LEARNED - len(volatile)]
+            fresh += [span for span in found.learned if span.where not in known]
+        fresh = list({span.where: span for span in fresh}.values())[: MAX_LEARNED - len(volatile)]
         if fresh:
             again = StateHooks(
-                state, pins, (*volatile, *fresh), memo=memo, own=own, last=hooks.last, pressure=pressure
+                state,
+                pins,
+                (*volatile, *fresh),
+                memo=memo,
+                own=own,
+                last=hooks.last,
+                pressure=pressure,
+                key=key,
             )
             retried = prepare(api, body, options, again)
             # The lift applies the spans learned at one request as one layer, to the text the earlier
             # layers left (the text they were learned on): use them only if they cut there exactly
-            # what they cut from the lifted text (a pattern may also match elsewhere in the request).
-            wanted = tuple(t for t in expected_view(hooks.system_view, fresh) if t != "")
+            # what they cut from the lifted text (a span may also fit elsewhere in the request).
+            wanted = tuple(t for t in expected_view(hooks.system_view, fresh, key) if t != "")
             if again.system_view == wanted:
-                facts = facts_of(hooks.system_view, fresh)  # described on the view they were learned on
+                # described on the view they were learned on; only what one conversation saw change
+                facts = facts_of(hooks.system_view, fresh, key) if extends else ()
                 hooks, prepared, learned = again, retried, tuple(fresh)
                 volatile = (*volatile, *learned)
     if last is not None and any(note.startswith(FINAL_NOTE) for note in prepared.plan.notes):
@@ -550,7 +575,7 @@ def run_turn(
     app = AppPrint(
         messages=hooks.app_hashes,
         kinds=hooks.kinds,
-        system=fingerprint(hooks.system_view),
+        system=fingerprint(hooks.system_view, key),
         slugs=hooks.slugs,
     )
     by_engine = dict(state.by_engine)
@@ -618,15 +643,18 @@ def _adopt_fleet(
     pins: Mapping[str, str],
     memo: HistoryMemo | None,
     own: OwnReferences,
+    key: bytes,
 ) -> tuple[StateHooks, Prepared, tuple[VolatileSpan, ...]]:
     """The fleet's facts that cut exactly a whole unit here (``fleet.adopt``), used only if the lift
     then cuts exactly what they cut from the lifted text; else nothing is adopted."""
-    adopted = adopt(hooks.system_view, facts)
+    adopted = adopt(hooks.system_view, facts, key)
     if not adopted:
         return hooks, prepared, ()
-    again = StateHooks(state, pins, adopted, memo=memo, own=own, last=hooks.last, pressure=hooks.pressure)
+    again = StateHooks(
+        state, pins, adopted, memo=memo, own=own, last=hooks.last, pressure=hooks.pressure, key=key
+    )
     retried = prepare(api, body, options, again)
-    if again.system_view != expected_layers(hooks.system_view, adopted):
+    if again.system_view != expected_layers(hooks.system_view, adopted, key):
         return hooks, prepared, ()
     return again, retried, adopted
 

@@ -120,10 +120,10 @@ def explain(
             for kind, where, detail, chars in explained.records
         )
     if record.learned is not None:
-        lines.append(f"  learned volatile span: {record.learned.pattern!r}")
+        lines.append(f"  learned volatile span: {record.learned.describe()}")
     lines.extend(
         f"  adopted from the fleet (learned by another conversation of this application at its "
-        f"request {span.learned_at}, verified here): {span.pattern!r}"
+        f"request {span.learned_at}, verified here): {span.describe()}"
         for span in record.adopted
     )
     if record.application is not None:
