@@ -55,15 +55,6 @@ def session_hash(session_id: str) -> str:
     return hashlib.sha256(session_id.encode("utf-8")).hexdigest()[:16]
 
 
-def _untouched_code(why: str) -> str:
-    """A low-cardinality code for ``Prepared.untouched``'s sentence (pipeline.untouched)."""
-    if why.startswith("below"):
-        return "below_minimum"
-    if "thread" in why:
-        return "server_thread"
-    return "other"
-
-
 def outcome(record: RequestRecord | None, fell_back: bool) -> tuple[str, str | None]:
     """``(outcome, reason)``: ``rewritten``, ``untouched`` (with its reason code) or ``fell_back``."""
     if fell_back:
@@ -75,7 +66,7 @@ def outcome(record: RequestRecord | None, fell_back: bool) -> tuple[str, str | N
     if record.kind != "telos" or record.explained is None:
         return "untouched", "disabled"
     if record.explained.untouched is not None:
-        return "untouched", _untouched_code(record.explained.untouched)
+        return "untouched", record.explained.untouched.code
     return "rewritten", None
 
 
