@@ -6,7 +6,7 @@ open.
 
 It also holds whether the installed wrappers rewrite (``rewriting()``, set by ``patch()`` /
 ``unpatch()``), here rather than in ``telos_wrap.patch`` so that lower layers (``sessions``) can read
-it without importing the patch layer; ``telos_wrap.patch.mode`` re-exports it.
+it without importing the patch layer.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType, TracebackType
-from typing import Any
+from typing import Any, Literal, NamedTuple
 
 from telos_wrap.bridge import BridgeOptions, passes
 from telos_wrap.engines.base import EmitPlan, EngineAdapter
@@ -33,6 +33,8 @@ __all__ = [
     "PrepareOptions",
     "Prepared",
     "SessionHooks",
+    "Untouched",
+    "UntouchedCode",
     "check_budget",
     "prepare",
     "stage",
@@ -206,6 +208,20 @@ class PrepareOptions:
     only_what_pays: bool = False
 
 
+#: Why a request goes out exactly as the SDK built it: its whole prompt is below the model's minimum
+#: cacheable prefix, or the server holds the conversation (an Anthropic message thread).
+UntouchedCode = Literal["below_minimum", "server_thread"]
+
+
+class Untouched(NamedTuple):
+    """Why ``prepare`` left a request as built: a code (metrics, branching) and the sentence
+    ``explain`` prints. A tuple of two strings, so a session's kept records add nothing to what a
+    full garbage collection walks (docs/sessions.md, "What a session keeps in this process")."""
+
+    code: UntouchedCode
+    detail: str
+
+
 @dataclass(frozen=True, slots=True)
 class Prepared:
     """The result of ``prepare``: the body to send and how it was made.
@@ -224,7 +240,7 @@ class Prepared:
     ir: TelosIR
     plan: EmitPlan
     engine: EngineAdapter
-    untouched: str | None = None
+    untouched: Untouched | None = None
 
 
 def prepare(
@@ -308,7 +324,7 @@ def prepare(
             return Prepared(
                 body=dict(body),
                 ir=ir,
-                plan=EmitPlan(notes=(f"left untouched: {why}",)),
+                plan=EmitPlan(notes=(f"left untouched: {why.detail}",)),
                 engine=engine,
                 untouched=why,
             )
@@ -344,12 +360,16 @@ def in_callers_order(wire: dict[str, Any], body: Mapping[str, Any]) -> dict[str,
     return ordered
 
 
-def untouched(api: Api, engine: str, body: Mapping[str, Any]) -> str | None:
+def untouched(api: Api, engine: str, body: Mapping[str, Any]) -> Untouched | None:
     """Why ``body`` goes out exactly as the SDK built it (docs/engines.md, *Touch only what pays*)."""
     held = server_held(api, body)
     if held == "thread":
-        return "an Anthropic message thread (the server holds the conversation and its tools): sent as built"
+        return Untouched(
+            "server_thread",
+            "an Anthropic message thread (the server holds the conversation and its tools): sent as built",
+        )
     if held is not None:
         # The server holds earlier turns: the prompt's length is unknown here, so it may pay.
         return None
-    return untouched_reason(engine, body)
+    why = untouched_reason(engine, body)
+    return None if why is None else Untouched("below_minimum", why)

@@ -12,6 +12,7 @@ from typing import Any
 
 from telos_wrap.engines.anthropic_usage import parse_anthropic_usage
 from telos_wrap.ir.model import UsageReport
+from telos_wrap.private_api import parsed_inner_responses
 
 __all__ = ["ATTRIBUTE", "as_json", "attach_usage", "json_mapping", "usage_of"]
 
@@ -42,15 +43,9 @@ def usage_of(obj: Any) -> UsageReport | None:
     report = getattr(obj, ATTRIBUTE, None)
     if isinstance(report, UsageReport):
         return report
-    for inner in ("_raw_stream", "_stream", "_parsed_by_type"):
-        value = getattr(obj, inner, None)
-        if isinstance(value, dict):
-            for parsed in value.values():
-                found = usage_of(parsed)
-                if found is not None:
-                    return found
-        elif value is not None and value is not obj:
-            found = usage_of(value)
+    for inner in parsed_inner_responses(obj):
+        if inner is not obj:
+            found = usage_of(inner)
             if found is not None:
                 return found
     return _from_own_usage(obj)

@@ -1,7 +1,8 @@
 """Layer 2 — the bridge: engine-agnostic policy, IR → IR.
 
-A policy is an ordered tuple of named, pure passes. ``run_bridge`` applies them and re-checks the
-invariants at the end, so no pass (or fold) can hand an engine a prompt that breaks I1.
+A policy is an ordered sequence of named, pure passes (``passes``); ``pipeline.prepare`` runs them in
+order, each as a stage of its own, and the last re-checks the invariants, so no pass (or fold) can
+hand an engine a prompt that breaks I1.
 """
 
 from __future__ import annotations

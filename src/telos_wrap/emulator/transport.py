@@ -21,6 +21,8 @@ import importlib
 from types import ModuleType
 from typing import Any
 
+from telos_wrap.private_api import sdk_module
+
 from .emulator import Emulator
 from .wire import EmulatorResponse
 
@@ -39,7 +41,7 @@ HTTP_LIBRARIES = ("httpx2", "httpx")
 def sdk_http_library(sdk: str | ModuleType) -> ModuleType:
     """The HTTP library (``httpx2`` or ``httpx``) the installed ``anthropic`` / ``openai`` SDK uses."""
     name = sdk if isinstance(sdk, str) else sdk.__name__
-    base_client = importlib.import_module(f"{name}._base_client")
+    base_client = importlib.import_module(sdk_module(name, "base_client"))
     for library in HTTP_LIBRARIES:
         module = getattr(base_client, library, None)  # the SDK's own ``import httpx2`` / ``import httpx``
         if isinstance(module, ModuleType):

@@ -166,7 +166,7 @@ class AnthropicEngine:
         slots = allowed - len(caller)
         stable_ttl = "1h" if hints.ttl == "1h" else "5m"
         ours: list[Breakpoint] = []
-        candidates = self._candidates(ir, summaries, stable_ttl, fork, final, notes)
+        candidates, final_request = self._candidates(ir, summaries, stable_ttl, fork, final, notes)
         for name, location, ttl in candidates:
             if slots <= 0:
                 break
@@ -185,7 +185,7 @@ class AnthropicEngine:
             slots -= 1
         breakpoints = tuple(caller) + tuple(self._fix_ttl_order(ours, caller))
         self._check(breakpoints, top_level)
-        return EmitPlan(breakpoints=breakpoints, notes=tuple(notes))
+        return EmitPlan(breakpoints=breakpoints, notes=tuple(notes), final_request=final_request)
 
     @staticmethod
     def _keep_ttl_order(ir: TelosIR, caller: list[Breakpoint], notes: list[str]) -> list[Breakpoint]:
@@ -284,12 +284,15 @@ class AnthropicEngine:
         fork: int | None,
         final: int | None = None,
         notes: list[str] | None = None,
-    ) -> list[tuple[str, Location | None, str]]:
+    ) -> tuple[list[tuple[str, Location | None, str]], bool]:
+        """The breakpoint candidates in priority order, and whether ``final`` moved BP-X."""
         x_location = _last_cacheable_before_drop(ir, summaries)
         bp_x: Location | None = None if x_location is None else ("messages", *x_location)
+        final_request = False
         if final is not None and bp_x is not None:
             covered = _fork_anchor(ir, final, bp_x) if final > 0 else None
             if covered != bp_x:
+                final_request = True
                 x_location = None if covered is None else (covered[1] or 0, covered[2])
                 if notes is not None:
                     where = (
@@ -324,7 +327,7 @@ class AnthropicEngine:
             ("BP-S", bp_s, stable_ttl),
             ("BP-mid", mids[1] if len(mids) > 1 else None, "5m"),
             ("BP-T", bp_t, stable_ttl),
-        ]
+        ], final_request
 
     @staticmethod
     def _fix_ttl_order(ours: list[Breakpoint], caller: list[Breakpoint]) -> list[Breakpoint]:

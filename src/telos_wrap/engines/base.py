@@ -157,11 +157,14 @@ class EmitPlan:
         breakpoints: cache anchors to write, caller's own first.
         extras: vendor fields to add to the body (``prompt_cache_key``, ``extra_body`` fields...).
         notes: human-readable decisions (markers trimmed, fields withheld and why).
+        final_request: the plan treated the request as its conversation's last (the session expected
+            it): no cache write past what an earlier request wrote (Anthropic, ``engines/anthropic``).
     """
 
     breakpoints: tuple[Breakpoint, ...] = ()
     extras: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     notes: tuple[str, ...] = ()
+    final_request: bool = False
 
 
 @dataclass(frozen=True, slots=True)

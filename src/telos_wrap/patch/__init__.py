@@ -35,10 +35,9 @@ from typing import Any
 
 import wrapt
 
-from telos_wrap.config import PatchConfig, current_config, set_config, updated
+from telos_wrap.config import PatchConfig, current_config, rewriting, set_config, set_rewriting, updated
 from telos_wrap.patch import lm15
 from telos_wrap.patch.litellm import completion_wrapper
-from telos_wrap.patch.mode import rewriting, set_rewriting
 from telos_wrap.patch.wrappers import (
     async_parse_wrapper,
     entry_wrapper,
@@ -46,6 +45,7 @@ from telos_wrap.patch.wrappers import (
     make_request_wrapper,
     parse_wrapper,
 )
+from telos_wrap.private_api import sdk_module, wrapper_parent
 
 __all__ = [
     "KEEP",
@@ -62,19 +62,38 @@ __all__ = [
 logger = logging.getLogger("telos_wrap")
 
 
+#: Makes the wrapt wrapper for a target, given its SDK's name.
+WrapperFactory = Callable[[str], Callable[..., Any]]
+
+
+def _same_for_every_sdk(wrapper: Callable[..., Any]) -> WrapperFactory:
+    def make(sdk: str) -> Callable[..., Any]:
+        return wrapper
+
+    return make
+
+
+ENTRY = _same_for_every_sdk(entry_wrapper)
+PARSE = _same_for_every_sdk(parse_wrapper)
+ASYNC_PARSE = _same_for_every_sdk(async_parse_wrapper)
+LITELLM = _same_for_every_sdk(completion_wrapper)
+
+
 @dataclass(frozen=True, slots=True)
 class Target:
-    """One method to wrap: ``module``, ``Class.method`` and the wrapper factory's role."""
+    """One method to wrap: ``module``, ``Class.method``, the factory of its wrapper, and whether
+    ``record()`` without ``patch()`` needs it (observe-only mode: the request layer sees bodies,
+    parsing sees usage)."""
 
     sdk: str
     module: str
     qualname: str
-    #: "entry" | "request" | "async_request" | "parse" | "async_parse" | "litellm" | one of ``_LM15``
-    role: str
+    make: WrapperFactory
+    observer: bool = False
 
 
 def _entries(sdk: str, module: str, classes: tuple[str, ...], methods: tuple[str, ...]) -> list[Target]:
-    return [Target(sdk, module, f"{cls}.{method}", "entry") for cls in classes for method in methods]
+    return [Target(sdk, module, f"{cls}.{method}", ENTRY) for cls in classes for method in methods]
 
 
 TARGETS: tuple[Target, ...] = (
@@ -124,59 +143,88 @@ TARGETS: tuple[Target, ...] = (
         ("count",),
     ),
     # The one method every request passes through once per logical call (retries inside).
-    Target("anthropic", "anthropic._base_client", "SyncAPIClient.request", "request"),
-    Target("anthropic", "anthropic._base_client", "AsyncAPIClient.request", "async_request"),
-    Target("openai", "openai._base_client", "SyncAPIClient.request", "request"),
-    Target("openai", "openai._base_client", "AsyncAPIClient.request", "async_request"),
+    Target(
+        "anthropic",
+        sdk_module("anthropic", "base_client"),
+        "SyncAPIClient.request",
+        make_request_wrapper,
+        observer=True,
+    ),
+    Target(
+        "anthropic",
+        sdk_module("anthropic", "base_client"),
+        "AsyncAPIClient.request",
+        make_async_request_wrapper,
+        observer=True,
+    ),
+    Target(
+        "openai",
+        sdk_module("openai", "base_client"),
+        "SyncAPIClient.request",
+        make_request_wrapper,
+        observer=True,
+    ),
+    Target(
+        "openai",
+        sdk_module("openai", "base_client"),
+        "AsyncAPIClient.request",
+        make_async_request_wrapper,
+        observer=True,
+    ),
     # Where every response object is made, raw or not.
-    Target("anthropic", "anthropic._response", "APIResponse.parse", "parse"),
-    Target("anthropic", "anthropic._response", "AsyncAPIResponse.parse", "async_parse"),
-    Target("openai", "openai._response", "APIResponse.parse", "parse"),
-    Target("openai", "openai._response", "AsyncAPIResponse.parse", "async_parse"),
+    Target("anthropic", sdk_module("anthropic", "response"), "APIResponse.parse", PARSE, observer=True),
+    Target(
+        "anthropic", sdk_module("anthropic", "response"), "AsyncAPIResponse.parse", ASYNC_PARSE, observer=True
+    ),
+    Target("openai", sdk_module("openai", "response"), "APIResponse.parse", PARSE, observer=True),
+    Target("openai", sdk_module("openai", "response"), "AsyncAPIResponse.parse", ASYNC_PARSE, observer=True),
     # ``with_raw_response`` returns a LegacyAPIResponse in anthropic 0.x and openai < 3 (its parse()
     # is synchronous, also on async clients); absent from newer lines, so skipped there.
-    Target("anthropic", "anthropic._legacy_response", "LegacyAPIResponse.parse", "parse"),
-    Target("openai", "openai._legacy_response", "LegacyAPIResponse.parse", "parse"),
+    Target(
+        "anthropic",
+        sdk_module("anthropic", "legacy_response"),
+        "LegacyAPIResponse.parse",
+        PARSE,
+        observer=True,
+    ),
+    Target(
+        "openai", sdk_module("openai", "legacy_response"), "LegacyAPIResponse.parse", PARSE, observer=True
+    ),
     # LiteLLM's own providers (``patch/litellm.py``): its module-level ``completion``, under both names
     # (``acompletion`` runs ``litellm.main.completion``; applications call ``litellm.completion``).
-    Target("litellm", "litellm.main", "completion", "litellm"),
-    Target("litellm", "litellm", "completion", "litellm"),
+    Target("litellm", "litellm.main", "completion", LITELLM),
+    Target("litellm", "litellm", "completion", LITELLM),
     # DSPy's built-in HTTP client (``patch/lm15.py``): lm15, vendored inside DSPy >= 3.4, sends every
     # chat request of ``dspy.LM``'s native route through one of these (sync and async, whole or SSE).
-    Target("dspy", "dspy._vendor.lm15.providers.base", "BaseProviderLM._send", "lm15_send"),
-    Target("dspy", "dspy._vendor.lm15.providers.base", "BaseProviderLM._stream_raw", "lm15_stream"),
-    Target("dspy", "dspy._vendor.lm15.providers.async_base", "AsyncBaseProviderLM._send", "lm15_async_send"),
+    Target(
+        "dspy",
+        "dspy._vendor.lm15.providers.base",
+        "BaseProviderLM._send",
+        _same_for_every_sdk(lm15.send_wrapper),
+    ),
+    Target(
+        "dspy",
+        "dspy._vendor.lm15.providers.base",
+        "BaseProviderLM._stream_raw",
+        _same_for_every_sdk(lm15.stream_wrapper),
+    ),
+    Target(
+        "dspy",
+        "dspy._vendor.lm15.providers.async_base",
+        "AsyncBaseProviderLM._send",
+        _same_for_every_sdk(lm15.async_send_wrapper),
+    ),
     Target(
         "dspy",
         "dspy._vendor.lm15.providers.async_base",
         "AsyncBaseProviderLM._stream_raw",
-        "lm15_async_stream",
+        _same_for_every_sdk(lm15.async_stream_wrapper),
     ),
 )
 
-#: The wrappers of DSPy's built-in client, by role (``patch/lm15.py``).
-_LM15: dict[str, Callable[..., Any]] = {
-    "lm15_send": lm15.send_wrapper,
-    "lm15_stream": lm15.stream_wrapper,
-    "lm15_async_send": lm15.async_send_wrapper,
-    "lm15_async_stream": lm15.async_stream_wrapper,
-}
-
 
 def _wrapper_for(target: Target) -> Callable[..., Any]:
-    if target.role == "entry":
-        return entry_wrapper
-    if target.role == "request":
-        return make_request_wrapper(target.sdk)
-    if target.role == "async_request":
-        return make_async_request_wrapper(target.sdk)
-    if target.role == "parse":
-        return parse_wrapper
-    if target.role == "litellm":
-        return completion_wrapper
-    if target.role in _LM15:
-        return _LM15[target.role]
-    return async_parse_wrapper
+    return target.make(target.sdk)
 
 
 @dataclass(slots=True)
@@ -193,8 +241,6 @@ class _Installed:
 _lock = threading.RLock()
 _installed: dict[Target, _Installed] = {}
 _observer_holds = 0  # active record() contexts
-#: What observe-only mode needs: the request layer (to see bodies) and parsing (to see usage).
-_OBSERVER_ROLES = frozenset({"request", "async_request", "parse", "async_parse"})
 
 
 def _resolve(target: Target) -> tuple[Any, str, Any] | None:
@@ -376,7 +422,7 @@ def unpatch() -> None:
 
 
 def _observer_targets() -> list[Target]:
-    return [target for target in TARGETS if target.role in _OBSERVER_ROLES]
+    return [target for target in TARGETS if target.observer]
 
 
 def hold_observer_wrappers() -> None:
@@ -409,7 +455,7 @@ def _uninstall() -> None:
             current = vars(item.owner).get(item.attribute)
             # OpenTelemetry's unwrap() reads the method through the class, which binds it: what it
             # leaves is a bound wrapper whose parent is ours.
-            if current is item.wrapper or getattr(current, "_self_parent", None) is item.wrapper:
+            if current is item.wrapper or wrapper_parent(current) is item.wrapper:
                 setattr(item.owner, item.attribute, item.original)
             elif current is not None and current is item.host and _inner(current) is item.wrapper:
                 current.__wrapped__ = item.original  # out of the other library's chain

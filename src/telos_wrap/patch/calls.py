@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextvars
 import functools
-import importlib
 import os
 import sys
 import threading
@@ -27,6 +26,7 @@ from typing import Any
 
 from telos_wrap.engines.base import EngineAdapter
 from telos_wrap.ir.hints import TelosHints, parse_hints
+from telos_wrap.private_api import sdk_omit_type
 from telos_wrap.sessions import Session, current_session
 
 __all__ = [
@@ -83,7 +83,7 @@ def _token_type_for(sdks: tuple[str, ...]) -> type:
     bases: list[type] = [_Token]
     for sdk in sdks:
         try:
-            omit = importlib.import_module(f"{sdk}._types").Omit
+            omit = sdk_omit_type(sdk)
         except Exception:  # the SDK has no Omit: nothing of it to satisfy
             continue
         if isinstance(omit, type):

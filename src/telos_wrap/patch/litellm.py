@@ -48,14 +48,13 @@ from typing import TYPE_CHECKING, Any
 import wrapt
 
 from telos_wrap.bridge import BridgeOptions
-from telos_wrap.config import current_config
+from telos_wrap.config import current_config, rewriting
 from telos_wrap.engines.chat_breakpoints import caches_at_breakpoints
 from telos_wrap.engines.registry import get_engine
 from telos_wrap.errors import NotPlainJSON, TelosStageError
 from telos_wrap.failopen import report_failure
 from telos_wrap.ir.hints import parse_hints
 from telos_wrap.ir.model import Api
-from telos_wrap.patch.mode import rewriting
 from telos_wrap.patch.once import inside, outermost
 from telos_wrap.patch.turns import resolve_session
 from telos_wrap.pipeline import PrepareOptions

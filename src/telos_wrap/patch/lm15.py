@@ -45,16 +45,16 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from telos_wrap.bridge import BridgeOptions
-from telos_wrap.config import current_config
+from telos_wrap.config import current_config, rewriting
 from telos_wrap.engines.registry import get_engine
 from telos_wrap.errors import TelosStageError
 from telos_wrap.failopen import report_failure
 from telos_wrap.ir.hints import TelosHints
-from telos_wrap.patch.mode import rewriting
 from telos_wrap.patch.once import inside, outermost
 from telos_wrap.patch.routing import Route, route_request
 from telos_wrap.patch.turns import resolve_session
 from telos_wrap.pipeline import Prepared, PrepareOptions, time_budget
+from telos_wrap.private_api import lm15_inner_adapter
 from telos_wrap.sessions import Session
 from telos_wrap.sessions.identity import tenant_digest
 from telos_wrap.usage import json_mapping
@@ -84,7 +84,7 @@ class _Call:
 
 def _adapter(instance: Any) -> Any:
     """The adapter that built the request: the async mirror's inner sync adapter, or itself."""
-    inner = getattr(instance, "_inner", None)
+    inner = lm15_inner_adapter(instance)
     return inner if inner is not None else instance
 
 

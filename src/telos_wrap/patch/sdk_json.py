@@ -5,11 +5,12 @@ more than plain JSON as params (``lift/plain.py``). Rather than a serializer of 
 that is not plain JSON is turned into the JSON the SDK itself would send, by the SDK's own code, and
 that plain body is what telos prepares — and what goes out, rewritten or not:
 
-* anthropic >= 1 (``_utils._prepare.prepare_request_data``: drops nested ``Omit`` / ``NotGiven``,
-  lists iterators and tuples, dumps pydantic models, reads file inputs) then its JSON encoder
-  (``_utils._json.openapi_dumps``, which writes a ``str`` Enum as its value);
-* anthropic 0.x and openai >= 3 without ``_prepare``: ``openapi_dumps`` (pydantic models dumped with
-  ``exclude_unset``, ``by_alias``, as JSON);
+* anthropic >= 1 (its ``prepare_request_data`` helper: drops nested ``Omit`` / ``NotGiven``, lists
+  iterators and tuples, dumps pydantic models, reads file inputs) then its JSON encoder
+  (``openapi_dumps``, which writes a ``str`` Enum as its value) — both private, reached through
+  ``private_api.sdk_helper``;
+* anthropic 0.x and openai >= 3 without ``prepare_request_data``: ``openapi_dumps`` (pydantic models
+  dumped with ``exclude_unset``, ``by_alias``, as JSON);
 * openai 2.x: the HTTP library's ``json=`` encoding (the standard encoder, compact, no NaN), after the
   SDK's own ``maybe_transform`` already ran in the resource method.
 
@@ -25,12 +26,12 @@ serializer rejects raises here: the caller falls back and the SDK raises its own
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from telos_wrap.ir.canon import compact_json_encoder
+from telos_wrap.private_api import sdk_helper
 
 __all__ = ["files_read", "sdk_plain", "with_file_inputs"]
 
@@ -38,17 +39,10 @@ __all__ = ["files_read", "sdk_plain", "with_file_inputs"]
 _HTTP_JSON = compact_json_encoder(sort_keys=False, allow_nan=False)
 
 
-def _optional(module: str, name: str) -> Any:
-    try:
-        return getattr(importlib.import_module(module), name, None)
-    except ImportError:
-        return None
-
-
 def _serializer(sdk: str) -> Callable[[Any], str | bytes]:
     """The SDK's own body serializer (module docstring), as a function of the body."""
-    prepare = _optional(f"{sdk}._utils._prepare", "prepare_request_data")
-    dumps = _optional(f"{sdk}._utils._json", "openapi_dumps")
+    prepare = sdk_helper(sdk, "prepare_request_data")
+    dumps = sdk_helper(sdk, "openapi_dumps")
     if callable(prepare) and callable(dumps):
         return lambda body: dumps(prepare(body, location="body"))
     if callable(dumps):
@@ -79,7 +73,7 @@ def with_file_inputs(sdk: str, body: Mapping[str, Any]) -> tuple[Any, bool]:
     generators listed, once: the copy is what must be serialized from then on), and whether that
     would read a file input (anthropic >= 1 reads a path or file object found where a base64
     source's data goes; no other SDK reads files in a JSON body, and its body is returned as is)."""
-    copy_tree = _optional(f"{sdk}._utils._prepare", "copy_tree")
+    copy_tree = sdk_helper(sdk, "copy_tree")
     if not callable(copy_tree):
         return body, False
     root, slots = copy_tree(dict(body), location="body", keep_top_level_omit=False)
@@ -90,5 +84,5 @@ async def files_read(sdk: str, body: Mapping[str, Any]) -> Any:
     """``body`` (``with_file_inputs``' copy) with its file inputs read as the SDK reads them for an
     async client (in a worker thread: its ``async_prepare_request_data``); the rest as the SDK
     prepares it."""
-    prepare = _optional(f"{sdk}._utils._prepare", "async_prepare_request_data")
+    prepare = sdk_helper(sdk, "async_prepare_request_data")
     return await prepare(dict(body), location="body")

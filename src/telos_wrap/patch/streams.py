@@ -1,10 +1,11 @@
 """Usage from streams, with no proxy: the SDK's own ``Stream`` object gets an observing iterator.
 
-Both SDKs' ``Stream.__iter__``/``__next__`` pull from ``self._iterator``; replacing that attribute on
-the instance (as Sentry and Langfuse do) keeps the object's type, ``with`` support, ``.response``,
-``close()``, the helpers built on it (``MessageStream``, ``ChatCompletionStream``) and pickling
-behaviour exactly as they were. Usage is attached as events arrive, so a stream abandoned half way
-still reports what it saw; nothing raised by the observer reaches the caller unless ``strict``.
+Both SDKs' ``Stream.__iter__``/``__next__`` pull from one iterator attribute
+(``private_api.stream_iterator``); replacing it on the instance (as Sentry and Langfuse do) keeps the
+object's type, ``with`` support, ``.response``, ``close()``, the helpers built on it
+(``MessageStream``, ``ChatCompletionStream``) and pickling behaviour exactly as they were. Usage is
+attached as events arrive, so a stream abandoned half way still reports what it saw; nothing raised
+by the observer reaches the caller unless ``strict``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from telos_wrap.errors import TelosStageError
 from telos_wrap.failopen import report_failure
 from telos_wrap.patch.calls import CallContext
 from telos_wrap.patch.observers import notify_usage
+from telos_wrap.private_api import set_stream_iterator, stream_iterator
 from telos_wrap.usage import as_json, attach_usage
 
 __all__ = ["hook_stream", "is_stream"]
@@ -32,7 +34,7 @@ _NO_USAGE_EVENTS = frozenset(
 
 
 def is_stream(obj: Any) -> bool:
-    """True for the SDKs' ``Stream`` / ``AsyncStream`` (they define ``__stream__`` and ``_iterator``)."""
+    """True for the SDKs' ``Stream`` / ``AsyncStream`` (they define ``__stream__`` and a response)."""
     return hasattr(type(obj), "__stream__") and hasattr(obj, "response")
 
 
@@ -159,9 +161,9 @@ def hook_stream(stream: Any, ctx: CallContext) -> None:
     accumulator = ctx.engine.stream_usage()
     if ctx.telemetry is not None:  # its span waits for the stream's usage
         ctx.telemetry.streaming = True
-    original = stream._iterator
+    original = stream_iterator(stream)
     if hasattr(original, "__anext__"):
-        stream._iterator = _aobserve(original, accumulator, stream, ctx)
+        set_stream_iterator(stream, _aobserve(original, accumulator, stream, ctx))
     else:
-        stream._iterator = _observe(original, accumulator, stream, ctx)
+        set_stream_iterator(stream, _observe(original, accumulator, stream, ctx))
     stream._telos_hooked = True

@@ -12,15 +12,13 @@ it (``_Turn.unread``) before anything is given up.
 
 from __future__ import annotations
 
-import asyncio
-import importlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from telos_wrap.bridge import BridgeOptions
-from telos_wrap.config import current_config
+from telos_wrap.config import current_config, rewriting
 from telos_wrap.engines.registry import get_engine
 from telos_wrap.errors import NotPlainJSON, TelosStageError
 from telos_wrap.failopen import report_failure
@@ -33,7 +31,6 @@ from telos_wrap.patch.calls import (
     hint_token,
     read_hint_header,
 )
-from telos_wrap.patch.mode import rewriting
 from telos_wrap.patch.observers import OBSERVERS
 from telos_wrap.patch.request_body import (
     FilesToRead,
@@ -46,6 +43,7 @@ from telos_wrap.patch.request_body import (
 from telos_wrap.patch.routing import Route, route_request
 from telos_wrap.patch.sdk_json import files_read
 from telos_wrap.pipeline import Prepared, PrepareOptions, prepare, time_budget
+from telos_wrap.private_api import asyncio_loop_running, client_custom_headers, sdk_omit_type
 from telos_wrap.sessions import Session, current_session, default_store, implicit_session, named_session
 from telos_wrap.sessions.identity import tenant_digest
 
@@ -71,9 +69,8 @@ SESSION_HEADER = "x-telos-session"
 def _strip_session_header(sdk: str, client: Any, options: Any) -> tuple[Any, str | None]:
     headers = options.headers if isinstance(options.headers, Mapping) else {}
     own = [key for key in headers if isinstance(key, str) and key.lower() == SESSION_HEADER]
-    # The caller's own client headers (``default_headers=``) are the SDKs' ``_custom_headers``; the
-    # ``default_headers`` property builds a new dict with the SDK's own headers on every read.
-    defaults = getattr(client, "_custom_headers", None)
+    # The caller's own client headers (``default_headers=``), without the SDK's own.
+    defaults = client_custom_headers(client)
     if not isinstance(defaults, Mapping):
         defaults = getattr(client, "default_headers", None)
     default = [
@@ -81,10 +78,10 @@ def _strip_session_header(sdk: str, client: Any, options: Any) -> tuple[Any, str
     ]
     if not own and not default:
         return options, None
-    value = headers[own[-1]] if own else defaults[default[-1]]  # type: ignore[index]
+    value = headers[own[-1]] if own else defaults[default[-1]]
     kept = {key: item for key, item in headers.items() if key not in own}
     if default:  # set on the client: the SDK's Omit removes it from this request's headers
-        omit = importlib.import_module(f"{sdk}._types").Omit()
+        omit = sdk_omit_type(sdk)()
         # Under the client's own spelling of the name too: openai 2.x / anthropic 0.x merge default
         # and per-request headers as plain dicts, so only an Omit under the same key removes it.
         for key in {SESSION_HEADER, *default}:
@@ -110,11 +107,6 @@ def tenant_of(client: Any, hints: TelosHints) -> str:
         project if project is None or type(project) is str else _only_str(project),
         None if url is None else str(url),
     )
-
-
-#: The client attributes that name whose traffic it is (only string values count: ``organization`` is
-#: also the name of an Anthropic resource), read in this order by ``tenant_of``.
-_CLIENT_SETTINGS = ("api_key", "auth_token", "organization", "project", "base_url")
 
 
 def _only_str(value: Any) -> str | None:
@@ -389,7 +381,7 @@ async def aprepare_for_sending(sdk: str, client: Any, options: Any) -> tuple[Any
     anyio's worker threads instead (in a copy of this context, so the caller's session is seen):
     the same bytes, the loop never blocked, and no fallback. anyio comes with the SDKs' HTTP
     library."""
-    if asyncio._get_running_loop() is None:
+    if not asyncio_loop_running():
         from anyio import to_thread
 
         return await to_thread.run_sync(prepare_for_sending, sdk, client, options)

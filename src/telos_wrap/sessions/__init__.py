@@ -3,25 +3,25 @@
 ``with telos_wrap.session("chat-42"):`` (or ``async with``) makes every patched call inside it part
 of session ``chat-42``; calls outside any session get a stable implicit session. A session keeps,
 in a store (in-memory by default, Redis for several workers), hashes and positions of its last
-request, its folds, pins and learned volatile spans, and exact usage counters — never a copy of the
-conversation. See ``docs/sessions.md``.
+request, its folds, pins and learned volatile spans, and exact usage counters. See
+``docs/sessions.md``.
 
-Modules, in the style of a sans-IO core with thin I/O shells: ``core`` (``Session``, the public
-object composing the others), ``registry`` (``session()``, the implicit and named sessions),
-``live`` (the process's tables of sessions), ``plans`` (the store plans: pure, state in, store
-operations out), ``drivers`` (their sync and async runners against a store), ``steps`` (the
-primitives' pure state transitions), ``explain`` (``RequestRecord``, ``explain``'s text),
-``turn`` (one request, pure), ``state`` / ``records`` (durable values), ``store`` /
-``redis_store`` (compare-and-set stores, sync and async),
-``breaker`` (the stores' circuit breaker), ``prints`` / ``breaks``
-(cache-break detection), ``volatility`` (learned DROP spans), ``folds`` (pins and folds),
-``stats`` (costs), ``refresh`` / ``refresh_io`` (R8 keep-alive).
+At the top, ``core`` (``Session``, the object users and the patch layer hold), ``registry``
+(``session()``, the implicit and named sessions), ``live`` (the process's tables of sessions),
+``identity`` and ``arguments``; ``refresh`` / ``refresh_io`` (R8 keep-alive: the decision, and
+``send_refresh`` through a client). Below them, rooms by concern, each importing only the rooms
+after it (``pyproject.toml``'s contracts): ``turns/`` (one request as pure functions: the turn,
+cache breaks, pins and folds, I2 on the wire), ``views/`` (``explain``, stats), ``learning/``
+(volatility, values, fleet learning, schema orders), ``sync/`` (the sans-IO store ``plans`` and their
+sync and async ``drivers``), ``stores/`` (memory, Redis, the breaker), ``durable/`` (the state, its
+records, prompt prints, merging).
 """
 
 from telos_wrap.sessions.core import RequestRecord, Session
 from telos_wrap.sessions.durable.records import CacheBreak, RangeFold, SlugFold, VolatileSpan
 from telos_wrap.sessions.durable.state import SessionState
 from telos_wrap.sessions.refresh import REFRESH_THRESHOLD, RefreshDecision
+from telos_wrap.sessions.refresh_io import asend_refresh, send_refresh
 from telos_wrap.sessions.registry import (
     current_session,
     implicit_session,
@@ -63,11 +63,13 @@ __all__ = [
     "StoreEvent",
     "Versioned",
     "VolatileSpan",
+    "asend_refresh",
     "current_session",
     "default_store",
     "implicit_session",
     "memory_limits",
     "named_session",
+    "send_refresh",
     "session",
     "set_default_store",
     "set_memory_limits",

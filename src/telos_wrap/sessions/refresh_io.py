@@ -1,4 +1,4 @@
-"""Sending a keep-alive refresh through an Anthropic client (the only I/O of the sessions package).
+"""Sending a keep-alive refresh through an Anthropic client (the one place sessions call an SDK).
 
 ``send_refresh(session, client)`` asks ``session.refresh()`` whether a keep-alive pays (R8) and, if
 it does, sends the pre-warm body with ``max_tokens: 0`` exactly as decided (``telos_hint`` disable,

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from telos_wrap.errors import TelosStageError
 from telos_wrap.failopen import FAILURE_LISTENERS
+from telos_wrap.private_api import OTEL_PROVIDER_SLOTS
 
 if TYPE_CHECKING:
     from telos_wrap.telemetry.call import CallTelemetry
@@ -65,12 +66,8 @@ def reset() -> None:
         sys.modules["telos_wrap.telemetry.otel"].forget()
 
 
-#: Where the OpenTelemetry API keeps the global provider once one is set (``set_*_provider``): read
-#: directly, as ``get_tracer_provider()`` costs ~7 us per call (it looks at the environment every time).
-_SLOTS = {
-    "tracer": ("opentelemetry.trace", "_TRACER_PROVIDER", "OTEL_PYTHON_TRACER_PROVIDER"),
-    "meter": ("opentelemetry.metrics._internal", "_METER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER"),
-}
+#: Where the OpenTelemetry API keeps the global providers (``private_api``).
+_SLOTS = OTEL_PROVIDER_SLOTS
 _MISSING = object()
 (_TRACE_MODULE, _TRACE_SLOT, _), (_METER_MODULE, _METER_SLOT, _) = _SLOTS["tracer"], _SLOTS["meter"]
 #: Whether the environment names a provider (read once: ``in os.environ`` costs ~6 us here).

@@ -49,15 +49,6 @@ def provider_key() -> str:
     return "gen_ai.provider.name" if latest_conventions() else "gen_ai.system"
 
 
-def _untouched_code(why: str) -> str:
-    """A low-cardinality code for ``Prepared.untouched``'s sentence (pipeline.untouched)."""
-    if why.startswith("below"):
-        return "below_minimum"
-    if "thread" in why:
-        return "server_thread"
-    return "other"
-
-
 def outcome(record: RequestRecord | None, fell_back: bool) -> tuple[str, str | None]:
     """``(outcome, reason)``: ``rewritten``, ``untouched`` (with its reason code) or ``fell_back``."""
     if fell_back:
@@ -69,7 +60,7 @@ def outcome(record: RequestRecord | None, fell_back: bool) -> tuple[str, str | N
     if record.kind != "telos" or record.explained is None:
         return "untouched", "disabled"
     if record.explained.untouched is not None:
-        return "untouched", _untouched_code(record.explained.untouched)
+        return "untouched", record.explained.untouched.code
     return "rewritten", None
 
 

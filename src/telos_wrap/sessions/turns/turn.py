@@ -22,7 +22,6 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any, overload
 
-from telos_wrap.engines.anthropic import FINAL_NOTE
 from telos_wrap.engines.registry import get_engine
 from telos_wrap.history import HistoryMemo
 from telos_wrap.ir.context import FOLDED_HERE, ContextPolicy
@@ -515,7 +514,7 @@ def run_turn(
                 facts = facts_of(hooks.system_view, fresh, key) if extends else ()
                 hooks, prepared, learned = again, retried, tuple(fresh)
                 volatile = (*volatile, *learned)
-    if last is not None and any(note.startswith(FINAL_NOTE) for note in prepared.plan.notes):
+    if last is not None and prepared.plan.final_request:
         prepared = replace(
             prepared,
             plan=replace(prepared.plan, notes=(*prepared.plan.notes, f"expected last request: {last}")),

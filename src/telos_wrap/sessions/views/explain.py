@@ -14,7 +14,7 @@ from typing import NamedTuple
 from telos_wrap.engines.base import Breakpoint
 from telos_wrap.ir.canon import canonical_json
 from telos_wrap.ir.model import Api, Transformation, UsageReport
-from telos_wrap.pipeline import Prepared
+from telos_wrap.pipeline import Prepared, Untouched
 from telos_wrap.sessions.durable.records import CacheBreak, VolatileSpan
 
 __all__ = ["Anchor", "Change", "Explained", "RequestRecord", "anchor", "change", "explain"]
@@ -45,7 +45,7 @@ class Explained(NamedTuple):
     garbage collection walks (docs/sessions.md, "What a session keeps in this process").
     """
 
-    untouched: str | None
+    untouched: Untouched | None
     breakpoints: tuple[Anchor, ...]
     notes: tuple[str, ...]
     records: tuple[Change, ...]
@@ -108,7 +108,7 @@ def explain(
             else "  sent unchanged (telos disabled for it, or it failed open)"
         )
     elif explained.untouched is not None:
-        lines.append(f"  left untouched (sent as the SDK built it): {explained.untouched}")
+        lines.append(f"  left untouched (sent as the SDK built it): {explained.untouched.detail}")
     else:
         for name, segment, message, block, ttl in explained.breakpoints:
             where = segment if message is None else f"messages[{message}]"
