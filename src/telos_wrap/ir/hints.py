@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from telos_wrap.errors import TelosHintError
 
-__all__ = ["ENGINE_NAMES", "TelosHints", "parse_hints"]
+__all__ = ["ENGINE_NAMES", "VALID_VALUES", "TelosHints", "parse_hints"]
 
 ENGINE_NAMES = ("anthropic", "openai", "deepseek", "vllm", "sglang", "generic")
 EngineName = Literal["anthropic", "openai", "deepseek", "vllm", "sglang", "generic"]
@@ -29,7 +29,10 @@ class TelosHints(BaseModel):
     engine: EngineName | None = Field(
         default=None, description="Engine adapter; required to name self-hosted vLLM/SGLang servers."
     )
-    disable: bool = Field(default=False, description="Send this request exactly as the caller built it.")
+    # strict: a bool or an int, never a string or number read as one ("yes", "3": TelosHintError).
+    disable: bool = Field(
+        default=False, strict=True, description="Send this request exactly as the caller built it."
+    )
     ttl: Literal["5m", "1h", "30m", "12h"] | None = Field(
         default=None,
         description="Cache lifetime for the stable prefix: 5m/1h (Anthropic), 30m/12h (OpenAI gpt-5.6+).",
@@ -49,6 +52,7 @@ class TelosHints(BaseModel):
     expected_turns: int | None = Field(
         default=None,
         ge=1,
+        strict=True,
         description="How many requests the conversation is expected to make: from request N on, an "
         "engine whose cache writes cost extra writes nothing past what an earlier request wrote "
         "(docs/sessions.md, 'No write nobody reads').",
@@ -88,6 +92,18 @@ def _every_field_set(base: TelosHints) -> TelosHints:
 
 
 _VALID_KEYS = ", ".join(TelosHints.model_fields)
+#: What each key accepts, said in an error about it (``tests/reliability/test_options.py`` checks
+#: that every key has an entry).
+VALID_VALUES: Mapping[str, str] = {
+    "session": "a session id (a string)",
+    "engine": " or ".join(ENGINE_NAMES),
+    "disable": "True or False",
+    "ttl": "'5m' or '1h' (Anthropic), '30m' or '12h' (OpenAI gpt-5.6+)",
+    "drop_patterns": "a list of regular expressions (strings)",
+    "drop_scope": "'system' or 'all'",
+    "isolation": "a tenant or user key (a string)",
+    "expected_turns": "an integer of at least 1",
+}
 
 
 def parse_hints(value: Any) -> TelosHints:
@@ -107,5 +123,13 @@ def parse_hints(value: Any) -> TelosHints:
     try:
         return TelosHints(**value)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in exc.errors())
+        problems = "; ".join(_problem(err) for err in exc.errors())
         raise TelosHintError(f"invalid telos_hint ({problems}); valid keys: {_VALID_KEYS}") from None
+
+
+def _problem(error: Any) -> str:
+    """One validation error: where, pydantic's message, and what the key accepts."""
+    loc = error["loc"]
+    valid = VALID_VALUES.get(str(loc[0])) if loc else None
+    where = ".".join(map(str, loc))
+    return f"{where}: {error['msg']}" + (f" (valid: {valid})" if valid else "")

@@ -62,6 +62,7 @@ from telos_wrap.sessions.live import (
 )
 from telos_wrap.sessions.refresh import RefreshDecision, decide_refresh
 from telos_wrap.sessions.stores.breaker import StoreBreaker, breaker_of
+from telos_wrap.sessions.stores.from_url import check_store
 from telos_wrap.sessions.stores.store import SessionStore, default_store, store_ops
 from telos_wrap.sessions.sync import drivers
 from telos_wrap.sessions.sync.plans import StateSync, StoreOp, unchanged
@@ -103,7 +104,7 @@ class Session:
         self,
         session_id: str | None = None,
         *,
-        store: SessionStore | None = None,
+        store: SessionStore | str | None = None,
         hints: TelosHints | None = None,
         strict: bool | None = None,
         implicit: bool = False,
@@ -125,7 +126,8 @@ class Session:
         #: conversation's requests (``sessions/learning/lengths.py``).
         self._lengths: tuple[int, ...] = ()
         self._fleet_where: tuple[str, str] | None = None
-        self._store = store
+        #: A URL names a store (``stores/from_url.py``); anything else that is not a store is refused here.
+        self._store = check_store(store)
         self.hints = hints or TelosHints()
         self.strict = strict
         self.implicit = implicit
