@@ -57,7 +57,10 @@ def check_store(store: Any, where: str = "session") -> Any:
         return None
     if isinstance(store, str):
         return store_from_url(store)
-    if not all(callable(getattr(store, name, None)) for name in ("load", "compare_and_set", "get_blob")):
+    if not any(
+        all(callable(getattr(store, name, None)) for name in names)
+        for names in (("load", "compare_and_set"), ("aload", "acompare_and_set"))
+    ):
         raise TelosHintError(
             f"{where}(store=...) must be a session store (MemoryStore(), RedisStore(url, ...)) or a store "
             f"URL ('redis://host:6379/0'), not a {type(store).__name__}"
