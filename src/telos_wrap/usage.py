@@ -92,7 +92,7 @@ def _is_raw_stream(obj: Any) -> bool:
 def _tap(stream: Any) -> None:
     """Make a raw stream telos did not see keep its usage as its events pass: ``usage_of(stream)``
     then reads it (from what arrived so far). A raw stream keeps none of its events, so a stream
-    already consumed when first asked has nothing left to read (docs/sessions.md, "usage_of")."""
+    already consumed when first asked has nothing left to read (README, "usage_of")."""
     if getattr(stream, "_telos_tapped", False) or getattr(stream, "_telos_hooked", False):
         return  # already observed (by an earlier ``usage_of``, or by ``patch()``: its own reading)
     seen: dict[str, Any] = {}

@@ -85,3 +85,23 @@ def test_a_call_that_never_reached_the_vendor_is_counted_apart() -> None:
     assert stats.responses_with_usage == 6 and stats.unreported == 0
     assert stats.unanswered == 2
     assert stats.requests == stats.responses_with_usage + stats.unreported + stats.unanswered
+
+
+def test_explain_minus_one_in_a_fresh_process_resolves_the_index() -> None:
+    """Another process (here: another ``Session`` object on the same store, holding no records)
+    resolves ``explain(-1)`` against the session's request count and says what it holds."""
+    from telos_wrap.sessions import MemoryStore, Session
+
+    store = MemoryStore()
+    telos_wrap.patch()
+    client = client_for("anthropic", Wire())
+    with telos_wrap.session("explain-elsewhere", store=store) as first:
+        for _ in range(3):
+            client.messages.create(**kwargs_for("anthropic"))
+    assert first.explain(-1).startswith("session explain-elsewhere request 2 ")
+    fresh = Session("explain-elsewhere", store=store)
+    text = fresh.explain(-1)
+    assert "request 2 (explain(-1)) was not prepared in this process" in text
+    assert "the session has 3 request(s), this process prepared none of them" in text
+    assert "the session has 3 request(s), 0 to 2" in fresh.explain(7)
+    assert "no requests yet" in Session("never-used", store=store).explain(-1)

@@ -6,12 +6,11 @@ not know, a tool result that answers no tool call. A lenient server (a local eng
 answer such a request; rewritten, it would answer a prompt the caller never wrote (the clock line of
 the system prompt moved into a message that cannot hold it, or into nothing). So the check raises
 ``TelosUnreadableError`` and the request goes out exactly as the SDK built it: the vendor gives its
-own error (docs/reliability.md, "Malformed requests").
+own error (docs/reliability.md, promise 1, "Malformed requests").
 
 The shapes are the vendors' documented request types, as the SDKs define them (anthropic 0.7x
 ``types/content_block_param.py`` and ``types/beta/beta_content_block_param.py``; openai 3.54
-``chat_completion_*_param.py`` and ``responses/response_input_*_param.py``; docs/vendor-facts.md,
-"Request shapes"). A type added by a later SDK is refused until it is listed here (the request is
+``chat_completion_*_param.py`` and ``responses/response_input_*_param.py``). A type added by a later SDK is refused until it is listed here (the request is
 then sent as built: safe, and ``tests/reliability/test_bad_input.py`` fails on the newer SDK).
 
 Only what is new to a turn is checked (``start``): a session's settled history was checked on the

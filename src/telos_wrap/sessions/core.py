@@ -783,9 +783,11 @@ class Session:
         spans), the cache break it caused, and its usage. Requests made by other workers are only
         known by their index and cache break.
         """
+        state = self.state
         with self._lock:
             known = sorted(self._records)
-            index = n if n >= 0 else (known[-1] + 1 + n if known else n)
+            # A negative index counts from the latest request prepared here, else (none here: a
+            # fresh process) from the session's latest request, whichever worker made it.
+            index = n if n >= 0 else (known[-1] + 1 + n if known else state.requests + n)
             record = self._records.get(index)
-        state = self.state
-        return explain(self.id, n, record, index, state.recent_breaks)
+        return explain(self.id, n, record, index, state.recent_breaks, total=state.requests, known=known)
