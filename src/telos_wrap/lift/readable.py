@@ -10,8 +10,9 @@ own error (docs/reliability.md, promise 1, "Malformed requests").
 
 The shapes are the vendors' documented request types, as the SDKs define them (anthropic 0.7x
 ``types/content_block_param.py`` and ``types/beta/beta_content_block_param.py``; openai 3.54
-``chat_completion_*_param.py`` and ``responses/response_input_*_param.py``). A type added by a later SDK is refused until it is listed here (the request is
-then sent as built: safe, and ``tests/reliability/test_bad_input.py`` fails on the newer SDK).
+``chat_completion_*_param.py`` and ``responses/response_input_*_param.py``). A type added by a
+later SDK is refused until it is listed here (the request is then sent as built: safe, and
+``tests/reliability/test_bad_input.py`` fails on the newer SDK).
 
 Only what is new to a turn is checked (``start``): a session's settled history was checked on the
 turn it was fresh. Errors name a path and a Python type, never the caller's text.
