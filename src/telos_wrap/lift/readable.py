@@ -300,6 +300,8 @@ def check_responses(body: Mapping[str, Any]) -> None:
         if not isinstance(item, Mapping):
             raise _refuse(path, f"is {_type_name(item)}, not an input item object")
         kind = item.get("type")
+        if kind is None and "role" not in item:
+            continue  # an item of no type and no role passes through whole (``passthrough-item``)
         if kind is None or kind == "message":
             _responses_message(item, path)
         elif not isinstance(kind, str):
