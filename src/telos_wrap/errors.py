@@ -10,6 +10,7 @@ The tree::
     ├── TelosStageError             a stage failed; raised only with ``strict=True`` (else fail open)
     ├── TelosBudgetError            preparing a request took longer than ``patch(time_budget=)``
     ├── NotPlainJSON (+TypeError)   a body value is not plain JSON (then read as the SDK serializes it)
+    ├── TelosUnreadableError (+ValueError) a request shape the lift cannot read faithfully (sent as built)
     ├── StoreConflictError          a session store update lost an optimistic-concurrency race too many times
     ├── StoreEntryError             the store holds a malformed entry for one session (reset, never a trip)
     └── StoreUnavailableError       the session store's circuit breaker is open (strict mode only)
@@ -32,6 +33,7 @@ __all__ = [
     "TelosInvariantError",
     "TelosOptionError",
     "TelosStageError",
+    "TelosUnreadableError",
 ]
 
 
@@ -107,6 +109,24 @@ class NotPlainJSON(TelosError, TypeError):
         super().__init__(f"{path} is a {kind}, not plain JSON")
         self.path = path
         self.kind = kind
+
+
+class TelosUnreadableError(TelosError, ValueError):
+    """The request has a shape the lift cannot read faithfully (``lift/readable.py``): a message
+    without content or with content of a wrong type, a block of a type the API does not define, a
+    role it does not know, a tool result answering no tool call...
+
+    Raised by the lift, before anything is rewritten: the request then goes out exactly as the SDK
+    built it, so the vendor answers it with its own error (counted in ``failure_counts()`` under
+    ``"lift"``, one log line; never raised to the caller, not even with ``strict=True``). ``path``
+    says where (``messages[0].content``), ``what`` what is wrong there; neither quotes the caller's
+    text, so the message may be logged.
+    """
+
+    def __init__(self, path: str, what: str) -> None:
+        super().__init__(f"{path}: {what}")
+        self.path = path
+        self.what = what
 
 
 class StoreConflictError(TelosError):

@@ -13,7 +13,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable
 
 from telos_wrap.config import current_config
-from telos_wrap.errors import TelosStageError
+from telos_wrap.errors import TelosStageError, TelosUnreadableError
 
 __all__ = ["FAILURE_LISTENERS", "failure_counts", "report_failure", "reset_failures"]
 
@@ -55,6 +55,9 @@ def _call_site() -> str:
 def report_failure(error: TelosStageError, *, strict: bool | None = None, warn: bool = True) -> None:
     """Count ``error`` and log it (once per stage, error type and call site); raise it if strict.
 
+    A ``TelosUnreadableError`` (a request shape the lift cannot read) is never raised: the request
+    goes out as the SDK built it and the vendor answers it.
+
     ``warn=False``: count it and log it at DEBUG only, for failures that warn on their own schedule
     (the session store's circuit breaker warns once per back-off window).
     """
@@ -64,14 +67,17 @@ def report_failure(error: TelosStageError, *, strict: bool | None = None, warn: 
                 listener(error)
             except Exception:
                 logger.debug("telos_wrap: a failure listener raised", exc_info=True)
-    if strict if strict is not None else current_config().strict:
+    cause = error.__cause__ or error
+    # A request the lift cannot read is the caller's to fix and the vendor's to answer: it goes out
+    # as the SDK built it even with ``strict=True``, so the caller sees the vendor's own error.
+    unreadable = isinstance(cause, TelosUnreadableError)
+    if not unreadable and (strict if strict is not None else current_config().strict):
         raise error
     if not warn:
         with _lock:
             _failures[error.stage] += 1
         logger.debug("telos_wrap stage %r failed: %r", error.stage, error.__cause__ or error)
         return
-    cause = error.__cause__ or error
     key = (error.stage, type(cause).__name__, _call_site())
     with _lock:
         _failures[error.stage] += 1
@@ -80,7 +86,15 @@ def report_failure(error: TelosStageError, *, strict: bool | None = None, warn: 
         _warned.move_to_end(key)
         while len(_warned) > _WARNED_LIMIT:
             _warned.popitem(last=False)
-    if first:
+    if first and unreadable:
+        # The message names a path and a type, never the caller's text (``lift/readable.py``).
+        logger.warning(
+            "telos_wrap sent the request as the SDK built it (the vendor answers it): %s, at %s; "
+            "further requests like it here too",
+            cause,
+            key[2],
+        )
+    elif first:
         # Type and stage only at WARNING: an exception's message can quote the request (Python's
         # own KeyError/ValueError messages do), and request content is never logged above DEBUG.
         logger.warning(

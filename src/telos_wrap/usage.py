@@ -8,6 +8,7 @@ pattern the SDKs use for ``_request_id`` — so it stays out of ``model_dump()``
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from telos_wrap.engines.anthropic_usage import parse_anthropic_usage
@@ -38,7 +39,9 @@ def usage_of(obj: Any) -> UsageReport | None:
     Works on a ``Message`` / ``ChatCompletion`` (plain or parsed), a ``Stream`` after it was
     consumed (or while it is, with what arrived so far), a ``MessageStream`` / chat stream helper and
     its final message, and a raw response after ``.parse()``. A response telos did not see (e.g.
-    sent before ``patch()``) is normalized from its own ``usage`` field when the vendor is evident.
+    sent before ``patch()``) is normalized from its own ``usage`` field when the vendor is evident;
+    a stream helper telos did not see from what the SDK accumulated; a raw ``stream=True`` stream
+    telos did not see from its events, once ``usage_of`` was asked before they passed (it keeps none).
     """
     report = getattr(obj, ATTRIBUTE, None)
     if isinstance(report, UsageReport):
@@ -48,7 +51,107 @@ def usage_of(obj: Any) -> UsageReport | None:
             found = usage_of(inner)
             if found is not None:
                 return found
+    snapshot = _from_snapshot(obj)
+    if snapshot is not None:
+        return snapshot
+    if _is_raw_stream(obj):
+        _tap(obj)
+        return None
     return _from_own_usage(obj)
+
+
+def _from_snapshot(obj: Any) -> UsageReport | None:
+    """A stream helper the SDK accumulates (``MessageStream``, a chat ``ChatCompletionStream``, sync
+    or async) sent without ``patch()``: the usage of what it accumulated so far."""
+    for name in ("current_message_snapshot", "current_completion_snapshot"):
+        if not hasattr(type(obj), name):
+            continue
+        try:
+            snapshot = getattr(obj, name)
+        except Exception:  # nothing arrived yet (the SDK asserts a snapshot exists)
+            return None
+        report = _from_own_usage(snapshot)
+        if report is not None and name == "current_completion_snapshot" and isinstance(report.raw, Mapping):
+            # The chunk's usage as it came: the SDK's accumulated copy adds the fields it left unset.
+            raw = {key: value for key, value in report.raw.items() if value is not None}
+            report = replace(report, raw=raw)
+        return report
+    return None
+
+
+def _is_raw_stream(obj: Any) -> bool:
+    """An SDK ``Stream`` / ``AsyncStream`` of ``stream=True`` (it keeps none of its events)."""
+    return hasattr(type(obj), "__stream__") and hasattr(obj, "_iterator") and hasattr(obj, "response")
+
+
+def _tap(stream: Any) -> None:
+    """Make a raw stream telos did not see keep its usage as its events pass: ``usage_of(stream)``
+    then reads it (from what arrived so far). A raw stream keeps none of its events, so a stream
+    already consumed when first asked has nothing left to read (README, "usage_of")."""
+    if getattr(stream, "_telos_tapped", False) or getattr(stream, "_telos_hooked", False):
+        return  # already observed (by an earlier ``usage_of``, or by ``patch()``: its own reading)
+    seen: dict[str, Any] = {}
+
+    def note(event: Any) -> None:
+        try:
+            report = _usage_of_event(event, seen)
+        except Exception:  # a reading failure never breaks the caller's stream
+            report = None
+        attach_usage(stream, report)
+
+    inner = stream._iterator
+    if hasattr(inner, "__anext__"):
+
+        async def tapped_async() -> Any:
+            async for event in inner:
+                note(event)
+                yield event
+
+        stream._iterator = tapped_async()
+    else:
+
+        def tapped() -> Any:
+            for event in inner:
+                note(event)
+                yield event
+
+        stream._iterator = tapped()
+    stream._telos_tapped = True
+
+
+def _usage_of_event(event: Any, seen: dict[str, Any]) -> UsageReport | None:
+    """The usage so far of a raw stream, given its next event; ``seen`` holds the stream's
+    accumulator, the one ``patch()`` feeds for the same engine (``StreamUsage``), fed the same way."""
+    kind = getattr(event, "type", None)
+    if kind in ("message_start", "message_delta"):  # Anthropic
+        if kind == "message_start":
+            message = event.message
+            fed: dict[str, Any] = {"usage": as_json(getattr(message, "usage", None))}
+            if getattr(message, "diagnostics", None) is not None:
+                fed["diagnostics"] = as_json(message.diagnostics)
+            item: dict[str, Any] = {"type": kind, "message": fed}
+        else:
+            item = {"type": kind, "usage": as_json(getattr(event, "usage", None))}
+        engine = "anthropic"
+    elif isinstance(kind, str) and kind.startswith("response."):  # Responses: on the terminal event
+        usage = getattr(getattr(event, "response", None), "usage", None)
+        if usage is None or not hasattr(usage, "model_dump"):
+            return None
+        item, engine = {"type": kind, "response": {"usage": as_json(usage)}}, "openai"
+    else:  # a chat chunk: usage on the last one (``stream_options.include_usage``)
+        usage = getattr(event, "usage", None)
+        if usage is None or not hasattr(usage, "model_dump"):
+            return None
+        item = {"usage": as_json(usage), "choices": len(getattr(event, "choices", None) or ())}
+        engine = "openai"
+    accumulator = seen.get(engine)
+    if accumulator is None:
+        from telos_wrap.engines.registry import get_engine
+
+        accumulator = seen[engine] = get_engine(engine).stream_usage()
+    accumulator.feed(item)
+    report: UsageReport | None = accumulator.report()
+    return report
 
 
 def as_json(value: Any) -> Any:

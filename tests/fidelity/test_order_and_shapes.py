@@ -11,11 +11,13 @@ from typing import Any
 
 import anthropic
 import openai
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import telos_wrap
 from telos_wrap.emulator import Emulator, text_for_tokens
+from telos_wrap.errors import TelosStageError, TelosUnreadableError
 from telos_wrap.pipeline import PrepareOptions, prepare
 
 RULES = "You answer questions about the attached material.\n" + text_for_tokens(1400)
@@ -171,8 +173,11 @@ def test_unknown_chat_parts_and_fields_go_out_as_written(
 ) -> None:
     message = {"role": "user", "content": [{"type": "text", "text": "Look:"}, *parts], **extra}
     body = {"model": "gpt-4.1", "messages": [{"role": "system", "content": RULES}, message]}
-    sent = prepare("openai_chat", body, PrepareOptions(engine="openai")).body
-    assert json.loads(json.dumps(sent["messages"][1])) == json.loads(json.dumps(message))
+    # A part type the API does not define: the lift refuses the request, so the patch layer sends it
+    # exactly as the SDK built it (lift/readable.py; docs/reliability.md).
+    with pytest.raises(TelosStageError) as info:
+        prepare("openai_chat", body, PrepareOptions(engine="openai"))
+    assert info.value.stage == "lift" and isinstance(info.value.__cause__, TelosUnreadableError)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -180,9 +185,10 @@ def test_unknown_chat_parts_and_fields_go_out_as_written(
 def test_unknown_anthropic_blocks_go_out_as_written(parts: list[dict[str, Any]]) -> None:
     message = {"role": "user", "content": [{"type": "text", "text": "Look:"}, *parts]}
     body = {"model": "claude-opus-4-8", "max_tokens": 8, "system": RULES, "messages": [message]}
-    sent = prepare("anthropic", body, PrepareOptions(engine="anthropic")).body
-    blocks = [{k: v for k, v in b.items() if k != "cache_control"} for b in sent["messages"][0]["content"]]
-    assert json.loads(json.dumps(blocks)) == json.loads(json.dumps(message["content"]))
+    # A block type the API does not define: refused, so the request goes out as the SDK built it.
+    with pytest.raises(TelosStageError) as info:
+        prepare("anthropic", body, PrepareOptions(engine="anthropic"))
+    assert info.value.stage == "lift" and isinstance(info.value.__cause__, TelosUnreadableError)
 
 
 # -- history is never silently edited ----------------------------------------------------------------------

@@ -23,14 +23,16 @@ from typing import Any
 import anthropic
 import openai
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import telos_wrap
-from telos_wrap import TelosHintError, TelosHints, pipeline
+from telos_wrap import TelosHintError, TelosHints, failopen, pipeline
 from telos_wrap.pipeline import PrepareOptions, prepare
 from telos_wrap.sessions import MemoryStore, Session
 from tests.sdk_http import sdk_http
 
-from .harness import ENTRIES, ENTRY_IDS, Wire, client_for, entry, kwargs_for
+from .harness import ENTRIES, ENTRY_IDS, TOOL_MANUAL, Wire, client_for, entry, kwargs_for
 from .sdk_types import SchemaError, check_anthropic_body, check_openai_body
 
 BAD_HINTS: dict[str, Any] = {
@@ -421,3 +423,220 @@ def test_huge_requests_go_through_the_patched_sdk_intact(case: str) -> None:
     else:
         assert sent["messages"][-1]["content"][0]["text"].endswith("last question")
     assert elapsed < 5.0, f"{case} took {elapsed:.2f}s"
+
+
+# -- malformed shapes: the request the SDK built, or a rewrite that keeps every line ---------------------
+
+
+def _leaves(value: Any) -> list[str]:
+    """Every string in ``value`` (dict keys excluded), depth first."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [leaf for inner in value.values() for leaf in _leaves(inner)]
+    if isinstance(value, (list, tuple)):
+        return [leaf for inner in value for leaf in _leaves(inner)]
+    return []
+
+
+def _lines_reach_the_wire(kwargs: dict[str, Any], sent: dict[str, Any]) -> None:
+    """Every non-empty line of every string the caller passed is in a string the wire carries."""
+    wire_text = "\x00".join(_leaves(sent))
+    for leaf in _leaves(
+        {key: kwargs[key] for key in ("system", "messages", "instructions", "input") if key in kwargs}
+    ):
+        for line in leaf.splitlines():
+            assert not line.strip() or line in wire_text, f"caller text missing on the wire: {line[:60]!r}"
+
+
+_CLOCK = "Current time: 2026-11-21T10:00:00"
+_WORDS = st.text(alphabet="abcdefghij ", min_size=1, max_size=12).map(lambda s: f"w-{s}")
+#: Values of a wrong type, at any level.
+_ODD = st.one_of(
+    st.integers(),
+    st.floats(allow_nan=False),
+    st.booleans(),
+    st.none(),
+    st.just({}),
+    st.just([]),
+    _WORDS.map(lambda w: {"x": w}),
+)
+
+
+def _odd_block(api: str) -> st.SearchStrategy[Any]:
+    text_type = "input_text" if api == "responses" else "text"
+    return st.one_of(
+        _ODD,
+        _WORDS,  # a bare string where a block belongs
+        _WORDS.map(lambda w: {"text": w}),  # no type
+        st.tuples(st.sampled_from(["txet", "Text", "tool_call", "imagee", ""]), _WORDS).map(
+            lambda kw: {"type": kw[0], "text": kw[1]}
+        ),  # unknown type
+        _ODD.map(lambda v: {"type": text_type, "text": v}),  # text of a wrong type
+    )
+
+
+def _odd_message(api: str) -> st.SearchStrategy[Any]:
+    """One malformed message (or item) holding caller text."""
+    role = "user"
+    return st.one_of(
+        _ODD,
+        st.just({"role": role}),  # no content
+        _ODD.map(lambda v: {"role": role, "content": v}),  # content of a wrong type
+        st.tuples(st.sampled_from(["bogus", "User", "tool_x", "model"]), _WORDS).map(
+            lambda rw: {"role": rw[0], "content": rw[1]}
+        ),  # unknown role
+        st.lists(_odd_block(api), min_size=1, max_size=3).flatmap(
+            lambda blocks: _WORDS.map(
+                lambda w: {
+                    "role": role,
+                    "content": [{"type": "input_text" if api == "responses" else "text", "text": w}, *blocks],
+                }
+            )
+        ),
+        _WORDS.map(lambda w: _orphan(api, w)),
+    )
+
+
+def _orphan(api: str, text: str) -> dict[str, Any]:
+    """A tool result answering no call."""
+    if api == "anthropic":
+        return {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_none", "content": text}],
+        }
+    if api == "openai":
+        return {"role": "tool", "tool_call_id": "call_none", "content": text}
+    return {"type": "function_call_output", "call_id": "call_none", "output": text}
+
+
+def _malformed_request(api: str, odd: Any, where: int) -> dict[str, Any]:
+    sdk = "responses" if api == "responses" else api
+    kwargs = kwargs_for(sdk)
+    key = "input" if api == "responses" else "messages"
+    items = kwargs[key]
+    if api == "anthropic":
+        kwargs["system"] = f"You are terse.\n{TOOL_MANUAL}{_CLOCK}"
+    items.insert(min(where, len(items)), odd)
+    return kwargs
+
+
+def _send(api: str, kwargs: dict[str, Any]) -> tuple[Any, list[Any]]:
+    wire = Wire()
+    client = client_for("openai" if api == "responses" else api, wire)
+    try:
+        if api == "anthropic":
+            client.messages.create(**copy.deepcopy(kwargs))
+        elif api == "openai":
+            client.chat.completions.create(**copy.deepcopy(kwargs))
+        else:
+            client.responses.create(**copy.deepcopy(kwargs))
+        error = None
+    except Exception as exc:
+        error = type(exc)
+    return error, wire.bodies
+
+
+@pytest.mark.parametrize("api", ["anthropic", "openai", "responses"])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_a_malformed_request_goes_out_as_the_sdk_built_it(api: str, data: st.DataObject) -> None:
+    """Malformed shapes at any position: the patched call sends exactly the SDK's own body (a counted,
+    logged fallback), and no line of caller text is ever missing from the wire."""
+    odd = data.draw(_odd_message(api), label="odd")
+    where = data.draw(st.integers(min_value=0, max_value=4), label="where")
+    kwargs = _malformed_request(api, odd, where)
+    telos_wrap.unpatch()
+    unpatched = _send(api, kwargs)
+    failopen.reset_failures()
+    telos_wrap.patch()
+    try:
+        patched = _send(api, kwargs)
+    finally:
+        telos_wrap.unpatch()
+    assert patched[0] is unpatched[0], "the same outcome (the SDK's own error, or the vendor's answer)"
+    for sent in patched[1]:
+        _lines_reach_the_wire(kwargs, sent)
+    if patched[1]:
+        assert patched[1] == unpatched[1], "sent exactly as the SDK built it"
+        assert telos_wrap.failure_counts().get("lift", 0) >= 1, "the fallback is counted"
+
+
+@pytest.mark.parametrize(
+    ("api", "case"),
+    [
+        ("anthropic", {"role": "user"}),
+        ("anthropic", {"role": "user", "content": 5}),
+        ("anthropic", {"role": "user", "content": [{"type": "txet", "text": "qzx-secret"}]}),
+        ("anthropic", _orphan("anthropic", "qzx-secret")),
+        ("openai", {"role": "user"}),
+        ("openai", {"role": "user", "content": 5}),
+        ("openai", {"role": "user", "content": [{"type": "txet", "text": "qzx-secret"}]}),
+        ("openai", _orphan("openai", "qzx-secret")),
+        ("responses", {"role": "user", "content": 5}),
+        ("responses", {"role": "user", "content": [{"type": "txet", "text": "qzx-secret"}]}),
+        ("responses", _orphan("responses", "qzx-secret")),
+    ],
+)
+def test_the_issue_cases_keep_the_clock_line_and_log_once(
+    api: str, case: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    kwargs = _malformed_request(api, case, 99)
+    telos_wrap.patch(strict=True)  # a malformed request is the vendor's to answer, even under strict
+    with caplog.at_level("WARNING", logger="telos_wrap"):
+        _, sent = _send(api, kwargs)
+        _send(api, kwargs)
+    assert _CLOCK in json.dumps(sent[-1]), "the clock line is where the caller put it"
+    assert telos_wrap.failure_counts() == {"lift": 2}
+    lines = [r.getMessage() for r in caplog.records if r.name == "telos_wrap"]
+    assert len(lines) == 1, lines
+    assert "sent the request as the SDK built it" in lines[0] and (
+        "messages[" in lines[0] or "input[" in lines[0]
+    )
+    assert "qzx" not in lines[0], "no caller text in the log"
+
+
+def test_the_known_block_types_are_the_sdks() -> None:
+    """The lift's list of Anthropic block types is the SDK's (GA and beta): a type a newer SDK adds
+    fails here, so it is listed (until then such a request is sent as built)."""
+    import typing
+
+    from anthropic.types.beta.beta_content_block_param import BetaContentBlockParam
+    from anthropic.types.content_block_param import ContentBlockParam
+
+    from telos_wrap.lift.readable import ANTHROPIC_BLOCK_TYPES
+
+    def literals(union: Any) -> set[str]:
+        found: set[str] = set()
+        for member in typing.get_args(union):
+            if not isinstance(member, type):  # a nested (Annotated) union: the response blocks
+                found |= literals(typing.get_args(member)[0])
+                continue
+            kind = (
+                typing.get_type_hints(member, include_extras=True).get("type")
+                if member.__module__.endswith("_param")
+                else None
+            )
+            if kind is None:  # a response model (pydantic): its ``type`` field's annotation
+                field = getattr(member, "model_fields", {}).get("type")
+                kind = field.annotation if field is not None else None
+            for arg in typing.get_args(kind):
+                found.update(value for value in (typing.get_args(arg) or (arg,)) if isinstance(value, str))
+        return found
+
+    assert literals(ContentBlockParam) | literals(BetaContentBlockParam) == set(ANTHROPIC_BLOCK_TYPES)
+
+
+def test_a_well_formed_request_is_still_rewritten() -> None:
+    """The check refuses only what it cannot read: the reference requests are rewritten, no fallback."""
+    telos_wrap.patch(strict=True)
+    for api in ("anthropic", "openai", "responses"):
+        kwargs = kwargs_for("responses" if api == "responses" else api)
+        error, sent = _send(api, kwargs)
+        assert error is None
+        telos_wrap.unpatch()
+        _, unpatched = _send(api, kwargs)
+        telos_wrap.patch(strict=True)
+        assert sent != unpatched, api
+        _lines_reach_the_wire(kwargs, sent[-1])
+    assert telos_wrap.failure_counts() == {}

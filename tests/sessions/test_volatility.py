@@ -9,7 +9,7 @@ import anthropic
 import telos_wrap
 from telos_wrap.emulator import ManualClock
 
-from .convo import MODEL, RecordingTransport, messages_for, system_prompt
+from .convo import MODEL, RULES, RecordingTransport, messages_for, system_prompt
 
 
 def _usage(client: anthropic.Anthropic, turn: int) -> tuple[int, int]:
@@ -41,7 +41,9 @@ def test_untagged_clock_line_costs_one_cache_break(
     last = transport.bodies[-1]
     assert b"Server clock: 2026-05-01 10:09:07" in last
     explained = sess.explain(9)
-    assert "learned-volatile: system[0].drop (system block 0, from line 1, line)" in explained
+    # Named as the caller wrote it: block system[0], its second line (counted from 1).
+    assert "learned-volatile: system[0].drop (system[0] line 2, 1 line)" in explained
+    assert "moved whole from system[0] line 2 " in explained
     assert "a value in it changed at request 1" in explained
     assert "drop-moved" in explained
     # Before it changed, nothing was moved: request 0 went out with the line where the caller wrote it.
@@ -65,3 +67,35 @@ def test_forget_volatility(claude: anthropic.Anthropic, clock: ManualClock) -> N
         assert len(sess.volatile_spans) == 1
         sess.forget_volatility()
         assert len(sess.volatile_spans) == 0
+
+
+def test_lines_are_named_as_the_caller_wrote_them_everywhere(
+    claude: anthropic.Anthropic, transport: RecordingTransport, clock: ManualClock
+) -> None:
+    """One convention in the cache break, ``explain`` and the pytest report: ``system[i] line n``, n
+    counted from 1 in the caller's own text, a moved (tagged) line above it included."""
+    from telos_wrap.testing.changes import caller_change
+    from telos_wrap.traces import TraceRequest
+
+    def system(turn: int) -> str:
+        return (
+            "You are the support assistant of Example Corp.\n"
+            f"Current time: 2026-05-01T10:{turn:02d}:00\n"  # tagged: moved by the lift on sight
+            "Answer in English.\n"
+            f"Server clock: 2026-05-01 10:{turn:02d}:07\n" + RULES  # untagged: learned at its first change
+        )
+
+    kwargs = []
+    with telos_wrap.session("line-numbers") as sess:
+        for turn in range(3):
+            kwargs.append(
+                {"model": MODEL, "max_tokens": 32, "system": system(turn), "messages": messages_for(turn)}
+            )
+            claude.messages.create(**kwargs[-1])
+            clock.advance(5)
+    assert "system[0] line 4, 1 line" in sess.explain(2), "the fourth line as written"
+    assert any("system[0] line 4" in b.detail for b in sess.cache_breaks), [
+        b.detail for b in sess.cache_breaks
+    ]
+    before, after = (TraceRequest("s", n, "anthropic", kwargs[n]) for n in (0, 1))
+    assert caller_change(before, after).startswith("system[0] line 2 changed"), "the first changed line"

@@ -12,7 +12,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from telos_wrap.errors import TelosHintError
 from telos_wrap.ir.context import ContextPolicy, ContextPolicyError, parse_context
 
-__all__ = ["ENGINE_NAMES", "OUTPUT_FILTER_MODES", "TelosHints", "check_output_filter", "parse_hints"]
+__all__ = [
+    "ENGINE_NAMES",
+    "OUTPUT_FILTER_MODES",
+    "VALID_VALUES",
+    "TelosHints",
+    "check_output_filter",
+    "parse_hints",
+]
 
 #: The output filter's modes (``telos_wrap.filters.MODES``; a value of the caller's may also be an
 #: ``OutputFilter``, recognized by its ``filter_id`` and ``callable_for``: the IR imports no other room).
@@ -50,7 +57,10 @@ class TelosHints(BaseModel):
     engine: EngineName | None = Field(
         default=None, description="Engine adapter; required to name self-hosted vLLM/SGLang servers."
     )
-    disable: bool = Field(default=False, description="Send this request exactly as the caller built it.")
+    # strict: a bool or an int, never a string or number read as one ("yes", "3": TelosHintError).
+    disable: bool = Field(
+        default=False, strict=True, description="Send this request exactly as the caller built it."
+    )
     ttl: Literal["5m", "1h", "30m", "12h"] | None = Field(
         default=None,
         description="Cache lifetime for the stable prefix: 5m/1h (Anthropic), 30m/12h (OpenAI gpt-5.6+).",
@@ -70,6 +80,7 @@ class TelosHints(BaseModel):
     expected_turns: int | None = Field(
         default=None,
         ge=1,
+        strict=True,
         description="How many requests the conversation is expected to make: from request N on, an "
         "engine whose cache writes cost extra writes nothing past what an earlier request wrote "
         "(docs/sessions.md, 'No write nobody reads').",
@@ -136,6 +147,18 @@ def _every_field_set(base: TelosHints) -> TelosHints:
 
 
 _VALID_KEYS = ", ".join(TelosHints.model_fields)
+#: What each key accepts, said in an error about it (``tests/reliability/test_options.py`` checks
+#: that every key has an entry).
+VALID_VALUES: Mapping[str, str] = {
+    "session": "a session id (a string)",
+    "engine": " or ".join(ENGINE_NAMES),
+    "disable": "True or False",
+    "ttl": "'5m' or '1h' (Anthropic), '30m' or '12h' (OpenAI gpt-5.6+)",
+    "drop_patterns": "a list of regular expressions (strings)",
+    "drop_scope": "'system' or 'all'",
+    "isolation": "a tenant or user key (a string)",
+    "expected_turns": "an integer of at least 1",
+}
 
 
 def parse_hints(value: Any) -> TelosHints:
@@ -155,5 +178,13 @@ def parse_hints(value: Any) -> TelosHints:
     try:
         return TelosHints(**value)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in exc.errors())
+        problems = "; ".join(_problem(err) for err in exc.errors())
         raise TelosHintError(f"invalid telos_hint ({problems}); valid keys: {_VALID_KEYS}") from None
+
+
+def _problem(error: Any) -> str:
+    """One validation error: where, pydantic's message, and what the key accepts."""
+    loc = error["loc"]
+    valid = VALID_VALUES.get(str(loc[0])) if loc else None
+    where = ".".join(map(str, loc))
+    return f"{where}: {error['msg']}" + (f" (valid: {valid})" if valid else "")

@@ -39,6 +39,7 @@ from telos_wrap.ir.refpool import (
     parse_stub,
     stub_text,
 )
+from telos_wrap.lift.readable import check_anthropic
 from telos_wrap.lift.user_split import DEFAULT_PATTERNS, SplitPatterns, split_text
 
 __all__ = ["REFPOOL_THRESHOLD", "lift_anthropic_messages"]
@@ -322,10 +323,12 @@ def lift_anthropic_messages(
     text exactly equal to one of them is lifted as a stub or pool entry, anything else is the
     caller's text (docs/security.md).
 
+    Raises ``TelosUnreadableError`` for a shape it cannot read faithfully (``lift/readable.py``).
     Lossless: every key and block of ``body`` is either modelled or carried in ``params`` /
     ``extra`` / a passthrough block, and the Anthropic engine emits it back. ``settled`` are the
     already-bridged forms of the first messages (a session's history memo); only the rest is lifted.
     """
+    check_anthropic(body, len(settled))
     if hints is not None and hints.drop_patterns:
         if hints.drop_scope == "all":
             patterns = patterns.extended(drop=hints.drop_patterns)

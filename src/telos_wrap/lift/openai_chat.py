@@ -48,6 +48,7 @@ from telos_wrap.ir.refpool import (
     parse_stub,
     stub_text,
 )
+from telos_wrap.lift.readable import check_chat
 from telos_wrap.lift.user_split import DEFAULT_PATTERNS, SplitPatterns, split_text
 
 __all__ = ["MARKER", "ORIGIN", "SYSTEM_ROLES", "lift_openai_chat"]
@@ -375,7 +376,8 @@ def lift_openai_chat(
     session's settled IR messages standing for the first conversation messages (after the leading
     system messages); they are reused as they are. ``own``: the references telos emitted in this
     session (``refpool.emitted_references``); only text exactly equal to one of them is lifted as a
-    stub or pool entry, anything else is the caller's text (docs/security.md).
+    stub or pool entry, anything else is the caller's text (docs/security.md). Raises
+    ``TelosUnreadableError`` for a shape it cannot read faithfully (``lift/readable.py``).
     """
     if hints is not None and hints.drop_patterns:
         if hints.drop_scope == "all":
@@ -392,13 +394,11 @@ def lift_openai_chat(
     messages_raw = body.get("messages")
     wire: Sequence[Any] = messages_raw if isinstance(messages_raw, list) else []
     leading = leading_system_count(wire)
+    check_chat(body, leading + len(settled), leading)
     system = _SystemLifter(patterns, refpool_threshold, own)
     for index in range(leading):
         system.lift(index, wire[index])
     first = leading + len(settled)  # settled messages were checked on the turn they were fresh
-    for index in range(first, len(wire)):
-        if not isinstance(wire[index], Mapping):
-            raise TypeError(f"messages[{index}] is a {type(wire[index]).__name__}, not a message object")
     messages = tuple(settled) + tuple(
         _lift_message(index, wire[index], patterns.for_messages()) for index in range(first, len(wire))
     )

@@ -55,6 +55,7 @@ from telos_wrap.ir.model import (
     Transformation,
 )
 from telos_wrap.ir.order import marker_carrier
+from telos_wrap.lift.readable import check_responses
 from telos_wrap.lift.user_split import DEFAULT_PATTERNS, SplitPatterns, split_text
 
 __all__ = [
@@ -279,9 +280,11 @@ def lift_openai_responses(
 ) -> TelosIR:
     """Lift a plain-JSON Responses body (no SDK sentinels) into a ``TelosIR`` (api ``openai_responses``).
 
-    ``body`` is never modified; payloads are shared with it, never mutated. Raises ``TypeError`` for an
-    ``input`` list holding something other than item objects (the patch layer sends such a body as is).
+    ``body`` is never modified; payloads are shared with it, never mutated. Raises
+    ``TelosUnreadableError`` for a shape it cannot read faithfully (``lift/readable.py``; the patch
+    layer sends such a body as is).
     """
+    check_responses(body)
     if hints is not None and hints.drop_patterns:
         if hints.drop_scope == "all":
             patterns = patterns.extended(drop=hints.drop_patterns)

@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from itertools import repeat
 from typing import Any
 
-from telos_wrap.errors import NotPlainJSON
+from telos_wrap.errors import NotPlainJSON, TelosStageError, TelosUnreadableError
+from telos_wrap.failopen import report_failure
 from telos_wrap.lift.plain import require_plain
 from telos_wrap.patch.sdk_json import sdk_plain, with_file_inputs
 
@@ -151,8 +152,23 @@ def readable(sdk: str, options: Any) -> tuple[Any, dict[str, Any] | None]:
     if body is None:
         return options, None
     if _top_plain(body):
-        return options, well_formed(body, options.url, checked=True)
+        return options, _reported(well_formed(body, options.url, checked=True), body, options.url)
     return as_sdk_sends(sdk, options, body)
+
+
+def _reported(read: dict[str, Any] | None, body: Mapping[str, Any], url: Any) -> dict[str, Any] | None:
+    """``read``; when it is ``None`` (no message list of the endpoint's form), the request goes out as
+    built and that fallback is counted and logged like any request the lift cannot read."""
+    if read is None:
+        field = "input" if _is_responses_url(url) else "messages"
+        what = (
+            "is not a list of input item objects"
+            if field == "input"
+            else "is missing, or not a list of message objects with a string role"
+        )
+        if field in body or field == "messages":
+            report_failure(TelosStageError("lift", TelosUnreadableError(field, what)))
+    return read
 
 
 #: Set while an async client's call is routed: a body with file inputs is then not read here (that
@@ -193,8 +209,8 @@ def as_sdk_sends(sdk: str, options: Any, body: dict[str, Any]) -> tuple[Any, dic
             type(exc).__name__,
         )
         return options, None
-    return options.model_copy(update={"json_data": plain, "extra_json": None}), well_formed(
-        plain, options.url
+    return options.model_copy(update={"json_data": plain, "extra_json": None}), _reported(
+        well_formed(plain, options.url), plain, options.url
     )
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from telos_wrap.engines.prices import DEFAULT_PRICES
+from telos_wrap.engines.prices import prices_for as table_prices
 from telos_wrap.engines.registry import get_engine
 
 # -- results ----------------------------------------------------------------------------------------
@@ -19,10 +21,17 @@ class Prices:
     write_1h: float = 2.0
 
 
-def prices_for(engine: str) -> Prices:
-    """The engine's multipliers (Anthropic: read 0.1, 5m write 1.25, 1h write 2)."""
-    profile = get_engine(engine).profile
-    return Prices(read=profile.read_multiplier, write=profile.write_multiplier)
+def prices_for(engine: str, model: object = None) -> Prices:
+    """The multipliers of ``engine`` (or ``model``'s family): the package's one price table,
+    ``telos_wrap.engines.prices``, the same one session stats use. An engine the table has no row
+    for is priced by its adapter's profile."""
+    if engine not in DEFAULT_PRICES:
+        profile = get_engine(engine).profile
+        return Prices(
+            read=profile.read_multiplier, write=profile.write_multiplier, write_1h=profile.write_multiplier
+        )
+    found = table_prices(engine, model)
+    return Prices(read=found.read, write=found.write, write_1h=found.write_long)
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from telos_wrap.sessions.registry import (
     set_memory_limits,
 )
 from telos_wrap.sessions.stores.breaker import BreakerStats, StoreBreaker, StoreEvent
+from telos_wrap.sessions.stores.from_url import store_from_url
 from telos_wrap.sessions.stores.redis_store import RedisStore
 from telos_wrap.sessions.stores.store import (
     MemoryStore,
@@ -73,4 +74,5 @@ __all__ = [
     "session",
     "set_default_store",
     "set_memory_limits",
+    "store_from_url",
 ]

@@ -73,7 +73,30 @@ def check_session_arguments(
     for name, value in (("on_cache_break", on_cache_break), ("clock", clock)):
         if value is not None and not callable(value):
             raise TelosHintError(f"session({name}={value!r}) must be a callable (or None)")
-    if prices is not None and not isinstance(prices, Mapping):
-        raise TelosHintError(
-            f"session(prices=...) must be a dict {{engine: PriceMultipliers}}, not {prices!r}"
-        )
+    _check_prices(prices)
+
+
+def _check_prices(prices: Any) -> None:
+    """``prices``: ``{engine name: PriceMultipliers(...)}``, checked entry by entry (a bare number
+    would only fail later, when ``stats`` is read)."""
+    if prices is None:
+        return
+    from telos_wrap.sessions.views.stats import PriceMultipliers
+
+    valid = (
+        f"valid: a dict {{engine: PriceMultipliers(read=..., write=..., write_long=...)}} over engines "
+        f"{', '.join(ENGINE_NAMES)}, e.g. prices={{'anthropic': PriceMultipliers(read=0.025, write=1.25, "
+        "write_long=2.0)}"
+    )
+    if not isinstance(prices, Mapping):
+        raise TelosHintError(f"session(prices={prices!r}) is not a dict; {valid}")
+    for engine, value in prices.items():
+        if not isinstance(engine, str):
+            raise TelosHintError(
+                f"session(prices=...) has a key {engine!r} that is not an engine name; {valid}"
+            )
+        if not isinstance(value, PriceMultipliers):
+            raise TelosHintError(
+                f"session(prices=...)[{engine!r}] is a {type(value).__name__}, "
+                f"not a PriceMultipliers; {valid}"
+            )

@@ -65,6 +65,7 @@ from telos_wrap.sessions.live import (
 from telos_wrap.sessions.logs import note
 from telos_wrap.sessions.refresh import RefreshDecision, decide_refresh
 from telos_wrap.sessions.stores.breaker import StoreBreaker, breaker_of
+from telos_wrap.sessions.stores.from_url import check_store
 from telos_wrap.sessions.stores.store import AsyncSessionStore, SessionStore, default_store, store_ops
 from telos_wrap.sessions.sync import drivers
 from telos_wrap.sessions.sync.plans import StateSync, StoreOp, unchanged
@@ -106,7 +107,7 @@ class Session:
         self,
         session_id: str | None = None,
         *,
-        store: SessionStore | None = None,
+        store: SessionStore | str | None = None,
         hints: TelosHints | None = None,
         strict: bool | None = None,
         implicit: bool = False,
@@ -130,7 +131,8 @@ class Session:
         self._fleet_where: tuple[str, str] | None = None
         #: The digest key of this session's tenant (``fleet_io.digest_key``), set by each request.
         self._key = SHARED_KEY
-        self._store = store
+        #: A URL names a store (``stores/from_url.py``); anything else that is not a store is refused here.
+        self._store = check_store(store)
         self.hints = hints or TelosHints()
         self.strict = strict
         self.implicit = implicit
@@ -864,9 +866,11 @@ class Session:
         spans), the cache break it caused, and its usage. Requests made by other workers are only
         known by their index and cache break.
         """
+        state = self.state
         with self._lock:
             known = sorted(self._records)
-            index = n if n >= 0 else (known[-1] + 1 + n if known else n)
+            # A negative index counts from the latest request prepared here, else (none here: a
+            # fresh process) from the session's latest request, whichever worker made it.
+            index = n if n >= 0 else (known[-1] + 1 + n if known else state.requests + n)
             record = self._records.get(index)
-        state = self.state
-        return explain(self.id, n, record, index, state.recent_breaks)
+        return explain(self.id, n, record, index, state.recent_breaks, total=state.requests, known=known)

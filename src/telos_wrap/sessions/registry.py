@@ -75,7 +75,7 @@ def session(
     session_id: str | None = None,
     *,
     engine: str | None = None,
-    store: SessionStore | None = None,
+    store: SessionStore | str | None = None,
     ttl: str | None = None,
     strict: bool | None = None,
     hints: TelosHints | Mapping[str, Any] | None = None,
@@ -95,7 +95,8 @@ def session(
             generated when omitted.
         engine: engine adapter for the session's calls (``TelosHints.engine``).
         store: where the state lives (default: the process-wide ``MemoryStore``; pass a
-            ``RedisStore`` to share a session between workers).
+            ``RedisStore`` to share a session between workers), or a store URL
+            (``"redis://host:6379/0"``, ``"memory://"``: ``store_from_url``, one store per URL).
         ttl: cache lifetime of the stable prefix (``"5m"``/``"1h"``, ``"30m"``/``"12h"``).
         strict: raise instead of failing open, for this session's calls.
         hints: default ``TelosHints`` (or a dict, validated) for every call in the session.

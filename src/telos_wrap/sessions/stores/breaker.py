@@ -17,6 +17,7 @@ import asyncio
 import logging
 import threading
 import time
+import weakref
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -237,6 +238,10 @@ def _resolve(future: asyncio.Future[None]) -> None:
 
 
 _breakers_lock = threading.Lock()
+#: Breakers of stores that take no ``breaker`` attribute (``breaker_of``).
+_held: weakref.WeakKeyDictionary[object, StoreBreaker] = weakref.WeakKeyDictionary()
+_unweakable: dict[int, tuple[object, StoreBreaker]] = {}
+_UNWEAKABLE_LIMIT = 64
 
 
 def breaker_of(store: object, session_id: str | None = None) -> StoreBreaker:
@@ -256,9 +261,23 @@ def breaker_of(store: object, session_id: str | None = None) -> StoreBreaker:
         found = getattr(store, "breaker", None)
         if isinstance(found, StoreBreaker):
             return found
+        try:
+            return _held[store]
+        except (KeyError, TypeError):
+            pass
+        kept = _unweakable.get(id(store))
+        if kept is not None and kept[0] is store:
+            return kept[1]
         made = StoreBreaker()
         try:
             store.breaker = made  # type: ignore[attr-defined]
         except AttributeError:
-            pass
+            # A store that takes no attribute (``__slots__``) still gets one breaker, not one per
+            # call: else every call would fail, warn and count as if the window had just opened.
+            try:
+                _held[store] = made
+            except TypeError:  # not weak-referenceable either: held (with the store) by its id
+                if len(_unweakable) >= _UNWEAKABLE_LIMIT:
+                    _unweakable.pop(next(iter(_unweakable)))
+                _unweakable[id(store)] = (store, made)
         return made

@@ -17,6 +17,7 @@ pass that state back and forth.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
@@ -25,7 +26,7 @@ from typing import Any, overload
 from telos_wrap.engines.registry import get_engine
 from telos_wrap.history import HistoryMemo
 from telos_wrap.ir.context import FOLDED_HERE, ContextPolicy
-from telos_wrap.ir.model import Api, TelosIR, Transformation
+from telos_wrap.ir.model import Api, Band, TelosIR, Transformation
 from telos_wrap.ir.refpool import OwnReferences
 from telos_wrap.ir.windows import context_window
 from telos_wrap.lift.user_split import SplitPatterns
@@ -33,11 +34,11 @@ from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks, check_bu
 from telos_wrap.sessions.durable.prints import message_hash, message_kind, prompt_print
 from telos_wrap.sessions.durable.records import CacheBreak, ClearFold, VolatileSpan
 from telos_wrap.sessions.durable.state import HASH_LEN, AppPrint, PromptPrint, SessionState, hash_list
-from telos_wrap.sessions.learning.digests import SHARED_KEY
+from telos_wrap.sessions.learning.digests import SHARED_KEY, block_lines
 from telos_wrap.sessions.learning.fleet import Fact, adopt, expected_layers, facts_of
 from telos_wrap.sessions.learning.lengths import Lengths, final_reason
 from telos_wrap.sessions.learning.orders import MAX_ORDERS, stabilize_orders
-from telos_wrap.sessions.learning.spans import pattern_of
+from telos_wrap.sessions.learning.spans import locate, pattern_of
 from telos_wrap.sessions.learning.volatility import (
     MAX_LEARNED,
     expected_view,
@@ -102,6 +103,9 @@ class StateHooks(SessionHooks):
         self.volatile = volatile
         #: The lifted system segment (``volatility.system_view``), set by ``before_bridge``.
         self.system_view: tuple[str | None, ...] = ()
+        #: The request body as the caller built it: learned spans are named by the caller's own block
+        #: and line (``caller_place``); read while preparing, never kept in the state.
+        self.body: Mapping[str, Any] = {}
         #: One hash per message as the application sent it (``AppPrint.messages``), and its kinds.
         self.app_hashes = ""
         self.kinds = ""
@@ -269,12 +273,13 @@ class StateHooks(SessionHooks):
                 )
             else:
                 why = f"learned by this conversation: {why}"
-            count = "line" if span.lines == 1 else f"{span.lines} lines"
+            count = "1 line" if span.lines == 1 else f"{span.lines} lines"
+            place = caller_place(span, ir, self.body, self.key)
             records.append(
                 Transformation(
                     kind="learned-volatile",
-                    where=f"{block} (system block {span.block}, from line {span.line}, {count})",
-                    detail=f"moved whole from system block {span.block} line {span.line} to the end of "
+                    where=f"{block} ({place}, {count})",
+                    detail=f"moved whole from {place} to the end of "
                     f"the latest turn, under the heading it sat under if it had one; why: {why}; "
                     "switch off with learn_volatility=False",
                     chars=chars,
@@ -446,6 +451,7 @@ def run_turn(
     hooks = StateHooks(
         state, pins, volatile, memo=memo, own=own, last=last is not None, pressure=pressure, key=key
     )
+    hooks.body = body
     prepared = prepare(api, body, options, hooks)
     if not commit:
         return TurnResult(index, prepared, state, None, None)
@@ -504,6 +510,7 @@ def run_turn(
                 pressure=pressure,
                 key=key,
             )
+            again.body = body
             retried = prepare(api, body, options, again)
             # The lift applies the spans learned at one request as one layer, to the text the earlier
             # layers left (the text they were learned on): use them only if they cut there exactly
@@ -558,7 +565,7 @@ def run_turn(
         if mismatch is not None:
             cache_break = _telos_rewrote(state.last, mismatch, index)
     if cache_break is not None and learned and cache_break.reason == "system_changed":
-        where = ", ".join(f"system block {span.block} line {span.line}" for span in learned)
+        where = ", ".join(caller_place(span, prepared.ir, body, key) for span in learned)
         cache_break = replace(
             cache_break,
             detail=cache_break.detail
@@ -652,6 +659,7 @@ def _adopt_fleet(
     again = StateHooks(
         state, pins, adopted, memo=memo, own=own, last=hooks.last, pressure=hooks.pressure, key=key
     )
+    again.body = body
     retried = prepare(api, body, options, again)
     if again.system_view != expected_layers(hooks.system_view, adopted, key):
         return hooks, prepared, ()
@@ -682,3 +690,43 @@ def _telos_rewrote(previous: PromptPrint, mismatch: WireMismatch, index: int) ->
             "it; the cached prefix from that message on must be written again"
         ),
     )
+
+
+_BLOCK_ID = re.compile(r"(system|messages)\[(\d+)\](?:\[(\d+)\])?")
+_POOLED = re.compile(r"ref:system-doc-(\d+)")
+
+
+def caller_place(span: VolatileSpan, ir: TelosIR, body: Mapping[str, Any], key: bytes = SHARED_KEY) -> str:
+    """Where ``span`` is in the caller's own prompt: ``system[i] line n``, the block as the caller
+    indexed it and the line counted from 1 in the text as the caller wrote it (moved envelope lines
+    included) — the convention of every telos message (breaks, ``explain``, the pytest report)."""
+    # ``span.block`` counts the lifted segment's PIN blocks; bridged, a long one is a pool entry.
+    pins = [block for block in ir.system if block.band is not Band.DROP]
+    block_id = pins[span.block].id if span.block < len(pins) else ""
+    pooled = _POOLED.match(block_id)  # the ref-pool renders a long block under its slug
+    if pooled is not None:
+        block_id = f"{'system' if 'system' in body else 'messages'}[{pooled.group(1)}]"
+    found = _BLOCK_ID.match(block_id)
+    text: Any = None
+    if found is not None:
+        segment, index, part = found.group(1), int(found.group(2)), found.group(3)
+        raw = body.get(segment)
+        if segment == "system" and isinstance(raw, str):
+            text = raw
+        elif isinstance(raw, list) and index < len(raw):
+            item = raw[index]
+            content = item.get("content") if segment == "messages" and isinstance(item, Mapping) else item
+            if isinstance(content, list) and part is not None and int(part) < len(content):
+                content = content[int(part)]
+            text = content.get("text") if isinstance(content, Mapping) else content
+        where = f"{segment}[{index}]" + (f".content[{part}]" if part is not None else "")
+    elif isinstance(body.get("instructions"), str):
+        text, where = body["instructions"], "instructions"
+    else:
+        where = f"system block {span.block}"
+    line = span.line + 1
+    if isinstance(text, str):
+        place = locate(span, block_lines(key, text))
+        if place is not None:
+            line = place[0] + 1
+    return f"{where} line {line}"

@@ -89,13 +89,35 @@ class RequestRecord:
 
 
 def explain(
-    session_id: str, n: int, record: RequestRecord | None, index: int, recent: Sequence[CacheBreak]
+    session_id: str,
+    n: int,
+    record: RequestRecord | None,
+    index: int,
+    recent: Sequence[CacheBreak],
+    *,
+    total: int | None = None,
+    known: Sequence[int] = (),
 ) -> str:
     """The text of ``Session.explain(n)``: ``record`` is request ``index`` as this process knows it
-    (``None``: not prepared here, or too old), ``recent`` the state's recent cache breaks."""
+    (``None``: not prepared here, or too old), ``recent`` the state's recent cache breaks, ``total``
+    the session's requests (every worker's), ``known`` the indexes this process holds."""
     brk = next((b for b in recent if b.request == index), None)
     if record is None:
-        lines = [f"session {session_id}: request {n} was not prepared in this process (or is too old)"]
+        asked = f"request {index}" + (f" (explain({n}))" if n != index else "")
+        if total == 0:
+            lines = [f"session {session_id}: no {asked}: the session has no requests yet"]
+        elif total is not None and not 0 <= index < total:
+            lines = [
+                f"session {session_id}: no {asked}: the session has {total} request(s), 0 to {total - 1}"
+            ]
+        else:
+            here = (
+                f"this process holds requests {known[0]} to {known[-1]}"
+                if known
+                else "this process prepared none of them"
+            )
+            count = f"; the session has {total} request(s), {here}" if total is not None else ""
+            lines = [f"session {session_id}: {asked} was not prepared in this process (or is too old){count}"]
         if brk is not None:
             lines.append(_break_line(brk))
         return "\n".join(lines)

@@ -2,19 +2,9 @@
 
 Costs are in units of *one uncached input token* of the engine, so they need no price list:
 ``cost = raw + read * read_mult + write_short * write_mult + write_long * write_long_mult`` and the
-baseline is every input token sent uncached (``raw + read + write``). Default multipliers
-(docs/vendor-facts.md, the *Prices* line of each vendor):
-
-==========  =====  ===========  ==========  ================================================
-engine      read   write (5m)   write (1h)  source
-==========  =====  ===========  ==========  ================================================
-anthropic   0.1    1.25         2.0         §1.4 (0.025 read on Fable 5.1 / Mythos 5.1)
-openai      0.1    1.0          1.0         §2.4 (writes free before GPT-5.6; 5.6+: 1.25)
-deepseek    0.1    1.0          1.0         §3 (separate hit price, no write premium)
-vllm        0.0    1.0          1.0         self-hosted: a hit costs no compute
-sglang      0.0    1.0          1.0         self-hosted
-generic     0.1    1.0          1.0         assumption
-==========  =====  ===========  ==========  ================================================
+baseline is every input token sent uncached (``raw + read + write``). The multipliers are the
+package's one price table, ``telos_wrap.engines.prices`` (``DEFAULT_PRICES``, with its sources; the
+same table prices ``telos-wrap replay`` and the benchmarks).
 
 Override per session with ``session(prices={"anthropic": PriceMultipliers(read=0.025)})`` or
 globally by editing ``DEFAULT_PRICES``.
@@ -25,35 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from telos_wrap.engines.prices import DEFAULT_PRICES, PriceMultipliers
 from telos_wrap.sessions.durable.state import EngineUsage, SessionState
 
 __all__ = ["DEFAULT_PRICES", "PriceMultipliers", "SessionStats"]
-
-
-@dataclass(frozen=True, slots=True)
-class PriceMultipliers:
-    """Prices of cached input relative to uncached input (1.0) for one engine.
-
-    Attributes:
-        read: a cache-read token.
-        write: a cache-write token at the short TTL (Anthropic 5m, OpenAI 30m).
-        write_long: a cache-write token at the long TTL (Anthropic 1h, OpenAI 12h).
-    """
-
-    read: float = 0.1
-    write: float = 1.0
-    write_long: float = 1.0
-
-
-#: Default multipliers per engine name (module-level so an application can adjust them).
-DEFAULT_PRICES: dict[str, PriceMultipliers] = {
-    "anthropic": PriceMultipliers(read=0.1, write=1.25, write_long=2.0),
-    "openai": PriceMultipliers(read=0.1, write=1.0, write_long=1.0),
-    "deepseek": PriceMultipliers(read=0.1, write=1.0, write_long=1.0),
-    "vllm": PriceMultipliers(read=0.0, write=1.0, write_long=1.0),
-    "sglang": PriceMultipliers(read=0.0, write=1.0, write_long=1.0),
-    "generic": PriceMultipliers(read=0.1, write=1.0, write_long=1.0),
-}
 
 
 def _empty_usage() -> dict[str, EngineUsage]:
@@ -78,6 +43,9 @@ class SessionStats:
         requests: requests sent in the session (refreshes included), by every worker.
         refreshes: of which keep-alive pre-warms (``max_tokens=0``).
         responses_with_usage / unreported: responses whose usage was / was not reported.
+        unanswered (property): requests with no response read yet: still in flight, or the call
+            never got one (a connection error or timeout: it never reached the vendor, or a vendor
+            error status). ``requests = responses_with_usage + unreported + unanswered``.
         raw_input / cache_read / cache_write / output: token totals (input kinds are disjoint).
         cache_breaks: requests that broke the cache (see ``CacheBreak``).
         fallbacks: requests telos sent as the SDK built them because one of its stages failed (fail
@@ -143,6 +111,11 @@ class SessionStats:
         """``cache_read / total_input``; ``None`` before any reported input."""
         total = self.total_input
         return self.cache_read / total if total else None
+
+    @property
+    def unanswered(self) -> int:
+        """Requests with no response read (in flight, a connection error, a timeout, an error status)."""
+        return max(self.requests - self.responses_with_usage - self.unreported, 0)
 
     @property
     def cost(self) -> float:
