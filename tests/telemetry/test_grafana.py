@@ -1,7 +1,8 @@
 """docs/grafana/telos_wrap.json: every metric and label its queries name is one telos really exports.
 
-A session with a cache break runs through ``patch()`` with the OpenTelemetry Prometheus exporter, and
-one call fails open on a session store that cannot be read (a fallback); the scrape's metric and
+A session with a cache break runs through ``patch()`` with the OpenTelemetry Prometheus exporter, a
+session's tool results go through the output filter, and one call fails open on a session store that
+cannot be read (a fallback); the scrape's metric and
 label names are then what the dashboard's PromQL may use.
 """
 
@@ -18,6 +19,7 @@ import pytest
 
 from telos_wrap import telemetry
 from telos_wrap.sessions import MemoryStore
+from tests.sessions.filter_convo import MODEL, SYSTEM, TOOLS, messages_for
 
 from .conftest import run_session
 from .test_metrics import _free_port
@@ -72,6 +74,11 @@ def _scrape(emulator: str, track: Any) -> str:
     try:
         client = track(anthropic.Anthropic(api_key="k", base_url=emulator))
         run_session(client, "grafana-1")
+        with telos_wrap.session("grafana-3", output_filter="aggressive"):
+            for request in range(3):  # tool results the output filter shortens
+                client.messages.create(
+                    model=MODEL, max_tokens=8, system=SYSTEM, tools=TOOLS, messages=messages_for(request)
+                )
         store = UnreadableStore()
         with telos_wrap.session("grafana-2", store=store) as down:
             client.messages.create(

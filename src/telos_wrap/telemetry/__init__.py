@@ -224,6 +224,9 @@ def _begin(ctx: Any, options: Any, failed: tuple[str, ...], tracing_off: bool = 
         instruments.requests.add(1, labels)
         if brk is not None:
             instruments.breaks.add(1, {"telos.engine": engine, "telos.break.reason": brk.reason})
+        removed = facts.filtered_chars(record)
+        if removed > 0:  # ≈ 4 characters a token, as the session's stats count it
+            instruments.filtered.add(removed / 4, {"telos.engine": engine})
     call = CallTelemetry(
         tracer_provider=tracer,
         meter=instruments,

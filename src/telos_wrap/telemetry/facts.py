@@ -49,6 +49,13 @@ def provider_key() -> str:
     return "gen_ai.provider.name" if latest_conventions() else "gen_ai.system"
 
 
+def filtered_chars(record: RequestRecord | None) -> int:
+    """Characters the output filter took out of the tool results it filtered first in this request."""
+    if record is None or record.explained is None:
+        return 0
+    return record.explained.filtered_chars
+
+
 def outcome(record: RequestRecord | None, fell_back: bool) -> tuple[str, str | None]:
     """``(outcome, reason)``: ``rewritten``, ``untouched`` (with its reason code) or ``fell_back``."""
     if fell_back:

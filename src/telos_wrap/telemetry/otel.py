@@ -241,6 +241,12 @@ class Instruments:
             unit="{token}",
             description="Estimated input saving in uncached-token units against a baseline (may be negative)",
         )
+        self.filtered = meter.create_counter(
+            "telos.output_filter.removed",
+            unit="{token}",
+            description="Tokens the output filter took out of tool results, counted once per result, on the "
+            "request that first filtered it (characters / 4; each later request re-sends it as filtered)",
+        )
         self.cost = meter.create_counter(
             "telos.input.cost",
             unit="{token}",

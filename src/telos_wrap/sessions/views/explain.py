@@ -49,6 +49,9 @@ class Explained(NamedTuple):
     breakpoints: tuple[Anchor, ...]
     notes: tuple[str, ...]
     records: tuple[Change, ...]
+    #: Characters the output filter took out of the tool results it filtered first in this request
+    #: (``telos.output_filter.removed``; a result re-sent as first filtered is not counted again).
+    filtered_chars: int = 0
 
     @classmethod
     def of(cls, prepared: Prepared) -> Explained:
@@ -57,6 +60,11 @@ class Explained(NamedTuple):
             tuple(map(anchor, prepared.plan.breakpoints)),
             prepared.plan.notes,
             tuple(map(change, prepared.ir.records)),
+            sum(
+                o.before - o.after
+                for o in prepared.ir.outputs
+                if o.fresh and o.filter_id is not None and not o.fallback
+            ),
         )
 
 
