@@ -21,7 +21,7 @@ import pytest
 
 import telos_wrap
 from telos_wrap.emulator import Emulator, ManualClock, serve, text_for_tokens
-from telos_wrap.patch import _OBSERVER_ROLES, TARGETS, _resolve
+from telos_wrap.patch import TARGETS, _resolve
 
 SYSTEM = "You answer in one word.\n" + text_for_tokens(1500)
 TURNS = [{"role": "user", "content": "Hello?"}]
@@ -129,7 +129,7 @@ def test_patch_and_unpatch_while_recording(tmp_path: Path, server: tuple[Emulato
     path = tmp_path / "calls.jsonl"
     # Targets of another SDK line (LegacyAPIResponse in anthropic 0.x) are absent, so never wrapped;
     # LiteLLM's completion and DSPy's client rewrite and are never observers.
-    observe_only = {f"{t.module}:{t.qualname}" for t in TARGETS if t.role in _OBSERVER_ROLES and _resolve(t)}
+    observe_only = {f"{t.module}:{t.qualname}" for t in TARGETS if t.observer and _resolve(t)}
     try:
         with telos_wrap.record(path):
             assert set(_wrapped_now()) == observe_only  # entry points stay the SDK's own
