@@ -494,7 +494,8 @@ def _odd_message(api: str) -> st.SearchStrategy[Any]:
                 }
             )
         ),
-        _WORDS.map(lambda w: _orphan(api, w)),
+        # Responses: the server may hold the call an output answers, so an orphan is not refused there.
+        _WORDS.map(lambda w: _orphan("anthropic" if api == "responses" else api, w)),
     )
 
 
@@ -557,7 +558,8 @@ def test_a_malformed_request_goes_out_as_the_sdk_built_it(api: str, data: st.Dat
     assert patched[0] is unpatched[0], "the same outcome (the SDK's own error, or the vendor's answer)"
     for sent in patched[1]:
         _lines_reach_the_wire(kwargs, sent)
-    if patched[1]:
+    passthrough = api == "responses" and isinstance(odd, dict) and "type" not in odd and "role" not in odd
+    if patched[1] and not passthrough:  # (a typeless, roleless Responses item: a documented passthrough)
         assert patched[1] == unpatched[1], "sent exactly as the SDK built it"
         assert telos_wrap.failure_counts().get("lift", 0) >= 1, "the fallback is counted"
 
@@ -575,7 +577,6 @@ def test_a_malformed_request_goes_out_as_the_sdk_built_it(api: str, data: st.Dat
         ("openai", _orphan("openai", "qzx-secret")),
         ("responses", {"role": "user", "content": 5}),
         ("responses", {"role": "user", "content": [{"type": "txet", "text": "qzx-secret"}]}),
-        ("responses", _orphan("responses", "qzx-secret")),
     ],
 )
 def test_the_issue_cases_keep_the_clock_line_and_log_once(

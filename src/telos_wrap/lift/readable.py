@@ -74,8 +74,6 @@ _CHAT_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "fu
 #: Content-part types of a Responses message item (input parts, and an assistant's output parts).
 RESPONSES_PART_TYPES = frozenset({"input_text", "input_image", "input_file", "output_text", "refusal"})
 _RESPONSES_ROLES = frozenset({"user", "assistant", "system", "developer"})
-#: Caller items that answer a model's call by ``call_id`` (their calls: ``_RESPONSES_CALLS``).
-_RESPONSES_ANSWERS = {"function_call_output": "function_call", "custom_tool_call_output": "custom_tool_call"}
 
 
 def _refuse(path: str, what: str) -> TelosUnreadableError:
@@ -279,8 +277,7 @@ def check_responses(body: Mapping[str, Any]) -> None:
 
     Item types the lift does not model still pass through whole, in place (a documented
     transformation: ``Transformation("passthrough-item")``); message items and their parts are checked.
-    A function call output is checked against the calls in ``input`` only when the request carries
-    the whole conversation (no ``previous_response_id`` / ``conversation``: the server holds those).
+    A function call output is not checked against the calls in ``input`` (the server may hold them).
     """
     instructions = body.get("instructions")
     if instructions is not None and not isinstance(instructions, (str, list)):
@@ -293,8 +290,6 @@ def check_responses(body: Mapping[str, Any]) -> None:
         return
     if not isinstance(items, list):
         raise _refuse("input", f"is {_type_name(items)}, not a string or a list of items")
-    server_held = body.get("previous_response_id") is not None or body.get("conversation") is not None
-    calls: set[Any] = set()
     for index, item in enumerate(items):
         path = f"input[{index}]"
         if not isinstance(item, Mapping):
@@ -306,12 +301,8 @@ def check_responses(body: Mapping[str, Any]) -> None:
             _responses_message(item, path)
         elif not isinstance(kind, str):
             raise _refuse(f"{path}.type", f"is {_type_name(kind)}, not a string")
-        elif kind == "item_reference":
-            server_held = True  # a call may be one of the items referenced: orphans cannot be told
-        elif kind in _RESPONSES_ANSWERS.values():
-            calls.add(item.get("call_id"))
-        elif kind in _RESPONSES_ANSWERS and not server_held and item.get("call_id") not in calls:
-            raise _refuse(path, f"is a {kind} answering no call earlier in input")
+        # An output answering no call in ``input`` is not refused here: the server may hold the call
+        # (``previous_response_id``, ``conversation``, ``item_reference``, stored items).
 
 
 def _responses_message(item: Mapping[str, Any], path: str) -> None:
