@@ -133,7 +133,7 @@ def lint(session: nox.Session) -> None:
     """ruff (style, banned json.dumps outside the canonicalizer) and import-linter (the three layers)."""
     session.install("-e", ".", "ruff>=0.6", "import-linter>=2.0")
     session.run("ruff", "check", "src", "tests", "benchmarks")
-    session.run("ruff", "format", "--check", "src")
+    session.run("ruff", "format", "--check", "src", "tests", "benchmarks")
     session.run("lint-imports")
 
 
