@@ -15,6 +15,7 @@ later — therefore never sends the header: there is nobody left to remove it, a
 from __future__ import annotations
 
 import contextvars
+import enum
 import functools
 import os
 import sys
@@ -32,6 +33,8 @@ from telos_wrap.sessions import Session, current_session
 __all__ = [
     "BUILT_OUTSIDE",
     "HINT_HEADER",
+    "BuiltIn",
+    "BuiltOutside",
     "CallContext",
     "current_call",
     "hint_headers",
@@ -174,11 +177,20 @@ def release_hint(token: str) -> None:
 _NO_HINTS = TelosHints()
 
 
+class BuiltOutside(enum.Enum):
+    """Where a call was built, when not in a session: outside any (and it stays outside when sent)."""
+
+    OUTSIDE = "outside"
+
+
 #: ``read_hint_header``'s answer for a call built outside any session (it stays outside).
-BUILT_OUTSIDE = "outside"
+BUILT_OUTSIDE = BuiltOutside.OUTSIDE
+#: The session a call was built in, as the request layer learns it: a ``Session``, ``BUILT_OUTSIDE``,
+#: or ``None`` (no token: unknown, so the session active when it is sent).
+BuiltIn = Session | BuiltOutside | None
 
 
-def read_hint_header(value: str | None) -> tuple[TelosHints, Session | str | None]:
+def read_hint_header(value: str | None) -> tuple[TelosHints, BuiltIn]:
     """The hints of the call whose header token is ``value``, and the session it was built in:
     a ``Session``, ``BUILT_OUTSIDE`` (built outside any session), or ``None`` (no token: unknown).
 

@@ -27,6 +27,7 @@ from telos_wrap.ir.model import Api
 from telos_wrap.patch.calls import (
     BUILT_OUTSIDE,
     HINT_HEADER,
+    BuiltIn,
     CallContext,
     hint_token,
     read_hint_header,
@@ -117,7 +118,7 @@ def resolve_session(
     api: Api,
     body: Mapping[str, Any],
     hints: TelosHints,
-    carried: Session | str | None,
+    carried: BuiltIn,
     named: str | None = None,
     client: Any = None,
     *,
@@ -126,7 +127,7 @@ def resolve_session(
     """The call's session. ``tenant``: ``tenant_of(client, hints)`` when the caller has it already."""
     # The session the call was built in (carried with the request; BUILT_OUTSIDE: none, whatever
     # is active now), else - a request without telos' token - the one active now.
-    own = carried if isinstance(carried, Session) else None if carried == BUILT_OUTSIDE else current_session()
+    own = carried if isinstance(carried, Session) else None if carried is BUILT_OUTSIDE else current_session()
     if hints.session is not None or named is not None:
         # A session named by id resolves within the caller's own store: the store of the session
         # the call was built in, else the configured default — never another tenant's store.
@@ -259,7 +260,7 @@ def _turn(
     body: dict[str, Any],
     route: Route,
     hints: TelosHints,
-    carried: Session | str | None,
+    carried: BuiltIn,
     named: str | None,
     observe_only: bool,
 ) -> _Turn:
