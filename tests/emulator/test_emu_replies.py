@@ -221,17 +221,27 @@ def test_counting_since_the_question() -> None:
     }
     assert count_tool_results("anthropic", anthropic_body) == 2
     assert count_tool_results("anthropic", anthropic_body, since_question=True) == 1
+    calls = {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function"}]}
     chat_body = {
         "messages": [
             {"role": "user", "content": "q1"},
+            calls,
             {"role": "tool", "content": "1"},
+            {"role": "assistant", "content": "answer"},
             {"role": "user", "content": "q2"},
+            calls,
             {"role": "tool", "content": "2"},
             {"role": "tool", "content": "3"},
         ]
     }
     assert count_tool_results("openai_chat", chat_body) == 3
     assert count_tool_results("openai_chat", chat_body, since_question=True) == 2
+    # A user turn after the tool results (a per-turn envelope a harness, or telos on a chat route to
+    # Claude, appends there) continues the question: the loop goes on instead of starting over.
+    envelope = {"messages": [*chat_body["messages"], {"role": "user", "content": "Current time: 10:00"}]}
+    assert count_tool_results("openai_chat", envelope, since_question=True) == 2
+    after_answer = {"messages": [*chat_body["messages"][:4], {"role": "user", "content": "Current time"}]}
+    assert count_tool_results("openai_chat", after_answer, since_question=True) == 0
     # No question at all (a conversation of tool results): everything counts.
     assert count_tool_results("openai_chat", {"messages": [{"role": "tool"}]}, since_question=True) == 1
 

@@ -7,11 +7,13 @@ drive an agent's tool loop: ``Emulator(replier=f)`` calls ``f(api, body)`` for e
 ``None``. The replier must be deterministic (a function of the body, e.g. how many tool results the
 current question holds), so a run gives the same answers patched and unpatched.
 
-A *question* is a user turn that is not a tool-result turn: a chat ``user`` message, an Anthropic
-``user`` message holding no ``tool_result`` block. :func:`tool_loop` and :func:`script` count from the
-newest one, so an agent that asks several questions in one conversation gets the same script for
-each. The reply never influences the cache accounting, which depends on the prompt alone. See
-docs/emulator.md.
+A *question* is a user turn that is not a tool-result turn (a chat ``user`` message, an Anthropic
+``user`` message holding no ``tool_result`` block) and that follows the model's finished answer or
+opens the conversation: a user turn after a tool round (a per-turn envelope appended after the
+results, as harnesses and telos' chat routes to Claude do) continues the question it belongs to.
+:func:`tool_loop` and :func:`script` count from the newest question, so an agent that asks several
+questions in one conversation gets the same script for each. The reply never influences the cache
+accounting, which depends on the prompt alone. See docs/emulator.md.
 """
 
 from __future__ import annotations
@@ -88,11 +90,36 @@ def _is_question(api: Api, message: Mapping[str, Any]) -> bool:
     return message.get("role") == "user" and (api == "openai_chat" or not _tool_results_in(api, message))
 
 
+def _calls_tools(api: Api, message: Mapping[str, Any]) -> bool:
+    """An assistant turn that asks for tools (its results are due next)."""
+    if message.get("role") != "assistant":
+        return False
+    if api == "openai_chat":
+        return bool(message.get("tool_calls"))
+    content = message.get("content")
+    return isinstance(content, list) and any(
+        isinstance(b, Mapping) and b.get("type") == "tool_use" for b in content
+    )
+
+
+def _opens_question(api: Api, messages: list[Mapping[str, Any]], index: int) -> bool:
+    """Whether the user turn at ``index`` asks anew: what came before it (past other user turns)
+    is nothing or the model's finished answer, not a tool round. A user turn that follows tool
+    results (a per-turn envelope a harness or telos appends after them) continues the question."""
+    before = index - 1
+    while before >= 0 and _is_question(api, messages[before]):
+        before -= 1
+    if before < 0:
+        return True
+    previous = messages[before]
+    return previous.get("role") == "assistant" and not _calls_tools(api, previous)
+
+
 def _since_question(api: Api, body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The messages after the newest question (all of them when there is none)."""
     messages = _messages(body)
     for index in range(len(messages) - 1, -1, -1):
-        if _is_question(api, messages[index]):
+        if _is_question(api, messages[index]) and _opens_question(api, messages, index):
             return messages[index + 1 :]
     return messages
 
