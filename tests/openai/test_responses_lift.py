@@ -14,6 +14,7 @@ from openai.types.responses import Response
 
 import telos_wrap
 from telos_wrap.engines.openai_usage import OpenAIChatStreamUsage, parse_openai_responses_usage
+from telos_wrap.errors import TelosUnreadableError
 from telos_wrap.ir.canon import canonicalize_payload
 from telos_wrap.lift.openai_responses import lift_openai_responses
 from telos_wrap.pipeline import PrepareOptions, prepare
@@ -162,7 +163,7 @@ def test_engine_fields_per_engine() -> None:
 
 
 def test_lift_rejects_non_item_input() -> None:
-    with pytest.raises(TypeError, match=r"input\[1\]"):
+    with pytest.raises(TelosUnreadableError, match=r"input\[1\]"):
         lift_openai_responses({"model": "m", "input": [ITEMS[0], "loose text"]}, session_id="s")
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import telos_wrap
-from telos_wrap import TelosHintError, TelosOptionError
+from telos_wrap import ContextPolicy, TelosHintError, TelosOptionError
 from telos_wrap.ir.hints import VALID_VALUES, TelosHints, parse_hints
 from telos_wrap.sessions import MemoryStore, PriceMultipliers, RedisStore, store_from_url
 from telos_wrap.sessions.stores.breaker import breaker_of
@@ -32,6 +32,8 @@ HINT_TABLE: dict[str, tuple[list[Any], list[Any]]] = {
     "drop_scope": (["system", "all"], ["everything", True, None]),
     "isolation": (["tenant-1"], [5, ["t"]]),
     "expected_turns": ([1, 3, None], ["3", 3.0, 0, True, "three"]),
+    "output_filter": (["off", "safe", "aggressive", None], ["fast", "Safe", 1, True]),
+    "context": ([None, ContextPolicy(trigger_tokens=50_000)], ["yes", 5, {"trigger": "soon"}]),
 }
 
 

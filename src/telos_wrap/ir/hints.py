@@ -158,6 +158,8 @@ VALID_VALUES: Mapping[str, str] = {
     "drop_scope": "'system' or 'all'",
     "isolation": "a tenant or user key (a string)",
     "expected_turns": "an integer of at least 1",
+    "output_filter": "'off', 'safe', 'aggressive' or a telos_wrap.OutputFilter",
+    "context": "a dict written as Anthropic's clear_tool_uses_20250919 edit, or a telos_wrap.ContextPolicy",
 }
 
 
