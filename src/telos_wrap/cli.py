@@ -12,6 +12,10 @@ uncached (Anthropic: read 0.1x, 5-minute write 1.25x, 1-hour write 2x; other eng
 
 The replay machinery lives in ``telos_wrap.replay`` (also what ``benchmarks/cache_efficiency.py``
 uses); this module is the command line around it.
+
+Why one module, over 500 lines: it is the parser of every verb and the few lines that hand each to
+its room (replay, the emulator, ``check``, ``autopatch``; the dashboard's verb lives in
+``dashboard/command.py``); the verbs share their flags' helpers and the one ``--help`` test.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ __all__ = [
     "OTEL_PROVIDER_SLOTS",
     "asyncio_loop_running",
     "client_custom_headers",
+    "has_stream_iterator",
     "lm15_inner_adapter",
     "parsed_inner_responses",
     "sdk_helper",
@@ -73,6 +74,11 @@ def sdk_helper(sdk: str, name: str) -> Any:
         return getattr(importlib.import_module(f"{sdk}._utils.{_SDK_HELPERS[name]}"), name, None)
     except ImportError:
         return None
+
+
+def has_stream_iterator(obj: Any) -> bool:
+    """Whether ``obj`` has the event source an SDK ``Stream`` / ``AsyncStream`` pulls from."""
+    return hasattr(obj, "_iterator")
 
 
 def stream_iterator(stream: Any) -> Any:

@@ -13,7 +13,12 @@ from typing import Any
 
 from telos_wrap.engines.anthropic_usage import parse_anthropic_usage
 from telos_wrap.ir.model import UsageReport
-from telos_wrap.private_api import parsed_inner_responses
+from telos_wrap.private_api import (
+    has_stream_iterator,
+    parsed_inner_responses,
+    set_stream_iterator,
+    stream_iterator,
+)
 
 __all__ = ["ATTRIBUTE", "as_json", "attach_usage", "json_mapping", "usage_of"]
 
@@ -81,7 +86,7 @@ def _from_snapshot(obj: Any) -> UsageReport | None:
 
 def _is_raw_stream(obj: Any) -> bool:
     """An SDK ``Stream`` / ``AsyncStream`` of ``stream=True`` (it keeps none of its events)."""
-    return hasattr(type(obj), "__stream__") and hasattr(obj, "_iterator") and hasattr(obj, "response")
+    return hasattr(type(obj), "__stream__") and has_stream_iterator(obj) and hasattr(obj, "response")
 
 
 def _tap(stream: Any) -> None:
@@ -99,7 +104,7 @@ def _tap(stream: Any) -> None:
             report = None
         attach_usage(stream, report)
 
-    inner = stream._iterator
+    inner = stream_iterator(stream)
     if hasattr(inner, "__anext__"):
 
         async def tapped_async() -> Any:
@@ -107,7 +112,7 @@ def _tap(stream: Any) -> None:
                 note(event)
                 yield event
 
-        stream._iterator = tapped_async()
+        set_stream_iterator(stream, tapped_async())
     else:
 
         def tapped() -> Any:
@@ -115,7 +120,7 @@ def _tap(stream: Any) -> None:
                 note(event)
                 yield event
 
-        stream._iterator = tapped()
+        set_stream_iterator(stream, tapped())
     stream._telos_tapped = True
 
 

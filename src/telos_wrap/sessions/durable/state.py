@@ -21,6 +21,11 @@ uint32 values. At 1,000 turns they are thousands of numbers, and the C JSON enco
 on each (measured), while packing costs a few microseconds in all; schema 1 (plain lists) is still
 read. A print's JSON text is encoded once and reused, so the second write of a request (its usage)
 does not encode the conversation's positions again.
+
+Why one module, over 500 lines: the state, its prints and its usage counters are one JSON document
+with one schema; its reader and writer (``to_json`` / ``from_json``, the packed arrays) must change
+together, and each field the round's features added (``filtered``, ``clear_folds``) is a few lines
+of each.
 """
 
 from __future__ import annotations

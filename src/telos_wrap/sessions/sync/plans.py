@@ -11,6 +11,10 @@ pending usage folded in, the circuit breaker, and reconciliation after an outage
 Nothing here does I/O, sleeps, or knows a store client, asyncio or redis (an import-linter
 contract): a plan's input is the state it holds and the answers sent into it, its output the
 operations it yields. The session, the store and the breaker are reached through ``SyncHost``.
+
+Why one module, over 500 lines: the plans are one protocol (load, compare-and-set, lose and
+recompute, reconcile after an outage) over one held state; splitting them would split the
+invariants they keep together, which the drivers run identically sync and async.
 """
 
 from __future__ import annotations
