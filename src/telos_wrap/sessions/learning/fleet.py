@@ -74,7 +74,7 @@ from telos_wrap.sessions.learning.digests import (
     skeleton,
     space_key,
 )
-from telos_wrap.sessions.learning.fleet_shape import decode_prints
+from telos_wrap.sessions.learning.fleet_shape import decode_prints, digit_free
 from telos_wrap.sessions.learning.lengths import Lengths
 from telos_wrap.sessions.learning.spans import locate
 from telos_wrap.sessions.learning.volatility import MAX_SPAN_LINES, expected_view, unit_span
@@ -171,25 +171,40 @@ def template_key(api: Api, body: Mapping[str, Any], drop_patterns: Sequence[str]
     Tagged envelopes (the default DROP patterns and the call's ``drop_patterns``) are left out, as
     the lift leaves them out. Never raises.
     """
+    return _template(api, body, drop_patterns)[0]
+
+
+def _template(
+    api: Api, body: Mapping[str, Any], drop_patterns: Sequence[str] = ()
+) -> tuple[str | None, list[str]]:
+    """``template_key`` and the system prompt's PIN text per block (``system_pin_texts``), in one
+    pass over the text. Never raises: a body the lift will refuse anyway has no template."""
     try:
         patterns = DEFAULT_PATTERNS.extended(drop=drop_patterns) if drop_patterns else DEFAULT_PATTERNS
         digest = hashlib.blake2b(digest_size=16)
         stable = 0
         texts = _system_texts(api, body)
+        pins = []
         digest.update(f"{len(texts)}\x00".encode())
         for text in texts:
             pin = split_text(text, patterns, with_fold=False).pin
-            # One pass over the text (a prompt of 5,000 timestamped lines costs no per-line scan).
-            for found in _NO_DIGIT_LINE.finditer(pin):
-                line = found.group()
+            pins.append(pin)
+            # One pass over the text (a prompt of 5,000 timestamped lines costs no per-line scan); a
+            # text with no digit at all is every line of it (a 1 MB one-line prompt: no regex scan).
+            lines = (
+                pin.split("\n")
+                if digit_free(pin)
+                else (found.group() for found in _NO_DIGIT_LINE.finditer(pin))
+            )
+            for line in lines:
                 if line.strip():
                     stable += len(line.strip())
                     digest.update(line.encode("utf-8", "surrogatepass") + b"\n")
             digest.update(b"\x00")
-        return digest.hexdigest() if stable >= MIN_TEMPLATE else None
+        return (digest.hexdigest() if stable >= MIN_TEMPLATE else None), pins
     except Exception:  # a body the lift will refuse anyway: no template
         logger.debug("telos_wrap: no fleet template for this request", exc_info=True)
-        return None
+        return None, []
 
 
 def _lines(text: str) -> Iterable[str]:
@@ -206,6 +221,8 @@ def _lines(text: str) -> Iterable[str]:
 
 #: Opening lines of the system prompt (non-blank, values masked) that name an application.
 OPENING_LINES = 1
+#: Characters of an opening line that count (a 1 MB one-line prompt is not masked whole per call).
+OPENING_CHARS = 512
 
 
 def application_key(
@@ -220,12 +237,16 @@ def application_key(
     assistant whose prompts name their user after the opening line is one. Never raises.
     """
     try:
-        if template_key(api, body, drop_patterns) is None:
+        template, texts = _template(api, body, drop_patterns)
+        if template is None:
             return None
-        texts = system_pin_texts(api, body, drop_patterns)
         opening = list(
             itertools.islice(
-                (skeleton(line).strip() for line in _lines(texts[-1] if texts else "") if line.strip()),
+                (
+                    skeleton(line[:OPENING_CHARS]).strip()
+                    for line in _lines(texts[-1] if texts else "")
+                    if line.strip()
+                ),
                 OPENING_LINES,
             )
         )
