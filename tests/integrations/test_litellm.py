@@ -24,6 +24,7 @@ pytest.importorskip("litellm", reason="install the extra: pip install 'telos-wra
 import litellm
 
 import telos_wrap
+from telos_wrap.sessions.hashed import session_hash
 
 from .agent_kit import (
     _POLICY,
@@ -308,7 +309,10 @@ def test_litellm_fallbacks_count_in_the_session_and_are_said_loudly(
     assert stats.responses_with_usage == 4  # recorded for the requests that fell back too
     loud = [r.getMessage() for r in caplog.records if "keep falling back" in r.getMessage()]
     assert len(loud) == 1, [r.getMessage() for r in caplog.records]
-    assert f"conversation litellm-falls-{mode}" in loud[0] and "stage 'plan' failed: RuntimeError" in loud[0]
+    # Logs name a session by its hash, never its id (docs/observability.md).
+    named = f"conversation {session_hash(f'litellm-falls-{mode}')}"
+    assert named in loud[0] and "stage 'plan' failed: RuntimeError" in loud[0]
+    assert f"litellm-falls-{mode}" not in loud[0]
 
 
 def test_litellm_routes_per_provider() -> None:
