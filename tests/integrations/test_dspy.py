@@ -30,6 +30,7 @@ import dspy
 import telos_wrap
 from telos_wrap.emulator import Reply
 from telos_wrap.failopen import reset_failures
+from telos_wrap.sessions.hashed import session_hash
 
 from .agent_kit import (
     ANTHROPIC_MODEL,
@@ -265,7 +266,10 @@ def test_native_route_fails_open_and_says_so(
     assert not any(_cache_fields("anthropic", Run(None, emulator, {})))
     loud = [r.getMessage() for r in caplog.records if "keep falling back" in r.getMessage()]
     assert len(loud) == 1, [r.getMessage() for r in caplog.records]
-    assert "conversation dspy-falls" in loud[0] and "stage 'plan' failed: RuntimeError" in loud[0]
+    # Logs name a session by its hash, never its id (docs/observability.md).
+    named = f"conversation {session_hash('dspy-falls')}"
+    assert named in loud[0] and "stage 'plan' failed: RuntimeError" in loud[0]
+    assert "dspy-falls" not in loud[0]
 
 
 _LAZY = """
