@@ -33,6 +33,7 @@ def demo_json() -> dict[str, Any]:
     return data
 
 
+@pytest.mark.timed
 def test_demo_is_quick_and_offline(demo_json: dict[str, Any]) -> None:
     assert demo_json["requests"] == 43
     assert demo_json["engine"] == "anthropic"

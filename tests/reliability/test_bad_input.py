@@ -396,6 +396,7 @@ def _seconds(make: Callable[[], dict[str, Any]]) -> float:
         ("tool-result-megabytes", _tool_result, 2.5, 10.0),
     ],
 )
+@pytest.mark.timed
 def test_size_scales_linearly(
     what: str, make: Callable[[Any], dict[str, Any]], small: Any, large: Any
 ) -> None:

@@ -242,6 +242,7 @@ def _call_in_thread(budget: float) -> tuple[bool, list[Any]]:
     return not thread.is_alive(), done
 
 
+@pytest.mark.timed
 def test_a_hung_redis_with_timeouts_fails_open_quickly() -> None:
     """With socket timeouts and no retries on the client, a Redis that never answers costs one timeout
     (the turn's read); the store's circuit breaker then leaves it alone and the call goes out,

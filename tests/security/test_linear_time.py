@@ -21,6 +21,9 @@ from telos_wrap.failopen import failure_counts, reset_failures
 
 from .wire import Wire, emulator_over_http
 
+# Each test bounds telos' time against the SDK's on the wall clock: run alone (CONTRIBUTING.md).
+pytestmark = pytest.mark.timed
+
 MODEL = "claude-opus-4-8"
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import time
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,6 +28,7 @@ def test_the_scanner_finds_exactly_what_the_expression_finds(text: str) -> None:
     assert (found.span() if found else None) == (first.span() if first else None)
 
 
+@pytest.mark.timed
 def test_pathological_runs_are_linear() -> None:
     """The expression took 91 s on 5,000 characters of ``1…1<``; the scanner reads a megabyte of each
     worst case in well under a second (a bound loose enough for a loaded 2-core machine)."""
@@ -51,6 +53,7 @@ def test_envelopes_are_found_exactly_where_their_expression_finds_them(text: str
     assert TAG.sub("<x>", text) == TagPattern("prev").sub("<x>", text)
 
 
+@pytest.mark.timed
 def test_envelopes_are_linear() -> None:
     """``<system-reminder>`` 20,000 times without a closing tag took 64 s through the expression."""
     from telos_wrap.lift.user_split import DEFAULT_PATTERNS, split_text

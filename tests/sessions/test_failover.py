@@ -34,7 +34,7 @@ from telos_wrap.sessions.stores.redis_store import RedisStore
 
 from .conftest import RedisClusterProcesses
 
-pytestmark = pytest.mark.redis
+pytestmark = [pytest.mark.redis, pytest.mark.timed]
 
 WORKER = Path(__file__).resolve().parent / "_failover_worker.py"
 MODES = ("sync", "sync", "async", "async")

@@ -199,6 +199,7 @@ def test_a_failed_node_skips_only_its_own_sessions(lenient: anthropic.Anthropic,
     assert store.breaker.stats().events == Counter(reconciled=2)
 
 
+@pytest.mark.timed
 @pytest.mark.redis
 def test_a_paused_cluster_node_skips_only_its_sessions(
     redis_cluster_url: str, redis_prefix: str, lenient: anthropic.Anthropic

@@ -214,6 +214,7 @@ def test_two_processes_alternating_turns_emit_the_bytes_of_one_process(
 RESTART_BEFORE = 5
 
 
+@pytest.mark.timed
 def test_a_redis_restart_mid_session_loses_and_crosses_nothing(
     redis_url: str, redis_prefix: str, tmp_path: Path, patched: None
 ) -> None:

@@ -376,6 +376,7 @@ def test_a_write_whose_answer_was_lost_is_recognized_not_dropped(
 # -- a hung Redis under asyncio ---------------------------------------------------------------------
 
 
+@pytest.mark.timed
 def test_a_hung_redis_costs_async_calls_one_timeout_per_window() -> None:
     """50 concurrent async calls, a Redis that accepts connections and never answers: every call
     completes, the breaker trips once, and the next 50 calls do not touch the store at all."""
