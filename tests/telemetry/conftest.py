@@ -4,8 +4,11 @@ can be set once per process, and the rest of the suite must run without them).""
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import sys
-from collections.abc import Iterator
+import urllib.request
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -131,3 +134,38 @@ def assert_no_canary(values: Any) -> None:
 
 def modules() -> set[str]:
     return set(sys.modules)
+
+
+@contextlib.contextmanager
+def prometheus_exporter() -> Iterator[Callable[[], str]]:
+    """telos patched, its metrics read by OpenTelemetry's Prometheus reader and served by
+    ``prometheus_client`` on a free loopback port; yields a function that scrapes that port over
+    HTTP. On exit telos is unpatched and the reader's collector leaves ``prometheus_client``'s
+    registry (the provider's shutdown), so the next test starts from nothing."""
+    pytest.importorskip("opentelemetry.exporter.prometheus")
+    from opentelemetry.exporter.prometheus import PrometheusMetricReader
+    from opentelemetry.sdk.metrics import MeterProvider
+    from prometheus_client import start_http_server
+
+    reader = PrometheusMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    server, thread = start_http_server(port, addr="127.0.0.1")
+
+    def scrape() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            return str(response.read().decode())
+
+    telemetry.configure(meter_provider=provider)
+    telos_wrap.patch()
+    try:
+        yield scrape
+    finally:
+        telos_wrap.unpatch()
+        telemetry.reset()
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+        provider.shutdown()

@@ -10,19 +10,16 @@ from __future__ import annotations
 
 import json
 import re
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import anthropic
-import pytest
 
-from telos_wrap import telemetry
+import telos_wrap
 from telos_wrap.sessions import MemoryStore
 from tests.sessions.filter_convo import MODEL, SYSTEM, TOOLS, messages_for
 
-from .conftest import run_session
-from .test_metrics import _free_port
+from .conftest import prometheus_exporter, run_session
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "telos_wrap.json"
 # PromQL's functions, aggregations and keywords, and Grafana's variables: not metric names.
@@ -59,19 +56,7 @@ def _names_in(expr: str) -> tuple[set[str], set[str]]:
 
 
 def _scrape(emulator: str, track: Any) -> str:
-    from opentelemetry.exporter.prometheus import PrometheusMetricReader
-    from opentelemetry.sdk.metrics import MeterProvider
-    from prometheus_client import start_http_server
-
-    import telos_wrap
-
-    reader = PrometheusMetricReader()
-    provider = MeterProvider(metric_readers=[reader])
-    port = _free_port()
-    server, thread = start_http_server(port, addr="127.0.0.1")
-    telemetry.configure(meter_provider=provider)
-    telos_wrap.patch()
-    try:
+    with prometheus_exporter() as scrape_metrics:
         client = track(anthropic.Anthropic(api_key="k", base_url=emulator))
         run_session(client, "grafana-1")
         with telos_wrap.session("grafana-3", output_filter="aggressive"):
@@ -84,22 +69,13 @@ def _scrape(emulator: str, track: Any) -> str:
             client.messages.create(
                 model="claude-opus-5", max_tokens=8, messages=[{"role": "user", "content": "hi"}]
             )
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-            scrape = str(response.read().decode())
+        scrape = scrape_metrics()
         store.down = False  # back: what the session holds is written now, not at the interpreter's exit
         down.flush()
         return scrape
-    finally:
-        telos_wrap.unpatch()
-        telemetry.reset()
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
-        provider.shutdown()
 
 
 def test_the_grafana_dashboard_queries_what_telos_exports(emulator: str, track: Any) -> None:
-    pytest.importorskip("opentelemetry.exporter.prometheus")
     scrape = _scrape(emulator, track)
     exported: dict[str, set[str]] = {}
     for line in scrape.splitlines():

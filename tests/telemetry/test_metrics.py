@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import textwrap
-import urllib.request
 from typing import Any
 
 import anthropic
 import pytest
 
-from telos_wrap import telemetry
-
-from .conftest import Otel, assert_no_canary, run_session
+from .conftest import Otel, assert_no_canary, prometheus_exporter, run_session
 
 
 def test_metrics_add_up_to_session_stats(otel: Otel, emulator: str, track: Any) -> None:
@@ -66,39 +62,12 @@ def test_latest_conventions_opt_in(
     assert {a.get("gen_ai.provider.name") for a, _ in otel.points("telos.token.usage")} == {"anthropic"}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_prometheus_scrape_shows_the_saving(emulator: str, track: Any) -> None:
     """The OpenTelemetry Prometheus exporter, scraped over HTTP, has telos' saving and tokens."""
-    pytest.importorskip("opentelemetry.exporter.prometheus")
-    from opentelemetry.exporter.prometheus import PrometheusMetricReader
-    from opentelemetry.sdk.metrics import MeterProvider
-    from prometheus_client import start_http_server
-
-    import telos_wrap
-
-    reader = PrometheusMetricReader()
-    provider = MeterProvider(metric_readers=[reader])
-    port = _free_port()
-    server, thread = start_http_server(port, addr="127.0.0.1")
-    telemetry.configure(meter_provider=provider)
-    telos_wrap.patch()
-    try:
+    with prometheus_exporter() as scrape_metrics:
         client = track(anthropic.Anthropic(api_key="k", base_url=emulator))
         s = run_session(client, "prometheus-1")
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-            scrape = response.read().decode()
-    finally:
-        telos_wrap.unpatch()
-        telemetry.reset()
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
-        provider.shutdown()  # the reader unregisters its collector from prometheus_client's registry
+        scrape = scrape_metrics()
     saving = [
         line
         for line in scrape.splitlines()
