@@ -409,6 +409,7 @@ def test_size_scales_linearly(
     assert t_large < 3.0
 
 
+@pytest.mark.timed
 @pytest.mark.parametrize("case", ["10MB-tool-result", "5000-messages"])
 def test_huge_requests_go_through_the_patched_sdk_intact(case: str) -> None:
     body = _tool_result(10.0) if case == "10MB-tool-result" else _conversation(5_000)

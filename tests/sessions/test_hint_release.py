@@ -13,6 +13,14 @@ from telos_wrap.patch import calls
 from .convo import MODEL, messages_for, system_prompt
 
 
+@pytest.fixture(autouse=True)
+def empty_table() -> None:
+    """The table starts empty: under pytest-xdist the modules a worker ran before this one may have
+    left entries of calls built but never sent (bounded by the table's cap), which are not this
+    test's."""
+    calls._pending.clear()
+
+
 def test_a_finished_call_leaves_no_hint_entry(claude: anthropic.Anthropic) -> None:
     for i in range(40):
         with telos_wrap.session(f"conv-{i % 4}"):
