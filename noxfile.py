@@ -101,15 +101,18 @@ def tests(session: nox.Session) -> None:
 
 #: What ``pythons`` runs: the tests that drive both SDKs end to end through ``patch()`` (sync and async
 #: clients, streams, the raw-response and parse entry points, the SDKs' private names in
-#: ``private_api``), plus the bridge. Left to ``tests``: the hypothesis runs over the planner
-#: (test_plan_incremental, ~65 s alone) and the replays of recorded traces (~25 s), long pure-Python
-#: loops with nothing version-specific that the entry-point tests do not already reach.
+#: ``private_api``), and the three layers' tables (lift, bridge, engines). Left to ``tests``: the
+#: hypothesis runs over the planner (test_anthropic_plan_incremental, ~65 s alone) and the replays of
+#: recorded traces (~25 s), long pure-Python loops that the other tests already reach.
 PYTHONS_TESTS = [
     "tests/anthropic",
     "tests/openai",
+    "tests/lift",
     "tests/bridge",
+    "tests/engines",
+    "tests/patch",
     "tests/test_private_api.py",
-    "--ignore=tests/anthropic/test_plan_incremental.py",
+    "--ignore=tests/engines/test_anthropic_plan_incremental.py",
     "--ignore=tests/anthropic/test_trace_replay.py",
     "--ignore=tests/openai/test_replay_trace.py",
 ]
@@ -205,10 +208,10 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
-    """mypy --strict on src/."""
-    # The packages src/ imports where they are installed: redis (typed since 5.0, so no stubs), and
-    # pytest / vcrpy for the pytest plugin (telos_wrap_pytest, telos_wrap.testing).
-    session.install("-e", ".[redis]", "mypy>=1.11", "pytest>=8", "vcrpy>=7")
+    """mypy: --strict on src/, and tests/ as pyproject's ``tests.*`` override says."""
+    # The packages src/ and tests/ import where they are installed: the test extra (redis, typed since
+    # 5.0; pytest and vcrpy for the pytest plugin; the SDKs' HTTP library for tests/sdk_http.py).
+    session.install("-e", ".[test]", "mypy>=1.11")
     session.run("mypy")
 
 
