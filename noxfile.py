@@ -1,4 +1,5 @@
-"""Developer sessions: ``nox -s tests lint typecheck tests_sdk integrations_each integrations_instructor``.
+"""Developer sessions: ``nox -s tests lint typecheck tests_sdk integrations_each integrations_instructor``
+(and ``pythons``).
 
 Every session but ``pythons`` uses the machine's ``python3``; ``pythons`` runs the SDK-driving tests
 on each Python the package supports (3.10 to 3.13, pyproject's ``requires-python`` and classifiers).
@@ -65,6 +66,7 @@ def _pythons_on_path() -> None:
 
 
 _pythons_on_path()
+
 # The oldest release of each supported line; keep the first in step with pyproject's floors.
 SDK_LINES = {
     "0x": ["anthropic==0.93.0", "openai==2.0.0"],  # httpx; instructor's anthropic pin
