@@ -1,7 +1,10 @@
-"""Developer sessions: ``nox -s tests lint typecheck tests_sdk integrations_each integrations_instructor``.
+"""Developer sessions: ``nox -s tests lint typecheck tests_sdk integrations_each integrations_instructor``
+(and ``pythons``).
 
-Every session uses the one interpreter on the machine (``python3``); venvs are made with ``uv``
-when it is installed (much faster for the framework environments), else with virtualenv.
+Every session but ``pythons`` uses the machine's ``python3``; ``pythons`` runs the SDK-driving tests
+on each Python the package supports (3.10 to 3.13, pyproject's ``requires-python`` and classifiers).
+Venvs are made with ``uv`` when it is installed (much faster for the framework environments), else
+with virtualenv.
 
 ``tests_sdk`` runs the whole suite on the oldest release of each supported major SDK line, paired
 so both SDKs share one HTTP library (the suite's mock transports are built from it): anthropic 0.x
@@ -13,6 +16,9 @@ and check the same assertions on what was sent.
 
 from __future__ import annotations
 
+import glob
+import os
+import shutil
 import tempfile
 
 import nox
@@ -23,6 +29,44 @@ nox.options.reuse_existing_virtualenvs = True
 nox.options.default_venv_backend = "uv|virtualenv"
 
 PYTHON = "python3"
+#: The Pythons the package supports (pyproject's classifiers): ``nox -s pythons`` runs on each.
+PYTHONS = ["3.10", "3.11", "3.12", "3.13"]
+
+
+def _pythons_on_path() -> None:
+    """Put pyenv's build of each supported Python on PATH where no ``pythonX.Y`` outside pyenv's shims
+    is: as a link in ``.nox/pythons``, so only ``pythonX.Y`` is added (not that build's ``python3``,
+    which would change what every other session runs).
+
+    pyenv's shims answer for every version it holds but run only the selected ones (the others exit
+    127, "command not found"), and ``uv python install`` needs the network, so a machine with pyenv's
+    builds under ``$PYENV_ROOT/versions`` (``~/.pyenv`` by default) would otherwise skip versions it
+    has.
+    """
+    root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    shims = os.path.join(root, "shims")
+    links = os.path.abspath(os.path.join(".nox", "pythons"))
+    added = False
+    for version in PYTHONS:
+        on_path = shutil.which(f"python{version}")
+        if on_path and os.path.dirname(on_path) not in (shims, links):
+            continue
+        # The newest patch release pyenv holds of this minor version, e.g. versions/3.12.1/bin.
+        builds = glob.glob(os.path.join(root, "versions", f"{version}.*", "bin", f"python{version}"))
+        builds.sort(key=lambda path: [int(p) for p in path.split(os.sep)[-3].split(".") if p.isdigit()])
+        if builds:
+            os.makedirs(links, exist_ok=True)
+            link = os.path.join(links, f"python{version}")
+            if os.path.lexists(link):
+                os.remove(link)
+            os.symlink(builds[-1], link)
+            added = True
+    if added:
+        os.environ["PATH"] = os.pathsep.join([links, os.environ.get("PATH", "")])
+
+
+_pythons_on_path()
+
 # The oldest release of each supported line; keep the first in step with pyproject's floors.
 SDK_LINES = {
     "0x": ["anthropic==0.93.0", "openai==2.0.0"],  # httpx; instructor's anthropic pin
@@ -55,6 +99,33 @@ def _tests(session: nox.Session, *pins: str, rerecord: bool = False, without: tu
 def tests(session: nox.Session) -> None:
     """The test suite against the newest SDK releases."""
     _tests(session)
+
+
+#: What ``pythons`` runs: the tests that drive both SDKs end to end through ``patch()`` (sync and async
+#: clients, streams, the raw-response and parse entry points, the SDKs' private names in
+#: ``private_api``), and the three layers' tables (lift, bridge, engines). Left to ``tests``: the
+#: hypothesis runs over the planner (test_anthropic_plan_incremental, ~65 s alone) and the replays of
+#: recorded traces (~25 s), long pure-Python loops that the other tests already reach.
+PYTHONS_TESTS = [
+    "tests/anthropic",
+    "tests/openai",
+    "tests/lift",
+    "tests/bridge",
+    "tests/engines",
+    "tests/patch",
+    "tests/test_private_api.py",
+    "--ignore=tests/engines/test_anthropic_plan_incremental.py",
+    "--ignore=tests/anthropic/test_trace_replay.py",
+    "--ignore=tests/openai/test_replay_trace.py",
+]
+
+
+@nox.session(python=PYTHONS)
+def pythons(session: nox.Session) -> None:
+    """The SDK-driving tests on Python 3.10 to 3.13 (``nox -s pythons-3.10``); arguments after ``--``
+    replace the selection. A version that is not installed is skipped (nox says so)."""
+    session.install("-e", ".", *_test_extra())
+    session.run("python", "-m", "pytest", "-q", *(session.posargs or PYTHONS_TESTS))
 
 
 @nox.session(python=PYTHON)
@@ -139,10 +210,10 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
-    """mypy --strict on src/."""
-    # The packages src/ imports where they are installed: redis (typed since 5.0, so no stubs), and
-    # pytest / vcrpy for the pytest plugin (telos_wrap_pytest, telos_wrap.testing).
-    session.install("-e", ".[redis]", "mypy>=1.11", "pytest>=8", "vcrpy>=7")
+    """mypy: --strict on src/, and tests/ as pyproject's ``tests.*`` override says."""
+    # The packages src/ and tests/ import where they are installed: the test extra (redis, typed since
+    # 5.0; pytest and vcrpy for the pytest plugin; the SDKs' HTTP library for tests/sdk_http.py).
+    session.install("-e", ".[test]", "mypy>=1.11")
     session.run("mypy")
 
 

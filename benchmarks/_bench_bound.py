@@ -75,10 +75,10 @@ def text_units(text: str, volatile: Sequence[str] = ()) -> Iterator[Unit]:
         stripped = line.strip()
         if stripped.startswith("<environment_info>"):
             inside = True
-        volatile = inside or bool(_CLOCK.match(stripped))
+        dropped = inside or bool(_CLOCK.match(stripped))
         if stripped.endswith("</environment_info>"):
             inside = False
-        if not volatile:
+        if not dropped:
             yield "t:" + line, _tokens(line)
 
 

@@ -8,10 +8,16 @@ use. The nox matrix pairs SDK lines that share one library; a mixed install is r
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from telos_wrap.emulator import sdk_http_library
 from telos_wrap.emulator.transport import _transport_classes
 
-sdk_http = sdk_http_library("anthropic")
+if TYPE_CHECKING:
+    # mypy runs where the newest SDKs are installed (noxfile.py, typecheck): they send through httpx2.
+    import httpx2 as sdk_http
+else:
+    sdk_http = sdk_http_library("anthropic")
 if sdk_http_library("openai") is not sdk_http:  # pragma: no cover - an environment error
     raise RuntimeError(
         "the test suite needs anthropic and openai on one HTTP library; installed: "

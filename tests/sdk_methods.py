@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 def _sdk_classes() -> list[type]:
     prefixes = ("anthropic.resources", "anthropic.lib", "openai.resources", "openai.lib")
-    classes = []
+    classes: list[type] = []
     for name, module in list(sys.modules.items()):
         if module is not None and name.startswith(prefixes):
             classes.extend(v for v in vars(module).values() if isinstance(v, type) and v.__module__ == name)

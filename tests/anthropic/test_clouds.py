@@ -35,7 +35,8 @@ TOOLS = [
     for name, fn in TOOL_FUNCTIONS.items()
 ]
 
-CLOUDS: dict[str, tuple[Callable[[str], anthropic.Anthropic], str]] = {
+# Each cloud client is a sibling of ``anthropic.Anthropic`` with the same resources, not a subclass.
+CLOUDS: dict[str, tuple[Callable[[str], Any], str]] = {
     "bedrock": (
         lambda url: anthropic.AnthropicBedrock(
             api_key="x", aws_region="us-east-1", base_url=url, max_retries=0

@@ -11,7 +11,7 @@ import anthropic
 import pytest
 
 import telos_wrap
-from telos_wrap.patch.wrappers import OBSERVERS
+from telos_wrap.patch.observers import OBSERVERS
 from telos_wrap.record import sized_digest
 from telos_wrap.replay import create_kwargs
 from telos_wrap.traces import TraceRequest, load_trace

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import anthropic
 import pytest
@@ -13,7 +14,7 @@ import pytest
 import telos_wrap
 from telos_wrap.replay import load_sessions
 
-_KWARGS = {
+_KWARGS: dict[str, Any] = {
     "model": "claude-opus-5",
     "max_tokens": 16,
     "system": "You are terse.",

@@ -52,7 +52,7 @@ def test_the_first_script_runs_as_pasted_and_prints_what_the_readme_shows(tmp_pa
     assert result.returncode == 0, result.stderr
     assert result.stdout == shown
     assert result.stderr == ""
-    before, after = (int(re.search(r"(\d+)%", line)[1]) for line in shown.splitlines())  # type: ignore[index]
+    before, after = (int(re.search(r"(\d+)%", line)[1]) for line in shown.splitlines())
     assert before == 100 and after < 50
 
 

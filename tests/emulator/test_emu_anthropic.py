@@ -111,7 +111,9 @@ def test_lookback_is_20_positions_counting_the_breakpoint(
     claude: anthropic.Anthropic, n_blocks: int, expect_read: int
 ) -> None:
     _seed(claude)
-    content = [{"type": "text", "text": f"m{i:02d}"} for i in range(n_blocks)]  # 1 token each
+    content: list[dict[str, Any]] = [
+        {"type": "text", "text": f"m{i:02d}"} for i in range(n_blocks)
+    ]  # 1 token each
     content[-1]["cache_control"] = {"type": "ephemeral"}
     # positions: system (0), blocks 1..n; the breakpoint is n positions after the entry.
     msg = create(claude, system=[block(2000, "s")], messages=[{"role": "user", "content": content}])

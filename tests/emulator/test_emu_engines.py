@@ -171,7 +171,7 @@ def test_engine_stream_usage_only_with_include_usage(
     emu.routes.update({"vllm.local": "vllm", "sglang.local:30000": "sglang"})
     client = make_openai(base_url=base_url)
     msgs = prompt(100)
-    plain = list(client.chat.completions.create(model="m", messages=msgs, stream=True))
+    plain: list[Any] = list(client.chat.completions.create(model="m", messages=msgs, stream=True))
     assert all(c.usage is None for c in plain) and plain[-1].choices[0].finish_reason == "stop"
     with_usage = list(
         client.chat.completions.create(

@@ -9,7 +9,7 @@ from typing import Any
 import openai
 import pytest
 
-from telos_wrap.emulator import Emulator
+from telos_wrap.emulator import ManualClock
 
 from .emu_helpers import part, text
 
@@ -72,12 +72,12 @@ def test_prompt_cache_key_partitions_the_cache(oai: openai.OpenAI) -> None:
     assert cached(chat(oai, msgs, model="gpt-4o", prompt_cache_key="a"))[1] == 0  # per model
 
 
-def test_in_memory_retention_expires(oai: openai.OpenAI, emu: Emulator) -> None:
+def test_in_memory_retention_expires(oai: openai.OpenAI, clock: ManualClock) -> None:
     msgs = [{"role": "system", "content": text(2048)}, {"role": "user", "content": "hi"}]
     chat(oai, msgs, prompt_cache_retention="in_memory")
-    emu.clock.advance(599)
+    clock.advance(599)
     assert cached(chat(oai, msgs, prompt_cache_retention="in_memory"))[1] == 2048
-    emu.clock.advance(600)
+    clock.advance(600)
     assert cached(chat(oai, msgs, prompt_cache_retention="in_memory"))[1] == 0
 
 
@@ -197,7 +197,7 @@ def test_prompt_cache_key_partitions_gpt_5_6(oai: openai.OpenAI) -> None:
     assert cached(chat(oai, msgs, model=NEW, prompt_cache_key="tenant-a")) == (3001, 3001, 0)
 
 
-def test_breakpoint_ttl_30m_and_12h(oai: openai.OpenAI, emu: Emulator) -> None:
+def test_breakpoint_ttl_30m_and_12h(oai: openai.OpenAI, clock: ManualClock) -> None:
     short = [
         {"role": "system", "content": [part(2000, "s", breakpoint="30m")]},
         {"role": "user", "content": "q"},
@@ -209,7 +209,7 @@ def test_breakpoint_ttl_30m_and_12h(oai: openai.OpenAI, emu: Emulator) -> None:
     opts = {"mode": "explicit"}
     chat(oai, short, model=NEW, prompt_cache_options=opts)
     chat(oai, long, model=NEW, prompt_cache_options=opts)
-    emu.clock.advance(1800)
+    clock.advance(1800)
     assert cached(chat(oai, short, model=NEW, prompt_cache_options=opts))[1] == 0
     assert cached(chat(oai, long, model=NEW, prompt_cache_options=opts))[1] == 2000
 

@@ -71,6 +71,7 @@ def test_openai_tool_loop(url: str, stream: bool) -> None:
     finishes, calls = [], []
     with openai.OpenAI(api_key="x", base_url=f"{url}/v1", max_retries=0) as client:
         while True:
+            completion: openai.types.chat.ChatCompletion  # a ParsedChatCompletion (a subclass) when streamed
             if stream:
                 with client.chat.completions.stream(model="gpt-4.1", messages=messages) as s:
                     completion = s.get_final_completion()
@@ -258,7 +259,8 @@ def test_command_line_specs() -> None:
         Reply(tool_calls=(ToolCall("a", {"k": 1}), ToolCall("b"))),
         Reply(text="end"),
     )
-    for bad in (
+    bad_json: object
+    for bad_json in (
         [],
         {},
         [{}],
@@ -268,4 +270,4 @@ def test_command_line_specs() -> None:
         [{"tool_calls": {}}],
     ):
         with pytest.raises(ValueError):
-            replies_from_json(bad)
+            replies_from_json(bad_json)

@@ -39,7 +39,7 @@ def _conversation(marked_tool: bool) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("router", ["openrouter", "litellm"])
 def test_translation_hoists_system_merges_turns_and_places_the_tool_marker(router: str) -> None:
-    body = chat_to_messages({"model": "anthropic/claude-sonnet-4.5", "messages": _conversation(True)}, router)  # type: ignore[arg-type]
+    body = chat_to_messages({"model": "anthropic/claude-sonnet-4.5", "messages": _conversation(True)}, router)
     assert body["model"] == "claude-sonnet-4-5"
     assert [block["text"][:1] for block in body["system"]] == ["s", "a"]  # every system message, in order
     assert [turn["role"] for turn in body["messages"]] == ["user", "assistant", "user"]

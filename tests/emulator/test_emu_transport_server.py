@@ -120,12 +120,9 @@ def test_serve_over_real_http(emu: Emulator) -> None:
                 model="claude-opus-4-8", max_tokens=64, system=SYSTEM, messages=MSGS
             ) as stream:
                 second = stream.get_final_message()
+            five_marks: list[Any] = [{"role": "user", "content": [block(1, c, mark=True) for c in "abcde"]}]
             with pytest.raises(anthropic.BadRequestError, match="Found 5"):
-                claude.messages.create(
-                    model="claude-opus-4-8",
-                    max_tokens=8,
-                    messages=[{"role": "user", "content": [block(1, c, mark=True) for c in "abcde"]}],
-                )
+                claude.messages.create(model="claude-opus-4-8", max_tokens=8, messages=five_marks)
         with openai.OpenAI(api_key="x", base_url=base_url + "/v1", max_retries=0) as ds:
             ds.chat.completions.create(model="deepseek-chat", messages=CHAT)
             hit = ds.chat.completions.create(model="deepseek-chat", messages=CHAT)

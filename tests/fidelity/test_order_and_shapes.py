@@ -85,7 +85,7 @@ def test_schema_properties_keep_the_callers_order_both_sdks(
         model="gpt-4.1",
         messages=[{"role": "system", "content": RULES}, {"role": "user", "content": "Is 7 prime?"}],
         tools=[tool_o],
-        response_format=response_format,  # type: ignore[arg-type]
+        response_format=response_format,
     )
     a_body, o_body = (record.body for record in emulator.requests)
     assert _properties(a_body["tools"][0]["input_schema"]) == ["reasoning", "answer", "confidence"]
@@ -247,7 +247,7 @@ def test_a_system_scoped_pattern_does_not_merge_conversations(
             max_tokens=8,
             system=RULES,
             messages=[{"role": "user", "content": f"My order {order} arrived broken."}],
-            telos_hint={"drop_patterns": [r"#\d+"]},  # type: ignore[call-arg]
+            telos_hint={"drop_patterns": [r"#\d+"]},
         )
     assert len(session_registry._implicit) == 2
     session_registry._implicit.clear()

@@ -33,7 +33,7 @@ SESSIONS = [
 
 @pytest.mark.parametrize("style", ["clean", *style_names()])
 @pytest.mark.parametrize("trace", SESSIONS, ids=lambda s: f"{s[0]}#{s[1]}")
-def test_every_caller_line_is_in_place_or_moved_whole(style: str, trace: tuple[str, int, list]) -> None:  # type: ignore[type-arg]
+def test_every_caller_line_is_in_place_or_moved_whole(style: str, trace: tuple[str, int, list]) -> None:
     _, _, requests = trace
     if style != "clean":
         requests, _ = rewrite_session(requests, style)
@@ -47,7 +47,7 @@ def test_every_caller_line_is_in_place_or_moved_whole(style: str, trace: tuple[s
     moved_lines = 0
     for index, body in enumerate(bodies):
         options = PrepareOptions(engine=engine, session_id="fidelity")
-        result = run_turn(state, api, body, options, pins={}, now=float(index))  # type: ignore[arg-type]
+        result = run_turn(state, api, body, options, pins={}, now=float(index))
         state = result.state
         sent, moved = sent_parts(api, body, result.prepared.body)
         report = check(systems[index], sent, moved, stable=stable)

@@ -40,7 +40,7 @@ def _anthropic(outputs: list[tuple[str, str]], is_error: bool = False) -> dict[s
                 ],
             }
         )
-        result = {"type": "tool_result", "tool_use_id": f"t{n}", "content": output}
+        result: dict[str, Any] = {"type": "tool_result", "tool_use_id": f"t{n}", "content": output}
         if is_error:
             result["is_error"] = True
         messages.append({"role": "user", "content": [result]})

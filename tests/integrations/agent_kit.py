@@ -144,7 +144,7 @@ class Run:
             if record.status == 200 and record.usage is not None:
                 api = "anthropic" if record.flavour == "anthropic" else "openai"
                 if _via_router(record):  # the router sends the model its Anthropic translation
-                    api, body = "anthropic", chat_to_messages(record.body, record.flavour)  # type: ignore[arg-type]
+                    api, body = "anthropic", chat_to_messages(record.body, record.flavour)
                     total += session.add(api, body)
                     continue
                 total += session.add(api, record.body)

@@ -187,7 +187,12 @@ def test_each_native_call_is_rewritten_once_and_its_usage_recorded(
 
     rewrites: list[str] = []
     original = getattr(lm15, hook)
-    monkeypatch.setattr(lm15, hook, lambda *args: rewrites.append(hook) or original(*args))
+
+    def counted(*args: Any) -> Any:
+        rewrites.append(hook)
+        return original(*args)
+
+    monkeypatch.setattr(lm15, hook, counted)
     reset_failures()
     with served(react_replier) as (emulator, url):
         telos_wrap.patch()
@@ -249,7 +254,8 @@ def test_native_route_fails_open_and_says_so(
             if strict:
                 with pytest.raises(Exception) as raised:
                     _agent("anthropic")(url)
-                chain, error = [], raised.value
+                chain: list[BaseException] = []
+                error: BaseException | None = raised.value
                 while error is not None:
                     chain.append(error)
                     error = error.__cause__ or error.__context__

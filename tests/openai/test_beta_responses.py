@@ -74,9 +74,9 @@ def test_beta_async_count_and_compact_take_the_hint(served: tuple[Emulator, str]
 
     async def main() -> None:
         client = openai.AsyncOpenAI(api_key="x", base_url=base_url)
-        await client.beta.responses.input_tokens.count(**_turn(0), telos_hint={"ttl": "5m"})
+        await client.beta.responses.input_tokens.count(**_turn(0), telos_hint={"ttl": "5m"})  # type: ignore[call-arg]
         await client.beta.responses.create(**_turn(0), telos_hint={"ttl": "5m"})
-        await client.beta.responses.compact(**_turn(1), telos_hint={"ttl": "5m"})
+        await client.beta.responses.compact(**_turn(1), telos_hint={"ttl": "5m"})  # type: ignore[call-arg]
         await client.close()
 
     asyncio.run(main())

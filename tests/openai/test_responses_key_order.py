@@ -21,7 +21,7 @@ def test_top_level_keys_keep_the_sdk_order_and_telos_fields_come_last() -> None:
                     input="hi",
                     instructions="Answer briefly. " * 400,
                     model="gpt-4.1",
-                    telos_hint=hint,  # type: ignore[call-arg]
+                    telos_hint=hint,
                 )
     finally:
         telos_wrap.unpatch()

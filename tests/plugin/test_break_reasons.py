@@ -30,7 +30,8 @@ def _tools(turn: int, *, stamped: bool, marked: bool = False) -> list[dict[str, 
 
 
 def _conversation(**options: Any) -> list[TraceRequest]:
-    requests, history = [], []
+    requests: list[TraceRequest] = []
+    history: list[dict[str, Any]] = []
     for turn in range(4):
         history = [*history, {"role": "user", "content": f"question {turn} " + "x" * 3000}]
         tools = _tools(turn, **options)

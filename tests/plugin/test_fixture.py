@@ -143,7 +143,8 @@ async def test_async_agent(base_url, telos_cache):
 def test_async_tests_use_the_same_session(pytester: pytest.Pytester) -> None:
     """An ``anyio`` test runs once per backend anyio finds installed (asyncio, and trio where it is:
     the test extra installs it): each is recorded and replayed in the test's session."""
-    from anyio.pytest_plugin import get_available_backends
+    # anyio defines it in anyio._core and uses it in its pytest plugin without re-exporting it there.
+    from anyio.pytest_plugin import get_available_backends  # type: ignore[attr-defined]
 
     backends = len(get_available_backends())
     make_project(pytester, ASYNC)

@@ -71,7 +71,9 @@ def test_a_real_change_still_fails_and_says_where() -> None:
     with pytest.raises(AssertionError, match=r"body\.messages\[0\]\.content\[0\]\.text: \"Hi\" != \"Hello\""):
         telos_body(_request(RECORDED), _request(changed))
     # The caller's own prompt_cache_key is the application's, not telos' plumbing.
-    own = [{"model": "m", "messages": [], "prompt_cache_key": key} for key in ("tenant-a", "tenant-b")]
+    own: list[dict[str, Any]] = [
+        {"model": "m", "messages": [], "prompt_cache_key": key} for key in ("tenant-a", "tenant-b")
+    ]
     with pytest.raises(AssertionError, match="prompt_cache_key"):
         telos_body(_request(own[0]), _request(own[1]))
     with pytest.raises(AssertionError, match="compared as bytes"):

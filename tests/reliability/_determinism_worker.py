@@ -28,9 +28,9 @@ def digest_all(items: list[Any]) -> list[list[str]]:
     for api_name, body in items:
         api, engine = _API[api_name]
         options = PrepareOptions(engine=engine, session_id="determinism")
-        stateless = prepare(api, body, options).body  # type: ignore[arg-type]
+        stateless = prepare(api, body, options).body
         session = Session("determinism", store=MemoryStore(), clock=lambda: 1_000.0)
-        _, prepared = session.prepare_request(api, body, options)  # type: ignore[arg-type]
+        _, prepared = session.prepare_request(api, body, options)
         stored = session.store.load("determinism")
         assert stored is not None
         out.append(

@@ -245,9 +245,9 @@ def o_tools(body: Mapping[str, Any]) -> Counter[str]:
     return out
 
 
-def o_markers(body: Mapping[str, Any]) -> list[tuple[str, str, Any]]:
+def o_markers(body: Mapping[str, Any]) -> list[tuple[Any, Mapping[str, Any], Any]]:
     """``(role, part, marker)`` for every ``prompt_cache_breakpoint``."""
-    found = []
+    found: list[tuple[Any, Mapping[str, Any], Any]] = []
     for message in body.get("messages", []):
         content = message.get("content")
         for part in content if isinstance(content, list) else []:

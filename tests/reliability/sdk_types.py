@@ -48,7 +48,7 @@ def _hints(td: type) -> dict[str, Any]:
 
 
 @functools.cache
-def _required(td: type) -> frozenset[str]:
+def _required(td: Any) -> frozenset[str]:  # a TypedDict class (typing has no type for one)
     """Required keys. ``__required_keys__`` alone is wrong for the SDKs' TypedDicts: they are declared
     with ``from __future__ import annotations``, so a ``Required[...]`` inside a ``total=False`` class
     is a string when the class is built. The resolved annotations say what each key really is."""

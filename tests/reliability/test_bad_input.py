@@ -68,6 +68,7 @@ def test_a_wrong_hint_fails_before_any_io_listing_the_valid_keys(entry_id: str, 
 def test_a_hint_given_as_telos_hints_or_none_is_accepted(entry_id: str) -> None:
     e = entry(entry_id)
     telos_wrap.patch(strict=True)
+    hint: object
     for hint in (None, TelosHints(ttl="1h" if e.sdk == "anthropic" else "30m"), {}):
         e.run(client_for(e.sdk, Wire(), is_async=e.is_async), {**kwargs_for(e.sdk), "telos_hint": hint})
 

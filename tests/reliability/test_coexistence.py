@@ -79,7 +79,7 @@ class Tracing:
         self.exporter = InMemorySpanExporter()
         self.provider = TracerProvider()
         self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
-        self.instrumentors = [AnthropicInstrumentor(), OpenAIInstrumentor()]
+        self.instrumentors: list[Any] = [AnthropicInstrumentor(), OpenAIInstrumentor()]
         self.active = False
 
     def instrument(self) -> None:

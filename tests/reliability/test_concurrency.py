@@ -43,7 +43,7 @@ class _Forked(SessionHooks):
 def _telos_body(sdk: str, kwargs: dict[str, Any], fork: int | None = None) -> dict[str, Any]:
     api, engine = _API[sdk]
     hooks = None if fork is None else _Forked(fork)
-    return prepare(api, kwargs, PrepareOptions(engine=engine), hooks).body  # type: ignore[arg-type]
+    return prepare(api, kwargs, PrepareOptions(engine=engine), hooks).body
 
 
 def _answer(sdk: str, result: Any) -> str:

@@ -688,8 +688,8 @@ def test_a_session_keeps_the_first_schema_order(
     ):
         session = Session("orders", store=MemoryStore(), clock=lambda: 1_000.0)
         options = PrepareOptions(engine=engine, session_id="orders")
-        _, first = session.prepare_request(api, body, options)  # type: ignore[arg-type]
-        _, again = session.prepare_request(api, reverse_keys(body, names=True), options)  # type: ignore[arg-type]
+        _, first = session.prepare_request(api, body, options)
+        _, again = session.prepare_request(api, reverse_keys(body, names=True), options)
         assert _wire_bytes(again.body) == _wire_bytes(first.body)
 
 

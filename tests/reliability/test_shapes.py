@@ -448,7 +448,7 @@ def test_responses_items_through_every_entry_point(
         "name": "lookup",
         "strict": True,
         "parameters": _LOOKUP_CHAT["function"]["parameters"],
-    }  # type: ignore[index]
+    }
 
     def kwargs(items: list[Any]) -> dict[str, Any]:
         return {"model": "gpt-4.1", "instructions": instructions, "tools": [tool], "input": list(items)}

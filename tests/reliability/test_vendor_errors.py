@@ -28,7 +28,7 @@ def _status(status: int, body: dict[str, Any], **headers: str) -> Callable[[sdk_
     return lambda request, attempt: sdk_http.Response(status, json=body, headers=headers)
 
 
-def _raise(exc: type[Exception]) -> Callable[[sdk_http.Request, int], Any]:
+def _raise(exc: Callable[..., Exception]) -> Callable[[sdk_http.Request, int], Any]:
     def fail(request: sdk_http.Request, attempt: int) -> Any:
         raise exc("transport failure", request=request)
 

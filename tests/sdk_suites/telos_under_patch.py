@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import tomllib
+import tomllib  # type: ignore[import-not-found]  # runs on the suites' Python (3.11+), not 3.10
 
 import telos_wrap
 

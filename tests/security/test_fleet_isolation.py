@@ -12,7 +12,6 @@ prompt.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,9 +19,8 @@ import pytest
 import telos_wrap
 from telos_wrap.sessions import MemoryStore, RedisStore
 from telos_wrap.sessions.learning import fleet as fleet_module
+from tests.over_http import Wire
 from tests.stores import fleet_blobs
-
-from .wire import Wire, emulator_over_http
 
 MODEL = "claude-opus-4-8"
 RULES = "".join(f"Rule {n}: answer precisely and politely, citing the billing policy.\n" for n in range(60))
@@ -48,12 +46,6 @@ def _messages(conv: int, turn: int) -> list[dict[str, Any]]:
         if t < turn:
             messages.append({"role": "assistant", "content": f"Refund {_canary(conv)}-A{t} is on its way."})
     return messages
-
-
-@pytest.fixture
-def wire(patched: None) -> Iterator[Wire]:
-    with emulator_over_http() as wire:
-        yield wire
 
 
 def _converse(

@@ -16,19 +16,18 @@ from typing import Any
 import pytest
 
 from telos_wrap.sessions import registry as session_registry
-
-from .wire import Wire, emulator_over_http
+from tests.over_http import Wire
 
 RULES = "\n".join(f"Rule {n}: answer precisely and politely, citing the policy." for n in range(150))
 PROFILE = {"A": "You help Ana Silva (CANARY-ANA).", "B": "You help Bruno Costa (CANARY-BRUNO)."}
 QUEUE = {"A": 7, "B": 9}
 
 
-@pytest.fixture
-def wire(patched: None) -> Iterator[Wire]:
+@pytest.fixture(autouse=True)
+def _no_implicit_sessions() -> Iterator[None]:
+    """Each test starts and ends with no implicit session in the process."""
     session_registry._implicit.clear()
-    with emulator_over_http() as wire:
-        yield wire
+    yield
     session_registry._implicit.clear()
 
 
@@ -69,9 +68,10 @@ def _check(wire: Wire) -> None:
         assert PROFILE[other] not in raw.decode()
         # The constant line stays in the system prompt, where the user's application wrote it.
         assert f"{PROFILE[user]}\nTicket queue size: {QUEUE[user]}." in system
+    # What a session learned holds positions and keyed digests, never text (docs/security.md, E1).
     for session in session_registry._implicit.values():
-        for span in session.volatile_spans:
-            assert "CANARY" not in span.pattern and "Ticket" not in span.pattern, span.pattern
+        learned = session.state.dumps()
+        assert "CANARY" not in learned and "Ticket" not in learned
 
 
 def test_two_users_opening_alike_on_one_client_never_learn_from_each_other(wire: Wire) -> None:

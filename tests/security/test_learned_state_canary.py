@@ -24,7 +24,7 @@ import pytest
 import telos_wrap
 from telos_wrap.sessions import MemoryStore, RedisStore, Session
 from telos_wrap.sessions.learning import fleet as fleet_module
-from tests.sessions.over_http import emulator_over_http
+from tests.over_http import emulator_over_http
 
 MODEL = "claude-opus-4-8"
 _LETTERS = "ghjkmnpqrstvwxyz"  # no hex digit: a canary word can never be read inside a digest
@@ -106,7 +106,7 @@ def _run(store: Any, work: Workload) -> list[Session]:
     sessions = []
     with emulator_over_http() as wire:
         openai = wire.openai()
-        clients = {"anthropic": wire.anthropic(), "chat": openai, "responses": openai}
+        clients: dict[str, Any] = {"anthropic": wire.anthropic(), "chat": openai, "responses": openai}
         for api in ("anthropic", "chat", "responses"):
             for user in range(3):
                 with telos_wrap.session(f"a-{api}-{user}", store=store) as sess:

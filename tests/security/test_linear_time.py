@@ -11,15 +11,14 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 import telos_wrap
 from telos_wrap.failopen import failure_counts, reset_failures
-
-from .wire import Wire, emulator_over_http
+from tests.over_http import Wire
 
 # Each test bounds telos' time against the SDK's on the wall clock: run alone (CONTRIBUTING.md).
 pytestmark = pytest.mark.timed
@@ -60,12 +59,6 @@ INPUTS: dict[str, Callable[[int], str]] = {
 }
 
 
-@pytest.fixture
-def wire() -> Iterator[Wire]:
-    with emulator_over_http() as wire:
-        yield wire
-
-
 def _conversation(wire: Wire, system: Callable[[int], str], *, patched: bool) -> float:
     client = wire.anthropic()
     try:
@@ -88,20 +81,20 @@ def _conversation(wire: Wire, system: Callable[[int], str], *, patched: bool) ->
 
 
 @pytest.mark.parametrize("name", list(INPUTS))
-def test_telos_adds_less_than_the_sdks_own_time(wire: Wire, name: str) -> None:
+def test_telos_adds_less_than_the_sdks_own_time(bare_wire: Wire, name: str) -> None:
     system = INPUTS[name]
     reset_failures()
     sdk, patched = [], []
     for _ in range(3):
-        sdk.append(_conversation(wire, system, patched=False))
-        patched.append(_conversation(wire, system, patched=True))
+        sdk.append(_conversation(bare_wire, system, patched=False))
+        patched.append(_conversation(bare_wire, system, patched=True))
     own, added = min(sdk), min(patched) - min(sdk)
     assert failure_counts() == {}, "telos gave up (time budget) instead of being fast"
     assert added < own, f"{name}: telos added {added:.3f} s to the SDK's own {own:.3f} s"
 
 
 def test_past_its_time_budget_the_sdks_request_goes_out(
-    wire: Wire, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    bare_wire: Wire, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A budget too small for any request: every request goes out exactly as the SDK built it,
     counted as stage 'budget' and logged; the call itself succeeds."""
@@ -117,7 +110,7 @@ def test_past_its_time_budget_the_sdks_request_goes_out(
         return slow(*args, **kwargs)
 
     monkeypatch.setattr("telos_wrap.sessions.turns.turn.prepare", busy)
-    client = wire.anthropic()
+    client = bare_wire.anthropic()
     telos_wrap.patch(time_budget=0.01)
     reset_failures()
     try:
@@ -132,7 +125,7 @@ def test_past_its_time_budget_the_sdks_request_goes_out(
         telos_wrap.unpatch()
         client.close()
     assert reply.content
-    sent = json.loads(wire.bodies[-1])
+    sent = json.loads(bare_wire.bodies[-1])
     assert sent["system"] == _schedule(0), "the SDK's own request went out"
     assert failure_counts() == {"budget": 1}
     assert "budget" in caplog.text
@@ -141,4 +134,4 @@ def test_past_its_time_budget_the_sdks_request_goes_out(
 @pytest.mark.parametrize("bad", [0, -1, float("nan"), float("inf"), "1s", True])
 def test_a_bad_time_budget_is_refused_with_what_to_do(bad: object) -> None:
     with pytest.raises(ValueError, match="positive number of seconds"):
-        telos_wrap.patch(time_budget=bad)  # type: ignore[arg-type]
+        telos_wrap.patch(time_budget=bad)

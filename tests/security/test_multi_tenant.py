@@ -26,7 +26,6 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -36,8 +35,7 @@ from telos_wrap.ir.model import Band
 from telos_wrap.lift.user_split import DEFAULT_PATTERNS, split_text
 from telos_wrap.sessions import MemoryStore, Session
 from telos_wrap.sessions import registry as session_registry
-
-from .wire import Wire, emulator_over_http
+from tests.over_http import Wire
 
 EXAMPLES = int(os.environ.get("TELOS_SECURITY_EXAMPLES", "25"))
 SETTINGS = settings(
@@ -73,12 +71,6 @@ HOSTILE = st.one_of(
     ),
     st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=60),
 )
-
-
-@pytest.fixture(scope="module")
-def wire() -> Iterator[Wire]:
-    with emulator_over_http() as wire:
-        yield wire
 
 
 def _text(body: dict[str, Any]) -> str:
@@ -331,7 +323,7 @@ class MultiTenant(RuleBasedStateMachine):
         MultiTenant.runs += 1
         self.tenants: list[Tenant] = []
         self.pending: list[tuple[Tenant, Any, dict[str, Any], str]] = []
-        self.clients = {"anthropic": self.wire.anthropic(), "openai": self.wire.openai()}
+        self.clients: dict[str, Any] = {"anthropic": self.wire.anthropic(), "openai": self.wire.openai()}
 
     @initialize(modes=st.lists(st.sampled_from(MODES), min_size=2, max_size=3))
     def start(self, modes: list[str]) -> None:

@@ -12,25 +12,19 @@ from __future__ import annotations
 import asyncio
 import gc
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import telos_wrap
 from telos_wrap.sessions import MemoryStore, Session, named_session
+from tests.over_http import Wire
 
-from .wire import Wire, emulator_over_http, text_of
+from .wire import text_of
 
 
 def _doc(tenant: str) -> str:
     return " ".join(f"Clause {n} of tenant {tenant}'s knowledge base: CANARY-{tenant}." for n in range(120))
-
-
-@pytest.fixture
-def wire(patched: None) -> Iterator[Wire]:
-    with emulator_over_http() as wire:
-        yield wire
 
 
 def _tenant(tenant: str) -> Session:

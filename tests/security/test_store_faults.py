@@ -9,7 +9,6 @@ entry. Real SDK over real HTTP to the emulator; real Redis.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,17 +17,10 @@ import telos_wrap
 from telos_wrap.failopen import failure_counts
 from telos_wrap.sessions import MemoryStore, RedisStore, SessionState
 from telos_wrap.sessions.stores.breaker import breaker_of
-
-from .wire import Wire, emulator_over_http
+from tests.over_http import Wire
 
 SYSTEM = "\n".join(f"Rule {n}: answer precisely and politely, citing the policy." for n in range(150))
 BAD_STATES = ["not json at all", "[1, 2, 3]", '{"id": "x", "requests": "many"}', "{}"]
-
-
-@pytest.fixture
-def wire(patched_lenient: None) -> Iterator[Wire]:
-    with emulator_over_http() as wire:
-        yield wire
 
 
 def _call(wire: Wire, store: Any, session_id: str) -> None:
@@ -59,25 +51,25 @@ def _check_local(wire: Wire, store: Any) -> None:
 
 
 @pytest.mark.parametrize("bad", [*BAD_STATES, "other-session"])
-def test_a_malformed_state_resets_one_session_in_memory(wire: Wire, bad: str) -> None:
+def test_a_malformed_state_resets_one_session_in_memory(lenient_wire: Wire, bad: str) -> None:
     store = MemoryStore()
-    _call(wire, store, "healthy")
+    _call(lenient_wire, store, "healthy")
     if bad == "other-session":
-        bad = store.load("healthy").text  # type: ignore[union-attr]
+        bad = store.load("healthy").text
     store.swap("poisoned", 0, bad)
-    _call(wire, store, "poisoned")
-    _check_local(wire, store)
+    _call(lenient_wire, store, "poisoned")
+    _check_local(lenient_wire, store)
 
 
 @pytest.mark.redis
 @pytest.mark.parametrize("field, value", [("rev", "not-a-number"), ("state", "not json"), ("rev", "")])
 def test_a_malformed_redis_entry_resets_one_session(
-    wire: Wire, redis_url: str, redis_prefix: str, field: str, value: str
+    lenient_wire: Wire, redis_url: str, redis_prefix: str, field: str, value: str
 ) -> None:
     store = RedisStore(redis_url, prefix=redis_prefix)
-    _call(wire, store, "healthy")
+    _call(lenient_wire, store, "healthy")
     key = store.keys_of("poisoned")[0]  # the one key layout (docs/sessions.md)
     store.redis.hset(key, mapping={"rev": "7", "state": "{}"})
     store.redis.hset(key, field, value)
-    _call(wire, store, "poisoned")
-    _check_local(wire, store)
+    _call(lenient_wire, store, "poisoned")
+    _check_local(lenient_wire, store)

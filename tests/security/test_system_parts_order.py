@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Iterator
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -21,17 +20,12 @@ import pytest
 
 import telos_wrap
 from telos_wrap.failopen import failure_counts
+from tests.over_http import Wire, emulator_over_http
 
-from .wire import Wire, emulator_over_http, text_of
+from .wire import text_of
 
 DOCUMENT = "\n".join(f"Section {n}: the warranty covers part {n} for {n + 6} months." for n in range(120))
 INSTRUCTION = "Answer using only the document above."
-
-
-@pytest.fixture
-def wire(patched: None) -> Iterator[Wire]:
-    with emulator_over_http() as wire:
-        yield wire
 
 
 def _session(in_session: bool) -> AbstractContextManager[Any]:

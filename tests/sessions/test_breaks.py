@@ -25,7 +25,7 @@ def _turn(client: anthropic.Anthropic, turn: int, **overrides: object) -> anthro
         "messages": messages_for(turn),
     }
     kwargs.update(overrides)
-    return client.messages.create(**kwargs)  # type: ignore[call-overload, no-any-return]
+    return client.messages.create(**kwargs)
 
 
 def _warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:

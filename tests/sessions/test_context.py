@@ -97,7 +97,7 @@ def test_telos_hint_session_names_the_live_session(claude: anthropic.Anthropic) 
         model=MODEL,
         max_tokens=8,
         messages=messages_for(0),
-        telos_hint={"session": "by-name"},  # type: ignore[call-overload]
+        telos_hint={"session": "by-name"},
     )
     assert live.stats.requests == 1
     fresh = named_session("never-seen")

@@ -25,7 +25,7 @@ def _explain(tools: list[dict[str, object]] | None) -> str:
             max_tokens=16,
             system=SYSTEM,
             messages=[{"role": "user", "content": "hi"}],
-            **extra,  # type: ignore[arg-type]
+            **extra,
         )
         return session.explain(-1)
 

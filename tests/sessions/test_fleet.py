@@ -25,10 +25,10 @@ from telos_wrap.sessions.learning import fleet as fleet_module
 from telos_wrap.sessions.learning.digests import SHARED_KEY, block_lines, token_print
 from telos_wrap.sessions.learning.spans import locate
 from telos_wrap.sessions.stores.breaker import breaker_of
+from tests.over_http import emulator_over_http
 from tests.stores import fleet_blobs
 
 from .fleet_app import MODEL, app_system, converse, messages_for
-from .over_http import emulator_over_http
 
 TURNS = 5
 
@@ -83,9 +83,9 @@ def test_patch_option_and_session_option(patched: None) -> None:
     on, _ = _conversation(store, 3, fleet=True)  # the session's own option wins
     assert on.stats.cache_breaks == 0
     with pytest.raises(telos_wrap.TelosOptionError, match="fleet_learning"):
-        telos_wrap.patch(fleet_learning="yes")  # type: ignore[arg-type]
+        telos_wrap.patch(fleet_learning="yes")
     with pytest.raises(telos_wrap.TelosHintError, match="fleet_learning"):
-        telos_wrap.session("x", fleet_learning=1)  # type: ignore[arg-type]
+        telos_wrap.session("x", fleet_learning=1)
 
 
 def test_a_one_off_edit_is_never_offered(patched: None) -> None:

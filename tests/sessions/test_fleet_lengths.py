@@ -27,9 +27,9 @@ from telos_wrap.sessions.learning.lengths import (
     final_reason,
     write_pays,
 )
+from tests.over_http import emulator_over_http
 
 from .convo import MODEL, system_prompt, user_text
-from .over_http import emulator_over_http
 
 ANTHROPIC = (0.1, 1.25)  # (read, write) multipliers, docs/vendor-facts.md §1
 
@@ -220,9 +220,9 @@ def test_counts_need_no_store_io_per_request(patched: None) -> None:
     writes: list[str] = []
     put = store.put_blob
 
-    def counting(session_id: str, name: str, text: str) -> None:
+    def counting(session_id: str, key: str, text: str) -> None:
         writes.append(session_id)
-        put(session_id, name, text)
+        put(session_id, key, text)
 
     store.put_blob = counting  # type: ignore[method-assign]
     with emulator_over_http() as wire:

@@ -11,8 +11,7 @@ import json
 from typing import Any
 
 import telos_wrap
-
-from .over_http import emulator_over_http
+from tests.over_http import emulator_over_http
 
 MODEL = "claude-opus-4-8"
 SYSTEM = "You are the support assistant of Example Corp.\n" + "".join(

@@ -32,5 +32,5 @@ def test_a_finished_call_leaves_no_hint_entry(claude: anthropic.Anthropic) -> No
 
 def test_a_call_the_sdk_refuses_leaves_no_hint_entry(claude: anthropic.Anthropic) -> None:
     with telos_wrap.session("refused"), pytest.raises(TypeError):
-        claude.messages.create(model=MODEL, messages=messages_for(0))  # type: ignore[call-arg]
+        claude.messages.create(model=MODEL, messages=messages_for(0))
     assert not calls._pending

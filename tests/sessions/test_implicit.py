@@ -18,9 +18,9 @@ import pytest
 import telos_wrap
 from telos_wrap.sessions import registry as session_registry
 from telos_wrap.sessions.identity import conversation_key
+from tests.over_http import emulator_over_http
 
 from .conftest import BENCHMARKS
-from .over_http import emulator_over_http
 
 sys.path.insert(0, str(BENCHMARKS))
 from _bench_bound import SessionBound
@@ -68,7 +68,7 @@ def test_key_ignores_system_messages_envelopes_markers_and_tool_order() -> None:
     key = _key("openai_chat", base)
     later = {"model": MODEL, "messages": chat(5), "tools": list(reversed(tools))}
     assert _key("openai_chat", later) == key  # clock rebuilt, history grown, tools reshuffled
-    developer = copy.deepcopy(later)
+    developer: dict[str, Any] = copy.deepcopy(later)
     developer["messages"].insert(1, {"role": "developer", "content": "Today: Tuesday"})
     assert _key("openai_chat", developer) == key
     # The opening message as parts, with a per-turn envelope and the harness's cache marker on it.

@@ -122,7 +122,7 @@ class MemoMachine(RuleBasedStateMachine):
         if same < limit:  # a difference inside what the memo held: it forgets from there
             del self.held[same:]
         ir = SimpleNamespace(messages=[*reused, *(object() for _ in range(latest - len(reused)))])
-        self.memo.settle(KEY, self.messages, ir, latest)  # type: ignore[arg-type]
+        self.memo.settle(KEY, self.messages, ir, latest)
         if len(self.held) == len(reused):  # the memo extends only a prefix it handed back whole
             self.held += [_json(message) for message in self.messages[len(self.held) : latest]]
         self.requests += 1

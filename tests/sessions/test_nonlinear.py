@@ -611,7 +611,7 @@ def test_deep_then_shallow_then_deeper(name: str, depths: tuple[int, ...], patch
             wire.send(client, wire.model, messages)
             assert telos_wrap.failure_counts() == {}
             stateless = telos_wrap.pipeline.prepare(
-                wire.api,  # type: ignore[arg-type]
+                wire.api,
                 wire.body(wire.model, copy.deepcopy(messages)),
                 telos_wrap.pipeline.PrepareOptions(engine=wire.engine),
             )
@@ -619,7 +619,7 @@ def test_deep_then_shallow_then_deeper(name: str, depths: tuple[int, ...], patch
 
 
 #: Sequences the machine found against the code before issue 12 (all but the last failed there).
-FOUND = {
+FOUND: dict[str, list[tuple[str, dict[str, Any]]]] = {
     # The Anthropic plan trusted rows of a shorter request: StopIteration in strict mode.
     "rewind-then-grow": [("append_turn", {"envelope": True, "as_list": False})] * 3
     + [("rewind", {"k": 2}), ("append_turn", {"envelope": True, "as_list": False})] * 2,

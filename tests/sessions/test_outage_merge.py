@@ -55,7 +55,7 @@ def test_outage_work_of_a_shared_session_is_merged_with_its_usage(redis_url: str
     for _ in range(6):
         _call(a)
     a.flush()
-    stored = SessionState.loads(a_store.load("shared").text)  # type: ignore[union-attr]
+    stored = SessionState.loads(a_store.load("shared").text)
     assert stored.requests == 19
     assert stored.usage["anthropic"].responses == 19 and stored.usage["anthropic"].raw == 190
     assert a_store.breaker.stats().events["merged"] == 1
@@ -79,7 +79,7 @@ def test_usage_of_a_request_index_used_again_is_kept(redis_url: str, redis_prefi
     o.flush()
     _call(s)  # this process's next request: index 1 again (it adopts the store's copy)
     s.flush()
-    stored = SessionState.loads(store.load("again").text)  # type: ignore[union-attr]
+    stored = SessionState.loads(store.load("again").text)
     assert stored.requests == stored.usage["anthropic"].responses
     store.close()
     other.close()
@@ -107,7 +107,7 @@ def test_a_reused_index_gets_its_own_usage_while_the_earlier_one_is_in_flight(
     s.record_usage(late, UsageReport("anthropic", 11, 0, 0, 1))
     s.record_usage(late, UsageReport("anthropic", 11, 0, 0, 1))  # a second report of one response
     s.flush()
-    stored = SessionState.loads(store.load("in-flight").text)  # type: ignore[union-attr]
+    stored = SessionState.loads(store.load("in-flight").text)
     # The worker's 2 calls (10 tokens each) and both of this process's requests of index 2, once.
     assert stored.usage["anthropic"].raw == 10 + 10 + 7 + 11
     assert stored.usage["anthropic"].responses == 4

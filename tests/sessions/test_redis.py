@@ -130,7 +130,7 @@ def test_concurrent_increments_never_lose_an_update(store_url: str, redis_prefix
     for thread in threads:
         thread.join()
     assert sessions[0].stats.requests == 200
-    assert SessionState.loads(store.load("counter").text).requests == 200  # type: ignore[union-attr]
+    assert SessionState.loads(store.load("counter").text).requests == 200
 
 
 def _single_process(patched: None) -> list[bytes]:

@@ -4,6 +4,8 @@ which ``RedisStore`` makes on first use)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from telos_wrap.sessions.stores import redis_urls
@@ -68,7 +70,7 @@ def test_each_form_makes_its_client_type() -> None:
     store = RedisStore("redis+sentinel://127.0.0.1:1,127.0.0.1:2/svc/1", timeout=0.5)
     client = store.redis
     assert isinstance(client, redis.Redis) and not store.cluster
-    pool = client.connection_pool
+    pool: Any = client.connection_pool  # a SentinelConnectionPool, asserted below
     assert type(pool).__name__ == "SentinelConnectionPool" and pool.service_name == "svc"
     assert pool.connection_kwargs["db"] == 1 and pool.connection_kwargs["socket_timeout"] == 0.5
     assert [(s.connection_pool.connection_kwargs["port"]) for s in pool.sentinel_manager.sentinels] == [1, 2]

@@ -105,7 +105,7 @@ def test_memory_store_compare_and_set_and_lru() -> None:
     assert store.compare_and_set("c", 0, "3") is not None
     assert store.load("b") is None and len(store) == 2
     # Revisions are never reused: "b" created again cannot take a revision any session had.
-    seen = {a, store.load("a").revision, store.load("c").revision}  # type: ignore[union-attr]
+    seen = {a, store.load("a").revision, store.load("c").revision}
     assert store.compare_and_set("b", 0, "4") not in seen
     with pytest.raises(ValueError):
         MemoryStore(max_sessions=0)
@@ -122,9 +122,9 @@ def test_memory_store_swap_state_encodes_on_first_load_and_keeps_compare_and_set
     assert store._entries["s"].text == one.dumps()  # encoded once, by that load
     second = store.swap_state("s", first.revision, two)
     assert second.revision not in (None, first.revision)
-    assert store.load("s") == Versioned(second.revision, two.dumps())  # type: ignore[arg-type]
+    assert store.load("s") == Versioned(second.revision, two.dumps())
     # A text written with compare_and_set replaces the kept state object.
-    third = store.compare_and_set("s", second.revision, "{}")  # type: ignore[arg-type]
+    third = store.compare_and_set("s", second.revision, "{}")
     assert third is not None and store._entries["s"].state is None
     assert store.load("s") == Versioned(third, "{}")
 
@@ -136,7 +136,12 @@ def test_reading_a_state_this_session_wrote_to_a_memory_store_parses_nothing(
     sess.pin("doc", "a long document")  # written with swap_state: not encoded
     parsed: list[str] = []
     loads = SessionState.loads
-    monkeypatch.setattr(SessionState, "loads", staticmethod(lambda text: parsed.append(text) or loads(text)))
+
+    def counted(text: str) -> SessionState:
+        parsed.append(text)
+        return loads(text)
+
+    monkeypatch.setattr(SessionState, "loads", staticmethod(counted))
     assert sess.state.pins.keys() == {"doc"} and parsed == []
     other = Session("kept", store=sess.store)  # another Session object on the same id: parses it
     assert other.state == sess.state and len(parsed) == 1

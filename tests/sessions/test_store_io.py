@@ -140,7 +140,7 @@ def test_async_clients_never_use_the_sync_redis_client(
         raise AssertionError("the sync Redis client was used by an async call")
 
     real = store.redis.execute_command
-    store.redis.execute_command = forbidden  # type: ignore[method-assign]
+    store.redis.execute_command = forbidden
 
     async def main() -> Session:
         http = sdk_http.AsyncClient(transport=AsyncEmulatorTransport(Emulator()))
@@ -156,7 +156,7 @@ def test_async_clients_never_use_the_sync_redis_client(
         return sess
 
     sess = asyncio.run(main())
-    store.redis.execute_command = real  # type: ignore[method-assign]
+    store.redis.execute_command = real
     assert sess.stats.requests == 3 and _usage_total(sess) == 3
 
 
@@ -306,7 +306,7 @@ def test_outage_work_is_added_to_what_another_worker_wrote_meanwhile(
         _ask(lenient, 1)  # kept in this process only
     with b:
         _ask(lenient, 1)  # the other worker reaches the store
-    stored_by_b = SessionState.loads(backend.load("shared").text)  # type: ignore[union-attr]
+    stored_by_b = SessionState.loads(backend.load("shared").text)
     assert stored_by_b.requests == 2  # worker a's outage call is not in the store yet
     mine.down = False
     clock.advance(5.0)
@@ -323,7 +323,7 @@ def test_outage_work_is_added_to_what_another_worker_wrote_meanwhile(
     a.flush()
     b.flush()  # usage rides with a worker's next write
     # Every call counted once, each with its usage: a's turns 0, 1 (outage), 2 and b's turn 1.
-    stored = SessionState.loads(backend.load("shared").text)  # type: ignore[union-attr]
+    stored = SessionState.loads(backend.load("shared").text)
     assert stored.requests == 4 and sum(u.responses for u in stored.usage.values()) == 4
     assert sum(stored.by_engine.values()) == 4
     assert a.stats.requests == 4 and _usage_total(a) == 4
@@ -410,7 +410,7 @@ def test_a_hung_redis_costs_async_calls_one_timeout_per_window() -> None:
             first, second = asyncio.run(main())
         finally:
             telos_wrap.unpatch()
-    stats = store.breaker.stats()  # type: ignore[attr-defined]
+    stats = store.breaker.stats()
     assert stats.trips == 1 and stats.skipped >= 50
     # The 50 first reads were all in flight when the first timed out: each either timed out in that
     # same moment or was cut short by the trip; none started after it.
@@ -439,7 +439,7 @@ def test_a_saturated_pool_is_not_an_outage(redis_url: str, redis_prefix: str) ->
             held = await pool.get_connection()  # the pool's only connection, busy elsewhere
             async with telos_wrap.session("saturated", store=store) as sess:
                 await client.messages.create(model=MODEL, max_tokens=8, messages=messages_for(0))
-                assert store.breaker.stats().busy >= 1 and not store.breaker.is_open  # type: ignore[attr-defined]
+                assert store.breaker.stats().busy >= 1 and not store.breaker.is_open
                 await pool.release(held)
                 await client.messages.create(model=MODEL, max_tokens=8, messages=messages_for(1))
                 await sess.aflush()
@@ -450,7 +450,7 @@ def test_a_saturated_pool_is_not_an_outage(redis_url: str, redis_prefix: str) ->
         sess = asyncio.run(main())
     finally:
         telos_wrap.unpatch()
-    stats = store.breaker.stats()  # type: ignore[attr-defined]
+    stats = store.breaker.stats()
     assert stats.trips == 0 and stats.failures == 0 and stats.busy >= 1, stats
     assert failure_counts() == {"session.store": stats.busy}
     stored = store.load("saturated")

@@ -25,7 +25,7 @@ def clock(turn: int) -> str:
 
 
 def run(make: Callable[[int], dict[str, Any]], turns: int = TURNS, api: str = "anthropic") -> Driver:
-    driver = Driver(api, "anthropic" if api == "anthropic" else "openai")  # type: ignore[arg-type]
+    driver = Driver(api, "anthropic" if api == "anthropic" else "openai")
     for turn in range(turns):
         driver.send(make(turn))
     return driver

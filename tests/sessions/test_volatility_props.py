@@ -103,7 +103,7 @@ def inject(lines: list[str], where: str, position: int, label: str, kind: str, t
 def test_a_live_value_is_learned_after_one_change_and_the_prefix_is_then_stable(
     lines: list[str], where: str, position: int, label: str, kind: str, api: str
 ) -> None:
-    driver = Driver(api, "anthropic" if api == "anthropic" else "openai")  # type: ignore[arg-type]
+    driver = Driver(api, "anthropic" if api == "anthropic" else "openai")
     for turn in range(TURNS):
         blocks = inject(lines, where, position, label, kind, turn)
         if api == "anthropic":

@@ -287,8 +287,9 @@ class WireI2Machine(RuleBasedStateMachine):
         self._send()
 
     def _restore_reminded(self) -> None:
-        if getattr(self, "reminded", None) is not None:
-            index, text = self.reminded
+        reminded = getattr(self, "reminded", None)
+        if reminded is not None:
+            index, text = reminded
             self.convo.steps[index] = {"role": "user", "content": text}
             self.reminded = None
 

@@ -161,7 +161,7 @@ def openllmetry(otel: Otel) -> Iterator[list[Any]]:
     from opentelemetry.instrumentation.openai import OpenAIInstrumentor
 
     with sdk_methods_restored():
-        instrumentors = [AnthropicInstrumentor(), OpenAIInstrumentor()]
+        instrumentors: list[Any] = [AnthropicInstrumentor(), OpenAIInstrumentor()]
         try:
             yield instrumentors
         finally:
