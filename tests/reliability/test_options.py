@@ -97,7 +97,9 @@ SESSION_BAD: list[tuple[str, Any, str]] = [
 
 
 @pytest.mark.parametrize(
-    ("name", "value", "says"), SESSION_BAD, ids=[f"{n}-{v!r}" if type(v) is not object else f"{n}-object()" for n, v, _ in SESSION_BAD]
+    ("name", "value", "says"),
+    SESSION_BAD,
+    ids=[f"{n}-{v!r}" if type(v) is not object else f"{n}-object()" for n, v, _ in SESSION_BAD],
 )
 def test_a_bad_session_argument_is_refused_at_once(name: str, value: Any, says: str) -> None:
     with pytest.raises(TelosHintError) as info:
