@@ -32,7 +32,7 @@ from telos_wrap.ir.windows import context_window
 from telos_wrap.lift.user_split import SplitPatterns
 from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks, check_budget, prepare
 from telos_wrap.sessions.durable.prints import message_hash, message_kind, prompt_print
-from telos_wrap.sessions.durable.records import CacheBreak, ClearFold, VolatileSpan
+from telos_wrap.sessions.durable.records import CacheBreak, ClearFold, RangeFold, VolatileSpan
 from telos_wrap.sessions.durable.state import HASH_LEN, AppPrint, PromptPrint, SessionState, hash_list
 from telos_wrap.sessions.learning.digests import SHARED_KEY, block_lines
 from telos_wrap.sessions.learning.fleet import Fact, adopt, expected_layers, facts_of
@@ -573,11 +573,7 @@ def run_turn(
             "system cache",
         )
     if cache_break is not None and hooks.new_clear:
-        cache_break = replace(
-            cache_break,
-            detail=cache_break.detail + "; the session's context policy folded old tool results here "
-            "(one rewrite after the fold point, then the prefix is read again)",
-        )
+        cache_break = _context_folded(cache_break, hooks.new_clear, state.range_folds)
     app = AppPrint(
         messages=hooks.app_hashes,
         kinds=hooks.kinds,
@@ -670,6 +666,38 @@ def _with_orders(entries: tuple[str, ...], new: Mapping[str, str]) -> tuple[str,
     if not new or len(entries) >= MAX_ORDERS:
         return entries
     return (*entries, *(f"{key}:{order}" for key, order in new.items()))[:MAX_ORDERS]
+
+
+def _context_folded(brk: CacheBreak, folds: Sequence[ClearFold], ranges: Sequence[RangeFold]) -> CacheBreak:
+    """``brk`` as the ``context_folded`` outcome when the policy's new fold is its cause: the first
+    difference is in the messages at or after the first message folded (a difference before it is
+    the caller's own, and stays what it is)."""
+    first = min(fold.message for fold in folds)
+    if brk.reason != "history_rewritten" or brk.message is None or brk.message < _wire_index(ranges, first):
+        return brk
+    results = sum(1 for fold in folds if not fold.thinking)
+    thinking = len(folds) - results
+    what = " and ".join(
+        part
+        for part in (
+            f"{results} old tool result(s)" if results else "",
+            f"the thinking of {thinking} earlier assistant turn(s)" if thinking else "",
+        )
+        if part
+    )
+    return replace(
+        brk,
+        reason="context_folded",
+        detail=f"the session's context policy folded {what} from message {brk.message} on: "
+        f"one rewrite of ~{brk.tokens_at_risk} cached tokens after the fold point, then the prefix "
+        "is read again (a planned fold, not a break of the caller's doing)",
+    )
+
+
+def _wire_index(ranges: Sequence[RangeFold], app_index: int) -> int:
+    """The wire index of application message ``app_index``: each range fold before it sends its
+    messages as one summary (an upper bound if one was not applied: the break then stays as it is)."""
+    return app_index - sum(fold.end - fold.start - 1 for fold in ranges if fold.end <= app_index)
 
 
 def _telos_rewrote(previous: PromptPrint, mismatch: WireMismatch, index: int) -> CacheBreak:
