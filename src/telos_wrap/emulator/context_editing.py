@@ -114,13 +114,9 @@ def clear_thinking(
 
 
 def clear_tool_uses(
-    body: Mapping[str, Any], total_tokens: int, edit: Mapping[str, Any] | None = None
+    body: Mapping[str, Any], total_tokens: int, edit: Mapping[str, Any]
 ) -> tuple[Mapping[str, Any], dict[str, Any]]:
     """``body`` as the model sees it after the tool-use edit, and its report (see the module docstring)."""
-    if edit is None:  # the request's own edit
-        management = body.get("context_management")
-        edits = management.get("edits") if isinstance(management, Mapping) else None
-        edit = next((e for e in edits or () if isinstance(e, Mapping) and e.get("type") == TOOL_USES_EDIT), {})
     report = {"type": TOOL_USES_EDIT, "cleared_tool_uses": 0, "cleared_input_tokens": 0}
     messages = body.get("messages") or []
     names: dict[str, str] = {}
