@@ -5,6 +5,7 @@ policy. Sessions run on the emulator over the real SDK."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -114,3 +115,117 @@ def test_a_change_of_the_callers_before_the_fold_point_stays_the_callers_break(
                 assert folded and brk.request == 10 and brk.reason == "history_rewritten", (brk, folded)
                 assert brk.message == 0
             _tool_turn(history, turn)
+
+
+# -- the caller's own context_management ---------------------------------------------------------------
+
+
+def _plan_turn(history: list[dict[str, Any]]) -> None:
+    """A first tool use of ``read_plan``, whose ~10,000-token result the caller's edit excludes."""
+    history.append(
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "toolu_plan", "name": "read_plan", "input": {}}],
+        }
+    )
+    history.append(
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_plan", "content": _result(99)}],
+        }
+    )
+
+
+def _server_records(s: Any, index: int) -> list[tuple[str, str, str, int]]:
+    record = s.request_record(index)
+    assert record is not None and record.explained is not None
+    return [r for r in record.explained.records if r[0] == "vendor-context-edit"]
+
+
+def test_the_callers_clear_tool_uses_is_kept_known_and_read_before_its_frontier(
+    patched: None, emulated: RecordingTransport
+) -> None:
+    edit = {
+        "type": "clear_tool_uses_20250919",
+        "trigger": {"type": "input_tokens", "value": 40_000},
+        "keep": {"type": "tool_uses", "value": 2},
+        "exclude_tools": ["read_plan"],
+    }
+    client = _anthropic(emulated)
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Read the plan, then every file."}]
+    _plan_turn(history)
+    clearing = []
+    with telos_wrap.session("server-edits") as s:
+        for turn in range(12):
+            msg = client.messages.create(
+                model="claude-sonnet-4-5",
+                max_tokens=16,
+                system="You are a coder. " * 200,
+                tools=[
+                    *TOOLS,
+                    {"name": "read_plan", "description": "Plan.", "input_schema": {"type": "object"}},
+                ],
+                messages=history,
+                extra_body={"context_management": {"edits": [edit]}},
+            )
+            applied = (msg.model_extra or {})["context_management"]["applied_edits"]
+            records = _server_records(s, turn)
+            if applied:
+                clearing.append((turn, msg.usage.cache_read_input_tokens))
+                (record,) = records
+                # telos knew what the server cleared: the same count of tool results
+                assert f"clears {applied[0]['cleared_tool_uses']} tool result(s)" in record[2]
+                frontier = int(record[1][len("messages[") : -2])
+                plan = s.request_record(turn)
+                assert plan is not None and plan.explained is not None
+                forks = [bp for bp in plan.explained.breakpoints if bp[0] == "BP-fork"]
+                assert forks and forks[0][2] == frontier - 1  # the last block before the frontier
+            else:
+                assert records == []
+            _tool_turn(history, turn)
+        breaks = s.cache_breaks
+    for body in emulated.bodies:
+        assert json.loads(body)["context_management"] == {"edits": [edit]}  # as the caller wrote it
+    assert breaks == ()  # the server's edits are no cache break
+    assert len(clearing) >= 5
+    # From the second request the server clears on, the prefix before the frontier (the system
+    # prompt, the kept plan result, the placeholders) is read: ≥ the plan's ~10,000 tokens.
+    assert all(read >= RESULT_CHARS // 4 for _, read in clearing[1:]), clearing
+
+
+def test_the_callers_clear_thinking_is_read_up_to_the_oldest_kept_thinking_turn(
+    patched: None, emulated: RecordingTransport
+) -> None:
+    edit = {"type": "clear_thinking_20251015", "keep": {"type": "thinking_turns", "value": 2}}
+    client = _anthropic(emulated)
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Think, then read every file."}]
+    reads, cleared = [], []
+    with telos_wrap.session("server-thinking") as s:
+        for turn in range(7):
+            msg = client.beta.messages.create(
+                model="claude-sonnet-4-5",
+                max_tokens=2048,
+                system="You are a coder. " * 400,
+                tools=TOOLS,  # type: ignore[arg-type]
+                messages=history,  # type: ignore[arg-type]
+                thinking={"type": "enabled", "budget_tokens": 1024},
+                context_management={"edits": [edit]},  # type: ignore[typeddict-item]
+                betas=["context-management-2025-06-27"],
+            )
+            applied = msg.context_management.applied_edits if msg.context_management else []
+            turns = applied[0].cleared_thinking_turns if applied else 0  # type: ignore[union-attr]
+            cleared.append(turns)
+            records = _server_records(s, turn)
+            assert bool(records) is bool(turns)
+            if turns:
+                assert f"the thinking of {turns} assistant turn(s)" in records[0][2]
+            reads.append(msg.usage.cache_read_input_tokens)
+            _tool_turn(history, turn, thinking=True)
+        breaks = s.cache_breaks
+    assert breaks == ()
+    assert cleared[3:] == [1, 2, 3, 4]
+    # Each request reads what the previous one marked before its oldest kept thinking turn: the
+    # system prompt and every turn up to it (more each time), not only the system prompt.
+    system = len("You are a coder. " * 400) // 4
+    assert all(read > system + RESULT_CHARS // 4 for read in reads[4:]), reads
+    assert reads[4:] == sorted(reads[4:])

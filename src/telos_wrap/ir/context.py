@@ -33,6 +33,7 @@ __all__ = [
     "DEFAULT_KEEP",
     "DEFAULT_TRIGGER",
     "FOLDED_HERE",
+    "SERVER_EDITS",
     "ContextPolicy",
     "ContextPolicyError",
     "fold_start",
@@ -43,6 +44,12 @@ __all__ = [
 #: ``where`` is ``"messages[i:]"``, ``i`` the first message it folded (engines read it: vLLM's
 #: ``evict_span``, docs/engines.md).
 FOLDED_HERE = "context-policy-fold"
+
+#: The ``Transformation.kind`` of a request whose caller set Anthropic's ``context_management``: what
+#: the server clears from it (``sessions/turns/server_edits.py``); its ``where`` is
+#: ``"messages[f:]"``, ``f`` the first message the server may clear on a later request, before which
+#: the Anthropic engine puts BP-fork (docs/sessions.md, "Context under pressure").
+SERVER_EDITS = "vendor-context-edit"
 
 #: Anthropic's defaults for ``clear_tool_uses_20250919`` (docs/vendor-facts.md §9.2).
 DEFAULT_TRIGGER = 100_000

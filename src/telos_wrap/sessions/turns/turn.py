@@ -25,7 +25,7 @@ from typing import Any, overload
 
 from telos_wrap.engines.registry import get_engine
 from telos_wrap.history import HistoryMemo
-from telos_wrap.ir.context import FOLDED_HERE, ContextPolicy
+from telos_wrap.ir.context import FOLDED_HERE, SERVER_EDITS, ContextPolicy
 from telos_wrap.ir.model import Api, Band, TelosIR, Transformation
 from telos_wrap.ir.refpool import OwnReferences
 from telos_wrap.ir.windows import context_window
@@ -58,6 +58,7 @@ from telos_wrap.sessions.turns.clearing import (
 )
 from telos_wrap.sessions.turns.folds import apply_pins_and_slug_folds, apply_range_folds
 from telos_wrap.sessions.turns.pressure import Decision, plan_folds
+from telos_wrap.sessions.turns.server_edits import predict
 from telos_wrap.sessions.turns.wire_i2 import WireEntry, WireLedger, WireMismatch, conversation_entry
 
 __all__ = ["StateHooks", "TurnResult", "run_turn"]
@@ -197,6 +198,7 @@ class StateHooks(SessionHooks):
         folds = self.state.range_folds
         self._fork = None if folds else _fork(self.state.app, self.app_hashes)
         ir, clear_records = self._context_folds(ir)
+        clear_records += self._server_edits(ir)
         ir, range_records = apply_range_folds(ir, folds, hash_list(self.app_hashes) if folds else [])
         ir, pool_records = apply_pins_and_slug_folds(ir, self.pins, self.state.slug_folds)
         ir, self.new_orders = stabilize_orders(ir, _known_orders(self.state.orders))
@@ -247,6 +249,32 @@ class StateHooks(SessionHooks):
             )
         )
         return ir, records
+
+    def _server_edits(self, ir: TelosIR) -> list[Transformation]:
+        """What the caller's own ``context_management`` clears server side (Anthropic), said in
+        ``explain``; while it clears, the prefix before the next thing it may clear is marked
+        (BP-fork), so the next request reads it (``sessions/turns/server_edits.py``)."""
+        if ir.api != "anthropic" or "context_management" not in ir.params:
+            return []
+        edits = predict(ir, measure(ir))
+        if edits is None or not (edits.results or edits.thinking):
+            return []
+        if (
+            edits.frontier is not None
+            and not self.state.range_folds
+            and self._fork is None
+            and not self.new_clear
+        ):
+            self._fork = edits.frontier or None
+        start = edits.frontier if edits.frontier is not None else edits.first
+        return [
+            Transformation(
+                kind=SERVER_EDITS,
+                where=f"messages[{start}:]",
+                detail=edits.describe(),
+                chars=edits.tokens * 4,
+            )
+        ]
 
     def _learned_records(self, ir: TelosIR) -> list[Transformation]:
         """One ``learned-volatile`` record per learned span that cut text out of this system segment."""
