@@ -12,9 +12,14 @@ from typing import Any
 
 import anthropic
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import telos_wrap
 from telos_wrap.emulator import Emulator
+from telos_wrap.ir.context import ContextPolicy, ContextPolicyError, parse_context
+from telos_wrap.sessions.durable.records import THINKING_CALL
+from telos_wrap.sessions.turns.pressure import Unit, plan_folds
 from tests.sdk_http import sdk_http
 
 from .convo import RecordingTransport
@@ -229,3 +234,148 @@ def test_the_callers_clear_thinking_is_read_up_to_the_oldest_kept_thinking_turn(
     system = len("You are a coder. " * 400) // 4
     assert all(read > system + RESULT_CHARS // 4 for read in reads[4:]), reads
     assert reads[4:] == sorted(reads[4:])
+
+
+# -- thinking in telos' own policy ---------------------------------------------------------------------
+
+
+def test_the_vendors_context_management_form_and_a_lone_clear_thinking_are_accepted() -> None:
+    thinking = {"type": "clear_thinking_20251015", "keep": {"type": "thinking_turns", "value": 2}}
+    tools = {"type": "clear_tool_uses_20250919", "trigger": {"type": "input_tokens", "value": 50_000}}
+    both = parse_context({"edits": [thinking, tools]})
+    assert both == ContextPolicy(trigger_tokens=50_000, clear_thinking=2)
+    assert parse_context(thinking) == ContextPolicy(clear_results=False, clear_thinking=2)
+    assert parse_context({"type": "clear_thinking_20251015"}) == ContextPolicy(
+        clear_results=False, clear_thinking=1
+    )
+    assert (
+        parse_context({"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]}).clear_thinking is None
+    )
+    for bad, says in (
+        ({"edits": []}, "edits"),
+        ({"edits": [tools, tools]}, "at most one"),
+        ({"type": "clear_thinking_20251015", "keep": {"type": "tool_uses", "value": 1}}, "thinking_turns"),
+        ({"type": "clear_thinking_20251015", "trigger": 5}, "unknown clear_thinking_20251015 key"),
+    ):
+        with pytest.raises(ContextPolicyError, match=says):
+            parse_context(bad)
+
+
+_units = st.lists(
+    st.tuples(st.booleans(), st.integers(min_value=1, max_value=5_000)), min_size=1, max_size=24
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    units=_units,
+    keep=st.integers(min_value=0, max_value=4),
+    thinking_keep=st.one_of(st.none(), st.integers(min_value=0, max_value=4)),
+)
+def test_the_planner_keeps_the_latest_thinking_turns_and_never_the_current_turn(
+    units: list[tuple[bool, int]], keep: int, thinking_keep: int | None
+) -> None:
+    planned = [
+        Unit(
+            message=i,
+            call=THINKING_CALL if thinking else f"c{i}",
+            name="thinking" if thinking else "read",
+            tokens=size,
+        )
+        for i, (thinking, size) in enumerate(units)
+    ]
+    current = len(planned) - 1
+    policy = ContextPolicy(trigger_tokens=1, keep=keep, clear_thinking=thinking_keep)
+    decision = plan_folds(planned, 10**9, current, policy, None)
+    folded = {unit.key() for unit in decision.fold}
+    turns = [u for u in planned if u.call == THINKING_CALL]
+    results = [u for u in planned if u.call != THINKING_CALL]
+    if thinking_keep is None:
+        assert not folded & {u.key() for u in turns}
+    else:
+        kept = turns[len(turns) - thinking_keep :] if thinking_keep else []
+        assert not folded & {u.key() for u in kept}
+        assert {u.key() for u in turns if u.message < current and u not in kept} <= folded
+    assert not folded & {u.key() for u in results[len(results) - keep :]} if keep else True
+    assert all(unit.message < current for unit in decision.fold)
+    assert [u.message for u in decision.fold] == sorted(u.message for u in decision.fold)
+
+
+def _thinking_session(client: anthropic.Anthropic, turns: int, history: list[dict[str, Any]]) -> list[Any]:
+    """An agent that thinks before each tool use; every third turn the user says something (a new
+    turn: the thinking before it is an earlier turn's)."""
+    sent = []
+    for turn in range(turns):
+        sent.append(
+            client.messages.create(
+                model="claude-sonnet-4-5",
+                max_tokens=2048,
+                system="You are a coder. " * 200,
+                tools=TOOLS,  # type: ignore[arg-type]
+                messages=history,  # type: ignore[arg-type]
+                thinking={"type": "enabled", "budget_tokens": 1024},
+            )
+        )
+        _tool_turn(history, turn, thinking=True)
+        if turn % 3 == 2:
+            history[-1]["content"].append({"type": "text", "text": f"Now the next part ({turn})."})
+    return sent
+
+
+def test_a_policy_with_clear_thinking_folds_earlier_turns_thinking_and_never_the_current_turns(
+    patched: None, emulated: RecordingTransport
+) -> None:
+    policy = {
+        "edits": [
+            {"type": "clear_thinking_20251015", "keep": {"type": "thinking_turns", "value": 1}},
+            {
+                "type": "clear_tool_uses_20250919",
+                "trigger": {"type": "input_tokens", "value": 60_000},
+                "keep": {"type": "tool_uses", "value": 2},
+            },
+        ]
+    }
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Read every file."}]
+    with telos_wrap.session("thinking-policy", context=policy) as s:
+        _thinking_session(_anthropic(emulated), 14, history)
+        folds = s.state.clear_folds
+        breaks = s.cache_breaks
+    thinking_folds = [f for f in folds if f.thinking]
+    assert thinking_folds and [f for f in folds if not f.thinking]
+    assert {b.reason for b in breaks} == {"context_folded"}
+    bodies = [json.loads(body) for body in emulated.bodies]
+    for index, body in enumerate(bodies):
+        sent = body["messages"]
+        # The current turn (the assistant messages after the last user text) goes back unchanged:
+        # its thinking blocks are byte for byte what the caller sent.
+        last_text = max(
+            i
+            for i, m in enumerate(sent)
+            if m["role"] == "user"
+            and (isinstance(m["content"], str) or any(b.get("type") == "text" for b in m["content"]))
+        )
+        for i in range(last_text + 1, len(sent)):
+            if sent[i]["role"] == "assistant":
+                assert _unmarked(sent[i]["content"]) == history[i]["content"], (index, i)
+        # What was folded stays folded on every later request: those messages carry no thinking.
+        for fold in thinking_folds:
+            if fold.at <= index and fold.message < len(sent):
+                assert not [b for b in sent[fold.message]["content"] if b["type"] == "thinking"], (
+                    index,
+                    fold,
+                )
+                assert [b for b in sent[fold.message]["content"] if b["type"] == "tool_use"]
+    # The thinking of the latest earlier turn is kept (keep 1): some earlier-turn thinking is still sent.
+    last = bodies[-1]["messages"]
+    kept = [
+        i for i, m in enumerate(last) if m["role"] == "assistant" and m["content"][0]["type"] == "thinking"
+    ]
+    assert len(kept) > 3
+
+
+def _unmarked(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _unmarked(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [_unmarked(v) for v in value]
+    return value
