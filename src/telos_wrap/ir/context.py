@@ -17,8 +17,12 @@ as Anthropic's edit, copied as is::
      "exclude_tools": ["read_plan"]}
 
 or with plain numbers (``{"trigger": 100000, "keep": 3}``; a trigger in ``(0, 1]`` is a fraction
-of the model's window, as is ``{"type": "window_fraction", "value": 0.8}``). ``None`` / ``False``:
-no policy. Anything else raises ``ContextPolicyError`` saying what is valid.
+of the model's window, as is ``{"type": "window_fraction", "value": 0.8}``). Anthropic's whole
+``context_management`` value is accepted too, ``{"edits": [<clear_thinking_20251015>,
+<clear_tool_uses_20250919>]}``, and a lone ``clear_thinking_20251015`` edit: its ``keep``
+(``{"type": "thinking_turns", "value": N}``, default 1; ``"all"``: never) becomes
+``clear_thinking``, and without a tool-use edit the results are left alone (``clear_results``).
+``None`` / ``False``: no policy. Anything else raises ``ContextPolicyError`` saying what is valid.
 """
 
 from __future__ import annotations
