@@ -56,6 +56,7 @@ from telos_wrap.sessions.turns.clearing import (
     result_texts,
     summarize,
 )
+from telos_wrap.sessions.turns.files import apply_file_folds, file_key, file_slugs
 from telos_wrap.sessions.turns.folds import apply_pins_and_slug_folds, apply_range_folds
 from telos_wrap.sessions.turns.pressure import Decision, plan_folds
 from telos_wrap.sessions.turns.server_edits import predict
@@ -94,6 +95,8 @@ class StateHooks(SessionHooks):
         #: The folds the context policy decided for this request, and its decision.
         self.new_clear: tuple[ClearFold, ...] = ()
         self.decision: Decision | None = None
+        #: The first message a file-block fold recorded for this request changed (``None``: none).
+        self.file_fold: int | None = None
         #: The tenant's digest key (``digests.space_key``): learned spans are found by keyed digests.
         self.key = key
         #: The session expects this request to be the conversation's last (``final_point``).
@@ -147,7 +150,12 @@ class StateHooks(SessionHooks):
     def history_memo(self) -> HistoryMemo | None:
         # Range folds rewrite message positions after the lift, and context folds rewrite tool
         # results in place: no reuse by position then.
-        if self.state.range_folds or self.state.clear_folds or self.pressure is not None:
+        if (
+            self.state.range_folds
+            or self.state.clear_folds
+            or self.state.slug_folds
+            or self.pressure is not None
+        ):
             return None
         return self.memo
 
@@ -200,10 +208,37 @@ class StateHooks(SessionHooks):
         ir, clear_records = self._context_folds(ir)
         clear_records += self._server_edits(ir)
         ir, range_records = apply_range_folds(ir, folds, hash_list(self.app_hashes) if folds else [])
-        ir, pool_records = apply_pins_and_slug_folds(ir, self.pins, self.state.slug_folds)
+        # Settled messages (reused from the previous request by the history memo, which is off
+        # while any slug fold exists) were scanned then: their file keys carry over.
+        settled = ir.settled if not self.state.slug_folds else 0
+        files = file_slugs(ir, settled)
+        earlier = self.state.app.slugs if settled and self.state.app is not None else ()
+        pool_folds = self.state.slug_folds
+        file_records: list[Transformation] = []
+        if files:
+            # The seeds' <file path=…> rule (sessions/turns/files.py): a fold of a file block's path
+            # replaces its content in the messages; the rest of the slug folds are the ref-pool's.
+            own = [
+                f
+                for f in pool_folds
+                if f.slug in files and f.slug not in ir.ref_pool and f.slug not in self.pins
+            ]
+            pool_folds = tuple(f for f in pool_folds if f not in own)
+            ir, file_records, first = apply_file_folds(ir, own)
+            if first is not None and any(f.at == self.state.requests for f in own):
+                self.file_fold = first
+                if not self.state.range_folds and self._fork is None:
+                    self._fork = first or None  # the prefix before the fold is read (BP-fork)
+        ir, pool_records = apply_pins_and_slug_folds(ir, self.pins, pool_folds)
         ir, self.new_orders = stabilize_orders(ir, _known_orders(self.state.orders))
-        self.slugs = tuple(ir.ref_pool)
-        records = [*clear_records, *range_records, *pool_records, *learned_records]
+        keys = dict.fromkeys(
+            (
+                *(k for k in earlier if k.startswith("file:")),
+                *(file_key(f) for f in files if f not in ir.ref_pool),
+            )
+        )
+        self.slugs = (*ir.ref_pool, *keys)
+        records = [*clear_records, *range_records, *file_records, *pool_records, *learned_records]
         return replace(ir, records=ir.records + tuple(records)) if records else ir
 
     def _context_folds(self, ir: TelosIR) -> tuple[TelosIR, list[Transformation]]:
@@ -588,6 +623,7 @@ def run_turn(
         and state.last is not None
         and not state.range_folds
         and not hooks.new_clear
+        and hooks.file_fold is None
     ):
         mismatch = ledger.check(wire)
         if mismatch is not None:
@@ -602,6 +638,20 @@ def run_turn(
         )
     if cache_break is not None and hooks.new_clear:
         cache_break = _context_folded(cache_break, hooks.new_clear, state.range_folds)
+    if (
+        cache_break is not None
+        and hooks.file_fold is not None
+        and cache_break.reason == "history_rewritten"
+        and cache_break.message is not None
+        and cache_break.message >= _wire_index(state.range_folds, hooks.file_fold)
+    ):
+        cache_break = replace(
+            cache_break,
+            reason="context_folded",
+            detail=f"session.fold(slugs=...) replaced a file block's content from message "
+            f"{cache_break.message} on: one rewrite of ~{cache_break.tokens_at_risk} cached tokens after "
+            "it, then the prefix is read again (a fold the session recorded, not a break)",
+        )
     app = AppPrint(
         messages=hooks.app_hashes,
         kinds=hooks.kinds,
