@@ -54,22 +54,34 @@ def _texts(value: Any) -> Iterable[str]:
             yield from _texts(item)
 
 
-def _message_texts(message: TelosMessage) -> Iterable[str]:
-    for block in message.blocks:
-        yield from _texts(block.payload)
-    if isinstance(message.extra.get("output"), str):
-        yield message.extra["output"]
-
-
 def file_slugs(ir: TelosIR, start: int = 0) -> tuple[str, ...]:
     """The paths of the file blocks in ``ir``'s messages from ``start`` on, each once, in order."""
     found: dict[str, None] = {}
     for message in ir.messages[start:]:
-        for text in _message_texts(message):
-            if "<file path=" in text:
-                for match in FILE_BLOCK.finditer(text):
-                    found.setdefault(_path(match), None)
+        for block in message.blocks:
+            payload = block.payload
+            # The common block, a text, without a generator (this runs on every request).
+            if isinstance(payload, Mapping):
+                text = payload.get("text")
+                simple = isinstance(text, str) and "content" not in payload and "output" not in payload
+            else:
+                text, simple = payload, isinstance(payload, str)
+            if simple and isinstance(text, str):
+                if "<file path=" in text:
+                    _found(text, found)
+                continue
+            for text in _texts(payload):
+                if "<file path=" in text:
+                    _found(text, found)
+        output = message.extra.get("output")
+        if isinstance(output, str) and "<file path=" in output:
+            _found(output, found)
     return tuple(found)
+
+
+def _found(text: str, found: dict[str, None]) -> None:
+    for match in FILE_BLOCK.finditer(text):
+        found.setdefault(_path(match), None)
 
 
 def _fold_text(text: str, summaries: Mapping[str, str], counts: dict[str, int]) -> str:
