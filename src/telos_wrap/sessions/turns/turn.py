@@ -206,7 +206,8 @@ class StateHooks(SessionHooks):
         folds = self.state.range_folds
         self._fork = None if folds else _fork(self.state.app, self.app_hashes)
         ir, clear_records = self._context_folds(ir)
-        clear_records += self._server_edits(ir)
+        if "context_management" in ir.params:
+            clear_records += self._server_edits(ir)
         ir, range_records = apply_range_folds(ir, folds, hash_list(self.app_hashes) if folds else [])
         # Settled messages (reused from the previous request by the history memo, which is off
         # while any slug fold exists) were scanned then: their file keys carry over.
@@ -231,13 +232,11 @@ class StateHooks(SessionHooks):
                     self._fork = first or None  # the prefix before the fold is read (BP-fork)
         ir, pool_records = apply_pins_and_slug_folds(ir, self.pins, pool_folds)
         ir, self.new_orders = stabilize_orders(ir, _known_orders(self.state.orders))
-        keys = dict.fromkeys(
-            (
-                *(k for k in earlier if k.startswith("file:")),
-                *(file_key(f) for f in files if f not in ir.ref_pool),
-            )
-        )
-        self.slugs = (*ir.ref_pool, *keys)
+        self.slugs = tuple(ir.ref_pool)
+        if files or earlier:
+            keys = [k for k in earlier if k.startswith("file:")]
+            keys += [file_key(f) for f in files if f not in ir.ref_pool]
+            self.slugs += tuple(dict.fromkeys(keys))
         records = [*clear_records, *range_records, *file_records, *pool_records, *learned_records]
         return replace(ir, records=ir.records + tuple(records)) if records else ir
 
