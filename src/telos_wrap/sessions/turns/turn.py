@@ -293,19 +293,16 @@ class StateHooks(SessionHooks):
         edits = predict(ir, measure(ir))
         if edits is None or not (edits.results or edits.thinking):
             return []
-        if (
-            edits.frontier is not None
-            and not self.state.range_folds
-            and self._fork is None
-            and not self.new_clear
-        ):
+        # The frontier is marked unless the request already diverged or folded (its own BP-fork).
+        free = not self.state.range_folds and self._fork is None and not self.new_clear
+        if edits.frontier is not None and free:
             self._fork = edits.frontier or None
         start = edits.frontier if edits.frontier is not None else edits.first
         return [
             Transformation(
                 kind=SERVER_EDITS,
                 where=f"messages[{start}:]",
-                detail=edits.describe(),
+                detail=edits.describe(marked=free),
                 chars=edits.tokens * 4,
             )
         ]
