@@ -51,7 +51,7 @@ def test_an_anthropic_edit_is_accepted_as_written() -> None:
     [
         ({"keep": -1}, "keep"),
         ({"trigger": {"type": "tool_uses", "value": 3}}, "trigger type"),
-        ({"type": "clear_thinking_20251015"}, "not supported"),
+        ({"type": "compact_20260112"}, "not supported"),
         ({"triger": 100}, "unknown context key"),
         ({"summarizer": "no"}, "callable"),
         ("100k", "must be a dict"),

@@ -17,7 +17,7 @@ from .anthropic_cache import AnthropicCache, AnthropicUsage
 from .anthropic_diagnostics import FingerprintStore, diagnose, fingerprint
 from .anthropic_rules import place_breakpoints
 from .clock import Clock
-from .context_editing import clear_tool_uses
+from .context_editing import apply_edits
 from .errors import anthropic_error
 from .render import RenderedPrompt, RenderMode, render_anthropic
 from .replies import Replier, count_tool_results
@@ -73,8 +73,9 @@ class AnthropicAPI:
         _require(body, needs_max_tokens=True)
         now = self._clock.now()  # §1.2: the TTL clock starts at the start of the request
         prompt = render_anthropic(body, mode=self.mode)
-        body, applied = clear_tool_uses(body, prompt.total_tokens)  # server-side context editing
-        if applied is not None and applied["cleared_tool_uses"]:
+        body, edits = apply_edits(body, prompt.total_tokens)  # server-side context editing
+        applied = [e for e in edits or () if e.get("cleared_tool_uses") or e.get("cleared_thinking_turns")]
+        if applied:
             prompt = render_anthropic(body, mode=self.mode)
         breakpoints = place_breakpoints(body, prompt.positions)
         check_anthropic(str(body["model"]), prompt.total_tokens)  # docs/vendor-facts.md §9.3
@@ -113,10 +114,8 @@ class AnthropicAPI:
         }
         if "diagnostics" in body:
             message["diagnostics"] = diagnostics
-        if applied is not None:  # docs/vendor-facts.md §9.2
-            message["context_management"] = {
-                "applied_edits": [applied] if applied["cleared_tool_uses"] else []
-            }
+        if edits is not None:  # docs/vendor-facts.md §9.2
+            message["context_management"] = {"applied_edits": applied}
         headers = (("request-id", f"req_emu_{message_id[8:]}"),)
         usage_json = message["usage"]
         if body.get("stream"):

@@ -54,6 +54,7 @@ from typing import Any, Literal
 from telos_wrap.engines.anthropic_usage import AnthropicStreamUsage, parse_anthropic_usage
 from telos_wrap.engines.base import Breakpoint, EmitPlan, EngineProfile, PrefixTables, emit_messages
 from telos_wrap.errors import TelosInvariantError
+from telos_wrap.ir.context import SERVER_EDITS
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Band, BlockKind, TelosBlock, TelosIR, TelosMessage, UsageReport
 
@@ -176,11 +177,19 @@ class AnthropicEngine:
             ours.append(Breakpoint(name=name, segment=segment, message=message, block=block, ttl=ttl))
             if name == "BP-fork":
                 where = f"{segment}[{block}]" if message is None else f"messages[{message}][{block}]"
-                notes.append(
-                    f"BP-fork on {where}: this request differs from the session's previous one from "
-                    f"message {fork} on (a rewind or a sibling branch); the marker keeps the shared "
-                    "prefix read, so its cache entry stays alive for the other branch"
-                )
+                if any(r.kind == SERVER_EDITS and r.where == f"messages[{fork}:]" for r in ir.records):
+                    notes.append(
+                        f"BP-fork on {where}: before message {fork}, the first one the caller's "
+                        "context_management may clear on a later request (Anthropic edits server side, "
+                        "afresh each request); the prefix before it reads the same then, so it is read "
+                        "from the cache instead of written again"
+                    )
+                else:
+                    notes.append(
+                        f"BP-fork on {where}: this request differs from the session's previous one from "
+                        f"message {fork} on (a rewind or a sibling branch); the marker keeps the shared "
+                        "prefix read, so its cache entry stays alive for the other branch"
+                    )
             taken.add(location)
             slots -= 1
         breakpoints = tuple(caller) + tuple(self._fix_ttl_order(ours, caller))

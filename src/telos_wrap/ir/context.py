@@ -17,14 +17,18 @@ as Anthropic's edit, copied as is::
      "exclude_tools": ["read_plan"]}
 
 or with plain numbers (``{"trigger": 100000, "keep": 3}``; a trigger in ``(0, 1]`` is a fraction
-of the model's window, as is ``{"type": "window_fraction", "value": 0.8}``). ``None`` / ``False``:
-no policy. Anything else raises ``ContextPolicyError`` saying what is valid.
+of the model's window, as is ``{"type": "window_fraction", "value": 0.8}``). Anthropic's whole
+``context_management`` value is accepted too, ``{"edits": [<clear_thinking_20251015>,
+<clear_tool_uses_20250919>]}``, and a lone ``clear_thinking_20251015`` edit: its ``keep``
+(``{"type": "thinking_turns", "value": N}``, default 1; ``"all"``: never) becomes
+``clear_thinking``, and without a tool-use edit the results are left alone (``clear_results``).
+``None`` / ``False``: no policy. Anything else raises ``ContextPolicyError`` saying what is valid.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from telos_wrap.errors import TelosError
@@ -33,6 +37,7 @@ __all__ = [
     "DEFAULT_KEEP",
     "DEFAULT_TRIGGER",
     "FOLDED_HERE",
+    "SERVER_EDITS",
     "ContextPolicy",
     "ContextPolicyError",
     "fold_start",
@@ -43,6 +48,12 @@ __all__ = [
 #: ``where`` is ``"messages[i:]"``, ``i`` the first message it folded (engines read it: vLLM's
 #: ``evict_span``, docs/engines.md).
 FOLDED_HERE = "context-policy-fold"
+
+#: The ``Transformation.kind`` of a request whose caller set Anthropic's ``context_management``: what
+#: the server clears from it (``sessions/turns/server_edits.py``); its ``where`` is
+#: ``"messages[f:]"``, ``f`` the first message the server may clear on a later request, before which
+#: the Anthropic engine puts BP-fork (docs/sessions.md, "Context under pressure").
+SERVER_EDITS = "vendor-context-edit"
 
 #: Anthropic's defaults for ``clear_tool_uses_20250919`` (docs/vendor-facts.md §9.2).
 DEFAULT_TRIGGER = 100_000
@@ -61,6 +72,7 @@ _KEYS = (
     "summarizer",
 )
 _EDIT_TYPE = "clear_tool_uses_20250919"
+_THINKING_TYPE = "clear_thinking_20251015"
 
 
 class ContextPolicyError(TelosError, ValueError):
@@ -84,6 +96,11 @@ class ContextPolicy:
         summarizer: ``summarizer(tool_name, result_text) -> str``, called once per cleared result
             when the fold is decided; its text is recorded in the session instead of the
             placeholder.
+        clear_results: fold old tool results (``False``: a policy of ``clear_thinking_20251015``
+            alone folds thinking only).
+        clear_thinking: fold the thinking blocks of earlier assistant turns too, keeping those of
+            this many most recent thinking turns (``None``: thinking is never folded). The current
+            turn's thinking is never touched (docs/vendor-facts.md §9.2).
     """
 
     trigger_tokens: int | None = DEFAULT_TRIGGER
@@ -93,6 +110,8 @@ class ContextPolicy:
     exclude_tools: tuple[str, ...] = ()
     clear_tool_inputs: bool = False
     summarizer: Summarizer | None = None
+    clear_results: bool = True
+    clear_thinking: int | None = None
 
     def trigger_for(self, window: int | None) -> int | None:
         """The trigger in tokens for a model whose context window is ``window`` (``None``: unknown)."""
@@ -109,7 +128,12 @@ class ContextPolicy:
             if self.trigger_tokens is not None
             else f"{self.trigger_fraction:.0%} of the model's window"
         )
-        parts = [f"trigger {trigger}", f"keep {self.keep} tool uses"]
+        parts = [
+            f"trigger {trigger}",
+            f"keep {self.keep} tool uses" if self.clear_results else "tool results kept",
+        ]
+        if self.clear_thinking is not None:
+            parts.append(f"thinking cleared but the latest {self.clear_thinking} thinking turn(s)")
         if self.clear_at_least:
             parts.append(f"clear at least {self.clear_at_least:,} tokens")
         if self.exclude_tools:
@@ -143,6 +167,8 @@ def parse_context(value: Any) -> ContextPolicy | None:
             f"context must be a dict written as Anthropic's clear_tool_uses_20250919 edit, a "
             f"telos_wrap.ContextPolicy, True or None; not {type(value).__name__}"
         )
+    if "edits" in value or value.get("type") == _THINKING_TYPE:
+        return _parse_edits(value)
     unknown = sorted(str(key) for key in value if key not in _KEYS)
     if unknown:
         raise ContextPolicyError(f"unknown context key(s) {unknown}; valid keys: {', '.join(_KEYS)}")
@@ -174,6 +200,38 @@ def parse_context(value: Any) -> ContextPolicy | None:
         summarizer=summarizer,
     )
     _check(policy)
+    return policy
+
+
+def _parse_edits(value: Mapping[str, Any]) -> ContextPolicy:
+    """Anthropic's ``context_management`` form (``{"edits": [...]}``) or a lone
+    ``clear_thinking_20251015`` edit: the tool-use edit's options, and thinking's ``keep``."""
+    if "edits" in value:
+        if set(value) != {"edits"} or not isinstance(value["edits"], list) or not value["edits"]:
+            raise ContextPolicyError(
+                "context written as Anthropic's context_management takes one key, edits: a list of "
+                f"{_EDIT_TYPE!r} and {_THINKING_TYPE!r} edits"
+            )
+        edits = value["edits"]
+    else:
+        edits = [value]
+    thinking = [e for e in edits if isinstance(e, Mapping) and e.get("type") == _THINKING_TYPE]
+    tools = [e for e in edits if not (isinstance(e, Mapping) and e.get("type") == _THINKING_TYPE)]
+    if len(thinking) > 1 or len(tools) > 1:
+        raise ContextPolicyError(f"context edits: at most one {_EDIT_TYPE!r} and one {_THINKING_TYPE!r}")
+    policy = parse_context({"type": _EDIT_TYPE, **tools[0]}) if tools else None
+    if policy is None:
+        policy = ContextPolicy(clear_results=False)
+    if thinking:
+        unknown = sorted(str(key) for key in thinking[0] if key not in ("type", "keep"))
+        if unknown:
+            raise ContextPolicyError(f"unknown {_THINKING_TYPE} key(s) {unknown}; valid keys: type, keep")
+        keep = thinking[0].get("keep", {"type": "thinking_turns", "value": 1})
+        if keep == "all" or (isinstance(keep, Mapping) and keep.get("type") == "all"):
+            kept = None
+        else:
+            kept = _count(keep, "clear_thinking keep", "thinking_turns")
+        policy = replace(policy, clear_thinking=kept)
     return policy
 
 

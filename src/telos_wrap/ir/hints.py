@@ -99,8 +99,9 @@ class TelosHints(BaseModel):
 
     context: ContextPolicy | None = Field(
         default=None,
-        description="Fold old tool results under pressure: a dict written as Anthropic's "
-        "clear_tool_uses_20250919 edit, or a ContextPolicy (docs/sessions.md, 'Context under pressure').",
+        description="Fold old tool results (and thinking) under pressure: a dict written as Anthropic's "
+        "clear_tool_uses_20250919 edit or context_management value, or a ContextPolicy (docs/sessions.md, "
+        "'Context under pressure').",
     )
 
     @field_validator("context", mode="before")
@@ -159,7 +160,8 @@ VALID_VALUES: Mapping[str, str] = {
     "isolation": "a tenant or user key (a string)",
     "expected_turns": "an integer of at least 1",
     "output_filter": "'off', 'safe', 'aggressive' or a telos_wrap.OutputFilter",
-    "context": "a dict written as Anthropic's clear_tool_uses_20250919 edit, or a telos_wrap.ContextPolicy",
+    "context": "a dict written as Anthropic's clear_tool_uses_20250919 edit or context_management value, "
+    "or a telos_wrap.ContextPolicy",
 }
 
 

@@ -538,9 +538,10 @@ class Session:
         # One line per kind of break in the process, then DEBUG and a periodic count (sessions/logs.py):
         # a break happens once per conversation (the first change of a live value), and so would scale.
         bug = brk.reason == "telos_rewrote"
+        planned = brk.reason == "context_folded"  # the session's own policy, on purpose: INFO
         note(
             logger,
-            logging.ERROR if bug else logging.WARNING,
+            logging.ERROR if bug else logging.INFO if planned else logging.WARNING,
             f"break:{brk.reason}",
             f"cache breaks ({brk.reason})",
             "telos_wrap: cache break in session %s at request %d: %s at %s (~%d tokens at risk): %s",

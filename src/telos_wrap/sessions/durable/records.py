@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 __all__ = [
     "MAX_LEARNED",
+    "THINKING_CALL",
     "BreakReason",
     "CacheBreak",
     "ClearFold",
@@ -26,6 +27,10 @@ __all__ = [
 #: (``sessions/durable/merge.py``).
 MAX_LEARNED = 32
 
+#: ``ClearFold.call`` of a fold that clears the thinking blocks of an assistant message (a tool
+#: call's key is a hex digest, so the two never meet).
+THINKING_CALL = "thinking"
+
 #: How a volatile span was found (``VolatileSpan.kind``).
 SpanKind = Literal["value", "lines", "region", "list", "present"]
 
@@ -37,6 +42,7 @@ BreakReason = Literal[
     "params_changed",
     "ttl_expired",
     "telos_rewrote",
+    "context_folded",
 ]
 
 
@@ -105,13 +111,15 @@ class RangeFold:
 
 @dataclass(frozen=True, slots=True)
 class ClearFold:
-    """One tool result the session's context policy cleared (``sessions/turns/pressure.py``).
+    """One tool result the session's context policy cleared, or the thinking blocks of one earlier
+    assistant message (``call == THINKING_CALL``; ``sessions/turns/pressure.py``).
 
     Positions and digests only: no text of the caller's but the summary its own summarizer wrote.
 
     Attributes:
-        message: the application message index holding the result.
-        call: digest of the tool call's id (``short_hash``), naming the result within the message.
+        message: the application message index holding the result (or the thinking).
+        call: digest of the tool call's id (``short_hash``), naming the result within the message;
+            ``THINKING_CALL`` for the message's thinking blocks.
         digest: the application hash of that message when the fold was decided; a request whose
             message differs does not get the fold (recorded as ``fold-not-applied``).
         tokens: estimated tokens of the cleared result (what the placeholder says was there).
@@ -132,6 +140,12 @@ class ClearFold:
 
     def key(self) -> tuple[int, str]:
         return self.message, self.call
+
+    @property
+    def thinking(self) -> bool:
+        """Whether this fold clears the thinking blocks of an assistant message (``call`` is
+        ``THINKING_CALL``) rather than one tool result."""
+        return self.call == THINKING_CALL
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -270,7 +284,10 @@ class CacheBreak:
         reason: ``model_changed``, ``tools_changed``, ``system_changed``, ``history_rewritten``,
             ``params_changed`` (``tool_choice`` / ``thinking`` / ``speed``), ``ttl_expired``, or
             ``telos_rewrote``: telos itself did not re-send a settled message byte for byte (a telos
-            bug, never the caller's doing; ``sessions/turns/wire_i2.py``).
+            bug, never the caller's doing; ``sessions/turns/wire_i2.py``), or ``context_folded``: the
+            session's context policy folded old tool results or thinking here on purpose (one
+            rewrite after the fold point, counted in ``stats.context_folds``; never the caller's
+            edit, never a bug).
         segment: where the divergence starts: ``"tools"``, ``"system"`` or ``"messages"``.
         message: the message index (``segment == "messages"``), else ``None``.
         block: the block index within the tools / system list or that message.

@@ -8,6 +8,10 @@ recorded folds applied.
   caller's summary) and, with ``clear_tool_inputs``, the call's input with an empty one;
 * ``placeholder(name, tokens)``: what the model reads instead of a cleared result.
 
+With the policy's ``clear_thinking`` (Anthropic), an earlier assistant turn's thinking is a unit too
+(``THINKING_CALL``): its ``thinking`` / ``redacted_thinking`` blocks are left out whole (a client may
+omit earlier turns' thinking; none is ever edited, and the current turn's is never a unit).
+
 Per API, a tool result is: an Anthropic ``tool_result`` block (its ``content``), a Chat Completions
 ``tool`` message (its content), a Responses ``function_call_output`` / ``custom_tool_call_output``
 item (its ``output``). Blocks are never removed, so a tool use and its result stay a pair.
@@ -21,7 +25,7 @@ from typing import Any
 
 from telos_wrap.ir.canon import canonical_json
 from telos_wrap.ir.model import Band, BlockKind, TelosBlock, TelosIR, TelosMessage, Transformation
-from telos_wrap.sessions.durable.records import ClearFold
+from telos_wrap.sessions.durable.records import THINKING_CALL, ClearFold
 from telos_wrap.sessions.durable.state import short_hash
 from telos_wrap.sessions.turns.pressure import Decision, Unit
 
@@ -32,6 +36,7 @@ CHARS_PER_TOKEN = 4
 _PLACEHOLDER_TOKENS = 40
 
 _RESULT_ITEMS = ("function_call_output", "custom_tool_call_output")
+_THINKING_TYPES = ("thinking", "redacted_thinking")
 _CALL_ITEMS = ("function_call", "custom_tool_call")
 
 
@@ -151,8 +156,42 @@ def measure(ir: TelosIR) -> Measured:
                 offset=offsets[result.message],
             )
         )
+    for index, tokens in _thinking(ir):
+        units.append(
+            Unit(message=index, call=THINKING_CALL, name="thinking", tokens=tokens, offset=offsets[index])
+        )
+    units.sort(key=lambda unit: unit.message)
     uses = {call_key(call_id): where[0] for call_id, where in calls.items()}
     return Measured(tuple(units), running, current, uses)
+
+
+def _is_thinking(block: TelosBlock) -> bool:
+    payload = block.payload
+    return block.kind is BlockKind.THINKING or (
+        isinstance(payload, Mapping) and payload.get("type") in _THINKING_TYPES
+    )
+
+
+def _thinking(ir: TelosIR) -> Iterable[tuple[int, int]]:
+    """``(message, tokens)`` of each earlier assistant turn's thinking (Anthropic): every assistant
+    message before the last user message that is not only tool results, holding thinking and
+    something else. The current turn's thinking must go back unchanged (docs/vendor-facts.md §9.2)."""
+    if ir.api != "anthropic":
+        return
+    start = max(
+        (
+            i
+            for i, m in enumerate(ir.messages)
+            if m.role == "user" and any(b.kind is not BlockKind.TOOL_RESULT for b in m.blocks)
+        ),
+        default=0,
+    )
+    for index, message in enumerate(ir.messages[:start]):
+        if message.role != "assistant":
+            continue
+        thinking = [b for b in message.blocks if _is_thinking(b)]
+        if thinking and len(thinking) < len(message.blocks):
+            yield index, _tokens([b.payload for b in thinking])
 
 
 def folds_of(
@@ -166,6 +205,17 @@ def folds_of(
     """The records of ``decision``'s folds (positions and digests; the summaries the caller wrote)."""
     folds = []
     for unit in decision.fold:
+        if unit.call == THINKING_CALL:
+            folds.append(
+                ClearFold(
+                    message=unit.message,
+                    call=THINKING_CALL,
+                    digest=hashes[unit.message],
+                    tokens=unit.tokens,
+                    at=at,
+                )
+            )
+            continue
         use = measured.uses.get(unit.call, -1) if clear_inputs else -1
         folds.append(
             ClearFold(
@@ -237,16 +287,24 @@ def apply_clear_folds(
     for index, calls in inputs.items():
         messages[index] = _clear_inputs(ir.api, messages[index], calls)
     if by_message:
-        count = sum(len(w) for w in by_message.values())
+        thinking = sum(1 for w in by_message.values() if THINKING_CALL in w)
+        count = sum(len(w) for w in by_message.values()) - thinking
         first = min(by_message)
+        parts = []
+        if count:
+            parts.append(
+                f"{count} old tool result(s) replaced by a placeholder naming the tool and its size (or "
+                "the caller's summary)"
+            )
+        if thinking:
+            parts.append(f"the thinking blocks of {thinking} earlier assistant turn(s) left out")
         records.append(
             Transformation(
                 kind="context-fold",
                 where=f"messages[{first}:]",
                 chars=chars,
-                detail=f"{count} old tool result(s) from message {first} on replaced by a placeholder "
-                "naming the tool and its size (or the caller's summary), as the session's context "
-                "policy recorded; the same bytes on every later request",
+                detail=f"from message {first} on, {' and '.join(parts)}, as the session's context policy "
+                "recorded; the same bytes on every later request",
             )
         )
     if skipped:
@@ -279,8 +337,12 @@ def _clear_results(
 
     if api == "anthropic":
         blocks, chars = [], 0
+        drop_thinking = THINKING_CALL in wanted and not all(_is_thinking(b) for b in message.blocks)
         for block in message.blocks:
             payload = block.payload
+            if drop_thinking and _is_thinking(block):
+                chars += len(canonical_json(payload))
+                continue
             fold = (
                 wanted.get(call_key(str(payload.get("tool_use_id", ""))))
                 if block.kind is BlockKind.TOOL_RESULT and isinstance(payload, Mapping)

@@ -22,9 +22,11 @@ earlier ones cleared: the cached prefix up to that point is read as before, and 
 write of what follows it. ``Decision.explain`` says it with numbers.
 
 A tool use and its result stay a pair: a fold replaces a result's content (and, with
-``clear_tool_inputs``, the call's input), never removes either block. Thinking blocks are never
-touched (Anthropic requires the latest assistant turn's thinking to be sent back as it was;
-docs/vendor-facts.md §9.2).
+``clear_tool_inputs``, the call's input), never removes either block. Thinking is folded only with
+``clear_thinking`` (a unit whose ``call`` is ``THINKING_CALL``: the thinking blocks of one earlier
+assistant message, removed whole, as Anthropic lets a client omit earlier turns' thinking), in the
+same step as the results, keeping the latest ``clear_thinking`` thinking turns; the current turn's
+thinking is never a unit (Anthropic requires it sent back as it was; docs/vendor-facts.md §9.2).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from telos_wrap.ir.context import ContextPolicy
+from telos_wrap.sessions.durable.records import THINKING_CALL
 
 __all__ = ["Decision", "Unit", "plan_folds"]
 
@@ -107,7 +110,10 @@ def plan_folds(
         return Decision(note="context policy: the trigger is a fraction of a window telos does not know")
     if total <= trigger:
         return Decision(trigger=trigger)
-    kept = {unit.key() for unit in units[len(units) - policy.keep :]} if policy.keep else set()
+    results = [unit for unit in units if unit.call != THINKING_CALL]
+    thinking = [unit for unit in units if unit.call == THINKING_CALL]
+    kept = {unit.key() for unit in _latest(results, policy.keep if policy.clear_results else None)}
+    kept |= {unit.key() for unit in _latest(thinking, policy.clear_thinking)}
     excluded = set(policy.exclude_tools)
     candidates = tuple(
         unit
@@ -115,7 +121,7 @@ def plan_folds(
         if unit.key() not in folded
         and unit.key() not in kept
         and unit.message < current
-        and unit.name not in excluded
+        and (unit.call == THINKING_CALL or unit.name not in excluded)
         and _size(unit, policy) > 0
     )
     cleared = sum(_size(unit, policy) for unit in candidates)
@@ -138,9 +144,26 @@ def plan_folds(
         cleared=cleared,
         rewrite=rewrite,
         trigger=trigger,
-        note=f"context policy folded {len(candidates)} tool result(s): the request had ~{total:,} tokens, "
+        note=f"context policy folded {_what(candidates)}: the request had ~{total:,} tokens, "
         f"past the trigger ({trigger:,})",
     )
+
+
+def _what(units: Sequence[Unit]) -> str:
+    thinking = sum(1 for unit in units if unit.call == THINKING_CALL)
+    results = len(units) - thinking
+    parts = [
+        f"{results} tool result(s)" if results else "",
+        f"the thinking of {thinking} turn(s)" if thinking else "",
+    ]
+    return " and ".join(part for part in parts if part)
+
+
+def _latest(units: Sequence[Unit], keep: int | None) -> Sequence[Unit]:
+    """The ``keep`` latest of ``units`` (``None``: all of them, that kind is never folded)."""
+    if keep is None:
+        return units
+    return units[len(units) - keep :] if keep else ()
 
 
 def _size(unit: Unit, policy: ContextPolicy) -> int:

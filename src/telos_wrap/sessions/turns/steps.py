@@ -15,6 +15,7 @@ from typing import Any
 from telos_wrap.errors import RefPoolError
 from telos_wrap.sessions.durable.records import RangeFold, SlugFold
 from telos_wrap.sessions.durable.state import SessionState
+from telos_wrap.sessions.turns.files import file_key
 from telos_wrap.sessions.turns.folds import validate_range
 
 __all__ = ["Step", "fold_step", "forget_volatility", "passthrough_step", "pin_step"]
@@ -80,10 +81,11 @@ def fold_step(
             new = replace(state, range_folds=folds)
         else:
             known = set(state.pins) | set(state.app.slugs if state.app else ())
-            unknown = [slug for slug in slug_list if slug not in known]
+            unknown = [slug for slug in slug_list if slug not in known and file_key(slug) not in known]
             if not slug_list or unknown:
                 raise RefPoolError(
-                    f"cannot fold {unknown or slug_list}: not in the ref-pool (known: {sorted(known)})"
+                    f"cannot fold {unknown or slug_list}: not in the ref-pool nor a <file path=…> block of "
+                    f"the last request (ref-pool: {sorted(k for k in known if not k.startswith('file:'))})"
                 )
             kept = tuple(f for f in state.slug_folds if f.slug not in slug_list)
             new = replace(state, slug_folds=(*kept, *(SlugFold(s, summary, at) for s in slug_list)))

@@ -25,14 +25,14 @@ from typing import Any, overload
 
 from telos_wrap.engines.registry import get_engine
 from telos_wrap.history import HistoryMemo
-from telos_wrap.ir.context import FOLDED_HERE, ContextPolicy
+from telos_wrap.ir.context import FOLDED_HERE, SERVER_EDITS, ContextPolicy
 from telos_wrap.ir.model import Api, Band, TelosIR, Transformation
 from telos_wrap.ir.refpool import OwnReferences
 from telos_wrap.ir.windows import context_window
 from telos_wrap.lift.user_split import SplitPatterns
 from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks, check_budget, prepare
 from telos_wrap.sessions.durable.prints import message_hash, message_kind, prompt_print
-from telos_wrap.sessions.durable.records import CacheBreak, ClearFold, VolatileSpan
+from telos_wrap.sessions.durable.records import CacheBreak, ClearFold, RangeFold, VolatileSpan
 from telos_wrap.sessions.durable.state import HASH_LEN, AppPrint, PromptPrint, SessionState, hash_list
 from telos_wrap.sessions.learning.digests import SHARED_KEY, block_lines
 from telos_wrap.sessions.learning.fleet import Fact, adopt, expected_layers, facts_of
@@ -56,8 +56,10 @@ from telos_wrap.sessions.turns.clearing import (
     result_texts,
     summarize,
 )
+from telos_wrap.sessions.turns.files import apply_file_folds, file_key, file_slugs
 from telos_wrap.sessions.turns.folds import apply_pins_and_slug_folds, apply_range_folds
 from telos_wrap.sessions.turns.pressure import Decision, plan_folds
+from telos_wrap.sessions.turns.server_edits import predict
 from telos_wrap.sessions.turns.wire_i2 import WireEntry, WireLedger, WireMismatch, conversation_entry
 
 __all__ = ["StateHooks", "TurnResult", "run_turn"]
@@ -93,6 +95,8 @@ class StateHooks(SessionHooks):
         #: The folds the context policy decided for this request, and its decision.
         self.new_clear: tuple[ClearFold, ...] = ()
         self.decision: Decision | None = None
+        #: The first message a file-block fold recorded for this request changed (``None``: none).
+        self.file_fold: int | None = None
         #: The tenant's digest key (``digests.space_key``): learned spans are found by keyed digests.
         self.key = key
         #: The session expects this request to be the conversation's last (``final_point``).
@@ -146,7 +150,12 @@ class StateHooks(SessionHooks):
     def history_memo(self) -> HistoryMemo | None:
         # Range folds rewrite message positions after the lift, and context folds rewrite tool
         # results in place: no reuse by position then.
-        if self.state.range_folds or self.state.clear_folds or self.pressure is not None:
+        if (
+            self.state.range_folds
+            or self.state.clear_folds
+            or self.state.slug_folds
+            or self.pressure is not None
+        ):
             return None
         return self.memo
 
@@ -197,11 +206,38 @@ class StateHooks(SessionHooks):
         folds = self.state.range_folds
         self._fork = None if folds else _fork(self.state.app, self.app_hashes)
         ir, clear_records = self._context_folds(ir)
+        if "context_management" in ir.params:
+            clear_records += self._server_edits(ir)
         ir, range_records = apply_range_folds(ir, folds, hash_list(self.app_hashes) if folds else [])
-        ir, pool_records = apply_pins_and_slug_folds(ir, self.pins, self.state.slug_folds)
+        # Settled messages (reused from the previous request by the history memo, which is off
+        # while any slug fold exists) were scanned then: their file keys carry over.
+        settled = ir.settled if not self.state.slug_folds else 0
+        files = file_slugs(ir, settled)
+        earlier = self.state.app.slugs if settled and self.state.app is not None else ()
+        pool_folds = self.state.slug_folds
+        file_records: list[Transformation] = []
+        if files:
+            # The seeds' <file path=…> rule (sessions/turns/files.py): a fold of a file block's path
+            # replaces its content in the messages; the rest of the slug folds are the ref-pool's.
+            own = [
+                f
+                for f in pool_folds
+                if f.slug in files and f.slug not in ir.ref_pool and f.slug not in self.pins
+            ]
+            pool_folds = tuple(f for f in pool_folds if f not in own)
+            ir, file_records, first = apply_file_folds(ir, own)
+            if first is not None and any(f.at == self.state.requests for f in own):
+                self.file_fold = first
+                if not self.state.range_folds and self._fork is None:
+                    self._fork = first or None  # the prefix before the fold is read (BP-fork)
+        ir, pool_records = apply_pins_and_slug_folds(ir, self.pins, pool_folds)
         ir, self.new_orders = stabilize_orders(ir, _known_orders(self.state.orders))
         self.slugs = tuple(ir.ref_pool)
-        records = [*clear_records, *range_records, *pool_records, *learned_records]
+        if files or earlier:
+            keys = [k for k in earlier if k.startswith("file:")]
+            keys += [file_key(f) for f in files if f not in ir.ref_pool]
+            self.slugs += tuple(dict.fromkeys(keys))
+        records = [*clear_records, *range_records, *file_records, *pool_records, *learned_records]
         return replace(ir, records=ir.records + tuple(records)) if records else ir
 
     def _context_folds(self, ir: TelosIR) -> tuple[TelosIR, list[Transformation]]:
@@ -247,6 +283,29 @@ class StateHooks(SessionHooks):
             )
         )
         return ir, records
+
+    def _server_edits(self, ir: TelosIR) -> list[Transformation]:
+        """What the caller's own ``context_management`` clears server side (Anthropic), said in
+        ``explain``; while it clears, the prefix before the next thing it may clear is marked
+        (BP-fork), so the next request reads it (``sessions/turns/server_edits.py``)."""
+        if ir.api != "anthropic" or "context_management" not in ir.params:
+            return []
+        edits = predict(ir, measure(ir))
+        if edits is None or not (edits.results or edits.thinking):
+            return []
+        # The frontier is marked unless the request already diverged or folded (its own BP-fork).
+        free = not self.state.range_folds and self._fork is None and not self.new_clear
+        if edits.frontier is not None and free:
+            self._fork = edits.frontier or None
+        start = edits.frontier if edits.frontier is not None else edits.first
+        return [
+            Transformation(
+                kind=SERVER_EDITS,
+                where=f"messages[{start}:]",
+                detail=edits.describe(marked=free),
+                chars=edits.tokens * 4,
+            )
+        ]
 
     def _learned_records(self, ir: TelosIR) -> list[Transformation]:
         """One ``learned-volatile`` record per learned span that cut text out of this system segment."""
@@ -560,6 +619,7 @@ def run_turn(
         and state.last is not None
         and not state.range_folds
         and not hooks.new_clear
+        and hooks.file_fold is None
     ):
         mismatch = ledger.check(wire)
         if mismatch is not None:
@@ -573,10 +633,20 @@ def run_turn(
             "system cache",
         )
     if cache_break is not None and hooks.new_clear:
+        cache_break = _context_folded(cache_break, hooks.new_clear, state.range_folds)
+    if (
+        cache_break is not None
+        and hooks.file_fold is not None
+        and cache_break.reason == "history_rewritten"
+        and cache_break.message is not None
+        and cache_break.message >= _wire_index(state.range_folds, hooks.file_fold)
+    ):
         cache_break = replace(
             cache_break,
-            detail=cache_break.detail + "; the session's context policy folded old tool results here "
-            "(one rewrite after the fold point, then the prefix is read again)",
+            reason="context_folded",
+            detail=f"session.fold(slugs=...) replaced a file block's content from message "
+            f"{cache_break.message} on: one rewrite of ~{cache_break.tokens_at_risk} cached tokens after "
+            "it, then the prefix is read again (a fold the session recorded, not a break)",
         )
     app = AppPrint(
         messages=hooks.app_hashes,
@@ -670,6 +740,38 @@ def _with_orders(entries: tuple[str, ...], new: Mapping[str, str]) -> tuple[str,
     if not new or len(entries) >= MAX_ORDERS:
         return entries
     return (*entries, *(f"{key}:{order}" for key, order in new.items()))[:MAX_ORDERS]
+
+
+def _context_folded(brk: CacheBreak, folds: Sequence[ClearFold], ranges: Sequence[RangeFold]) -> CacheBreak:
+    """``brk`` as the ``context_folded`` outcome when the policy's new fold is its cause: the first
+    difference is in the messages at or after the first message folded (a difference before it is
+    the caller's own, and stays what it is)."""
+    first = min(fold.message for fold in folds)
+    if brk.reason != "history_rewritten" or brk.message is None or brk.message < _wire_index(ranges, first):
+        return brk
+    results = sum(1 for fold in folds if not fold.thinking)
+    thinking = len(folds) - results
+    what = " and ".join(
+        part
+        for part in (
+            f"{results} old tool result(s)" if results else "",
+            f"the thinking of {thinking} earlier assistant turn(s)" if thinking else "",
+        )
+        if part
+    )
+    return replace(
+        brk,
+        reason="context_folded",
+        detail=f"the session's context policy folded {what} from message {brk.message} on: "
+        f"one rewrite of ~{brk.tokens_at_risk} cached tokens after the fold point, then the prefix "
+        "is read again (a planned fold, not a break of the caller's doing)",
+    )
+
+
+def _wire_index(ranges: Sequence[RangeFold], app_index: int) -> int:
+    """The wire index of application message ``app_index``: each range fold before it sends its
+    messages as one summary (an upper bound if one was not applied: the break then stays as it is)."""
+    return app_index - sum(fold.end - fold.start - 1 for fold in ranges if fold.end <= app_index)
 
 
 def _telos_rewrote(previous: PromptPrint, mismatch: WireMismatch, index: int) -> CacheBreak:

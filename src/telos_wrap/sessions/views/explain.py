@@ -171,4 +171,9 @@ def explain(
 
 
 def _break_line(brk: CacheBreak) -> str:
+    if brk.reason == "context_folded":  # planned by the session's policy, not a break to chase
+        return (
+            f"  CONTEXT FOLD (context_folded) at {brk.where} (~{brk.tokens_at_risk} tokens rewritten "
+            f"once): {brk.detail}"
+        )
     return f"  CACHE BREAK {brk.reason} at {brk.where} (~{brk.tokens_at_risk} tokens): {brk.detail}"

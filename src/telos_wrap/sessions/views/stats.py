@@ -52,6 +52,9 @@ class SessionStats:
             open: no saving on them; ``telos_wrap.failure_counts()`` says which stage).
         telos_rewrites: of which telos' own doing (``telos_rewrote``: a settled message not re-sent
             byte for byte — a telos bug; 0 in every test and benchmark).
+        context_folds: requests on which the session's context policy folded (``context_folded``:
+            a planned rewrite after the fold point, docs/sessions.md "Context under pressure"); the
+            breaks they caused are counted in ``cache_breaks`` under that reason.
         filtered_outputs: tool results the output filter changed (docs/output-filter.md), each once.
         filter_tokens_removed: tokens those results lost when first filtered (≈ characters / 4), each
             result counted once; every later request that carries a result saves them again.
@@ -74,6 +77,7 @@ class SessionStats:
     # Left out of the repr: a session without the output filter reads as it always did.
     filtered_outputs: int = field(default=0, repr=False)
     filter_tokens_removed: int = field(default=0, repr=False)
+    context_folds: int = field(default=0, repr=False)
     by_engine: Mapping[str, int] = field(default_factory=dict)
     usage: Mapping[str, EngineUsage] = field(default_factory=_empty_usage)
     prices: Mapping[str, PriceMultipliers] = field(default_factory=dict)
@@ -96,6 +100,7 @@ class SessionStats:
             fallbacks=state.fallbacks,
             filtered_outputs=len(state.filtered),
             filter_tokens_removed=_removed_chars(state.filtered) // 4,
+            context_folds=len({fold.at for fold in state.clear_folds}),
             by_engine=dict(state.by_engine),
             usage=usage,
             prices={**DEFAULT_PRICES, **(prices or {})},
