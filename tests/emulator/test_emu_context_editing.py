@@ -44,10 +44,10 @@ def _send(claude: anthropic.Anthropic, edits: list[dict[str, Any]], history: lis
     return claude.beta.messages.create(
         model=MODEL,
         max_tokens=8,
-        tools=TOOLS,  # type: ignore[arg-type]
-        messages=history,  # type: ignore[arg-type]
+        tools=TOOLS,
+        messages=history,
         thinking={"type": "enabled", "budget_tokens": 1024},
-        context_management={"edits": edits},  # type: ignore[typeddict-item]
+        context_management={"edits": edits},
         betas=["context-management-2025-06-27"],
     )
 

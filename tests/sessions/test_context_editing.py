@@ -213,8 +213,8 @@ def test_the_callers_clear_thinking_is_read_up_to_the_oldest_kept_thinking_turn(
                 model="claude-sonnet-4-5",
                 max_tokens=2048,
                 system="You are a coder. " * 400,
-                tools=TOOLS,  # type: ignore[arg-type]
-                messages=history,  # type: ignore[arg-type]
+                tools=TOOLS,
+                messages=history,
                 thinking={"type": "enabled", "budget_tokens": 1024},
                 extra_body={"context_management": {"edits": [edit]}},
             )
@@ -312,8 +312,8 @@ def _thinking_session(client: anthropic.Anthropic, turns: int, history: list[dic
                 model="claude-sonnet-4-5",
                 max_tokens=2048,
                 system="You are a coder. " * 200,
-                tools=TOOLS,  # type: ignore[arg-type]
-                messages=history,  # type: ignore[arg-type]
+                tools=TOOLS,
+                messages=history,
                 thinking={"type": "enabled", "budget_tokens": 1024},
             )
         )

@@ -150,17 +150,17 @@ def test_chat_completions_and_responses_fold_file_blocks_too(patched: None) -> N
     client = openai.OpenAI(api_key="test", http_client=sdk_http.Client(transport=transport), max_retries=0)
     with telos_wrap.session("chat-files") as s:
         messages: list[dict[str, Any]] = [{"role": "user", "content": f"Review:\n{FILE}"}]
-        client.chat.completions.create(model="gpt-4o", messages=messages)  # type: ignore[arg-type]
+        client.chat.completions.create(model="gpt-4o", messages=messages)
         s.fold(slugs=["src/app.py"], summary=SUMMARY)
-        client.chat.completions.create(model="gpt-4o", messages=messages)  # type: ignore[arg-type]
+        client.chat.completions.create(model="gpt-4o", messages=messages)
     with telos_wrap.session("responses-files") as s:
         items: list[dict[str, Any]] = [
             {"type": "function_call", "call_id": "c1", "name": "read_file", "arguments": "{}"},
             {"type": "function_call_output", "call_id": "c1", "output": FILE},
         ]
-        client.responses.create(model="gpt-4o", input=items)  # type: ignore[arg-type]
+        client.responses.create(model="gpt-4o", input=items)
         s.fold(slugs=["src/app.py"], summary=SUMMARY)
-        client.responses.create(model="gpt-4o", input=items)  # type: ignore[arg-type]
+        client.responses.create(model="gpt-4o", input=items)
     chat = [json.loads(body) for body in transport.bodies[:2]]
     responses = [json.loads(body) for body in transport.bodies[2:]]
     assert json.dumps(chat[0]["messages"]).count("print('hello')") == 800

@@ -113,12 +113,8 @@ def clear_thinking(
     return {**body, "messages": messages}, report
 
 
-def clear_tool_uses(
-    body: Mapping[str, Any], total_tokens: int, edit: Mapping[str, Any]
-) -> tuple[Mapping[str, Any], dict[str, Any]]:
-    """``body`` as the model sees it after the tool-use edit, and its report (see the module docstring)."""
-    report = {"type": TOOL_USES_EDIT, "cleared_tool_uses": 0, "cleared_input_tokens": 0}
-    messages = body.get("messages") or []
+def _tool_calls(messages: list[Any]) -> tuple[dict[str, str], list[tuple[int, int, str]]]:
+    """Each tool_use id's tool name, and each tool_result's (message, block, tool_use id), in order."""
     names: dict[str, str] = {}
     results: list[tuple[int, int, str]] = []
     for i, message in enumerate(messages):
@@ -129,11 +125,24 @@ def clear_tool_uses(
                 names[str(block.get("id"))] = str(block.get("name"))
             elif block.get("type") == "tool_result":
                 results.append((i, j, str(block.get("tool_use_id"))))
-    trigger = edit.get("trigger")
+    return names, results
+
+
+def _triggered(trigger: Any, tool_uses: int, total_tokens: int) -> bool:
+    """Whether the edit's trigger is passed: a count of tool uses, or input tokens (100,000 by default)."""
     if isinstance(trigger, Mapping) and trigger.get("type") == "tool_uses":
-        if len(names) <= _value(trigger, 0):
-            return body, report
-    elif total_tokens <= _value(trigger, 100_000):
+        return tool_uses > _value(trigger, 0)
+    return total_tokens > _value(trigger, 100_000)
+
+
+def clear_tool_uses(
+    body: Mapping[str, Any], total_tokens: int, edit: Mapping[str, Any]
+) -> tuple[Mapping[str, Any], dict[str, Any]]:
+    """``body`` as the model sees it after the tool-use edit, and its report (see the module docstring)."""
+    report = {"type": TOOL_USES_EDIT, "cleared_tool_uses": 0, "cleared_input_tokens": 0}
+    messages = body.get("messages") or []
+    names, results = _tool_calls(messages)
+    if not _triggered(edit.get("trigger"), len(names), total_tokens):
         return body, report
     keep = _value(edit.get("keep"), 3)
     at_least = _value(edit.get("clear_at_least"), 0)
