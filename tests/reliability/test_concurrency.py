@@ -132,7 +132,7 @@ def test_a_request_started_before_unpatch_never_sends_the_private_hint_header(sd
         for _ in stream:
             pass
     headers = wire.sent[-1].headers
-    assert HINT_HEADER not in headers
+    assert not [name for name in headers if name.startswith(HINT_HEADER)]
     assert "raw-session-id-123" not in str(headers) and "tenant-raw-42" not in str(headers)
 
 
@@ -173,7 +173,7 @@ def test_500_asyncio_tasks_over_shared_and_separate_sessions() -> None:
     assert len(results) == 500 and len(wire.sent) == 500
     assert all(expected == got for expected, got, _ in results), "every call got its own answer"
     assert all(telos_wrap.usage_of(result) is not None for _, _, result in results)
-    assert all(HINT_HEADER not in sent.headers for sent in wire.sent)
+    assert all(not name.startswith(HINT_HEADER) for sent in wire.sent for name in sent.headers)
     assert all(s.stats.requests == 1 and s.stats.responses_with_usage == 1 for s in separate)
     stats = shared.stats
     assert stats.requests == 200 and stats.responses_with_usage == 200 and stats.unreported == 0

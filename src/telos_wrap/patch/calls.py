@@ -6,10 +6,13 @@ a ContextVar set around the entry call would be gone by then. Instead an opaque 
 private header of the request options the SDK captures at call time; the request layer looks the
 validated hint up by it and removes the header before anything is sent.
 
-The header's value is a ``HintToken``: an instance of the SDKs' own ``Omit`` type, which both SDKs'
-header builders drop (``build_headers`` / ``_merge_headers``: "an ``Omit`` value removes the
-header"). A request built while patched but sent after ``unpatch()`` — a stream manager entered
-later — therefore never sends the header: there is nobody left to remove it, and nothing to remove.
+The token is in the header's *name* (``x-telos-hint-<token>``) and its value is a ``HintToken``: an
+instance of the SDKs' own ``Omit`` type, which both SDKs' header builders drop (``build_headers`` /
+``_merge_headers``: "an ``Omit`` value removes the header"). A request built while patched but sent
+after ``unpatch()`` — a stream manager entered later — therefore never sends the header: there is
+nobody left to remove it, and nothing to remove. The name, not the value, carries the token because
+some entry points merge their headers before capturing them (anthropic's beta resources:
+``merge_headers``), which keeps every name but turns an ``Omit`` value into the SDK's plain ``omit``.
 """
 
 from __future__ import annotations
@@ -37,14 +40,28 @@ __all__ = [
     "BuiltOutside",
     "CallContext",
     "current_call",
+    "hint_header_names",
     "hint_headers",
     "hint_token",
     "read_hint_header",
     "release_hint",
 ]
 
-#: The private header carrying a call's hint from its entry point to the request layer.
+#: The private header carrying a call's hint from its entry point to the request layer: its name is
+#: this, a dash and the call's token.
 HINT_HEADER = "x-telos-hint"
+_HINT_PREFIX = HINT_HEADER + "-"
+
+
+def hint_header_names(headers: Mapping[Any, Any]) -> list[str]:
+    """The names of ``headers`` that are telos' hint header (``x-telos-hint-<token>``)."""
+    return [key for key in headers if isinstance(key, str) and key.startswith(_HINT_PREFIX)]
+
+
+def hint_token(name: str) -> str:
+    """The token a hint header's name carries."""
+    return name[len(_HINT_PREFIX) :]
+
 
 #: token → hint payload of calls whose request was not sent yet. An entry is taken out when the
 #: request layer reads it (once per logical call: the SDKs retry inside ``request()``, with the
@@ -98,14 +115,6 @@ def _token_type_for(sdks: tuple[str, ...]) -> type:
     return type("HintToken", tuple(bases), {})
 
 
-def hint_token(value: Any) -> str | None:
-    """The token a ``HINT_HEADER`` value carries (``None`` if it carries none)."""
-    if isinstance(value, _Token):
-        token = getattr(value, "token", None)
-        return token if isinstance(token, str) else None
-    return value if isinstance(value, str) else None
-
-
 @dataclass(slots=True)
 class CallContext:
     """What the response side needs to know about one request telos handled.
@@ -145,7 +154,7 @@ def hint_headers(kwargs: dict[str, Any]) -> str | None:
     hint = parse_hints(kwargs.pop("telos_hint")) if "telos_hint" in kwargs else None
     active = current_session()
     headers = kwargs.get("extra_headers")
-    if isinstance(headers, Mapping) and HINT_HEADER in headers:
+    if isinstance(headers, Mapping) and hint_header_names(headers):
         return None
     payload: dict[str, Any] = {}
     if hint is not None:
@@ -163,7 +172,10 @@ def hint_headers(kwargs: dict[str, Any]) -> str | None:
         while len(_pending) > _PENDING_LIMIT:
             _pending.popitem(last=False)
     value = _token_type()(token)
-    kwargs["extra_headers"] = {**(headers if isinstance(headers, Mapping) else {}), HINT_HEADER: value}
+    kwargs["extra_headers"] = {
+        **(headers if isinstance(headers, Mapping) else {}),
+        _HINT_PREFIX + token: value,
+    }
     return token
 
 

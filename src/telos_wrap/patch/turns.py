@@ -26,9 +26,9 @@ from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Api
 from telos_wrap.patch.calls import (
     BUILT_OUTSIDE,
-    HINT_HEADER,
     BuiltIn,
     CallContext,
+    hint_header_names,
     hint_token,
     read_hint_header,
 )
@@ -55,11 +55,12 @@ logger = logging.getLogger("telos_wrap")
 
 def _strip_hint_header(options: Any) -> tuple[Any, str | None]:
     headers = options.headers
-    if not isinstance(headers, Mapping) or HINT_HEADER not in headers:
+    names = hint_header_names(headers) if isinstance(headers, Mapping) else []
+    if not names:
         return options, None
-    value = headers[HINT_HEADER]
-    kept = {key: item for key, item in headers.items() if key != HINT_HEADER}
-    return options.model_copy(update={"headers": kept}), hint_token(value)
+    kept = {key: item for key, item in headers.items() if key not in names}
+    # One per call: an outer entry point's header wins over an inner one (calls.hint_headers).
+    return options.model_copy(update={"headers": kept}), hint_token(names[0])
 
 
 #: A caller's name for the conversation (docs/sessions.md), per call (``extra_headers``) or per client
