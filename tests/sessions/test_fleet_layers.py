@@ -104,3 +104,46 @@ def test_without_the_reminder_the_same_facts(patched: None) -> None:
         (s.block, s.line, s.lines, s.kind, s.learned_at) for s in without.volatile_spans
     ]
     assert all(not span.local for span in with_reminder.volatile_spans)
+
+
+def test_the_state_keeps_which_messages_carried_an_envelope() -> None:
+    """``AppPrint.dropped`` round-trips through the stored state (only when there is any, so a state
+    without envelopes is stored as before); malformed records read as none; ``extends_previous``
+    accepts a message that comes back without its envelope and nothing else."""
+    from telos_wrap.ir.model import Band, BlockKind, TelosBlock, TelosMessage
+    from telos_wrap.sessions.durable.prints import kept_hash, message_hash
+    from telos_wrap.sessions.durable.state import AppPrint
+    from telos_wrap.sessions.turns.turn import extends_previous
+
+    def message(*parts: tuple[str, Band]) -> TelosMessage:
+        blocks = tuple(
+            TelosBlock(f"m{n}", band, BlockKind.TEXT, {"type": "text", "text": text})
+            for n, (text, band) in enumerate(parts)
+        )
+        return TelosMessage(role="user", blocks=blocks)
+
+    asked = message(
+        ("Where is my order?", Band.PIN), ("<system-reminder>It is 10:01</system-reminder>", Band.DROP)
+    )
+    plain = message(("Where is my order?", Band.PIN))
+    edited = message(("Where is my parcel?", Band.PIN))
+    assert kept_hash(asked) == kept_hash(plain) == message_hash(plain) != message_hash(asked)
+    previous = AppPrint(
+        messages=message_hash(asked), kinds="u", system=(), dropped=(f"0:{kept_hash(asked)}",)
+    )
+    assert AppPrint.from_json(previous.to_json()) == previous
+    assert "dropped" not in AppPrint(messages="", kinds="", system=()).to_json()
+    assert AppPrint.from_json({**previous.to_json(), "dropped": {"0": "x"}}).dropped == ()
+    later = message(("Thanks.", Band.PIN))
+    assert extends_previous(previous, message_hash(plain) + message_hash(later), (plain, later))
+    assert not extends_previous(previous, message_hash(edited) + message_hash(later), (edited, later))
+    assert not extends_previous(
+        replace_dropped(previous), message_hash(plain) + message_hash(later), (plain, later)
+    )
+
+
+def replace_dropped(app: Any) -> Any:
+    """``app`` without its record of envelopes: then only an unchanged message extends it."""
+    from dataclasses import replace
+
+    return replace(app, dropped=())
