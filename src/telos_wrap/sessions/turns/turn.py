@@ -24,6 +24,7 @@ from types import MappingProxyType
 from typing import Any, overload
 
 from telos_wrap.engines.registry import get_engine
+from telos_wrap.errors import TelosUnreadableError
 from telos_wrap.history import HistoryMemo
 from telos_wrap.ir.context import FOLDED_HERE, ContextPolicy
 from telos_wrap.ir.model import Api, Band, TelosIR, TelosMessage, Transformation
@@ -686,17 +687,20 @@ def _facts(
     if not volatile:
         return facts_of(hooks.system_view, fresh, key)
     check_budget("session.learn")
-    uncut = system_view(
-        lift_request(
-            api,
-            body,
-            session_id=options.session_id,
-            hints=options.hints,
-            patterns=DEFAULT_PATTERNS,
-            refpool_threshold=options.refpool_threshold,
-            own=hooks.own_references(),
+    try:
+        uncut = system_view(
+            lift_request(
+                api,
+                body,
+                session_id=options.session_id,
+                hints=options.hints,
+                patterns=DEFAULT_PATTERNS,
+                refpool_threshold=options.refpool_threshold,
+                own=hooks.own_references(),
+            )
         )
-    )
+    except TelosUnreadableError:  # lifted already with the session's spans: not expected; share nothing
+        return ()
     return facts_of(uncut, on_uncut_view(hooks.system_view, uncut, fresh, key), key)
 
 
