@@ -2,7 +2,7 @@
 
     python benchmarks/application.py [--traces DIR] [--vendors anthropic,openai] [--apps NAME,...]
         [--styles NAME,...] [--conversations N] [--rate PER_MINUTE] [--workers N] [--quick]
-        [--keys conversation,shard] [--write-md FILE]
+        [--keys conversation,shard] [--profile] [--write-md FILE]
 
 Every other efficiency figure of this project is one conversation against a fresh cache. Production
 is many conversations of one application, interleaved in time, against one vendor cache per
@@ -43,7 +43,9 @@ unit prefix (``_bench_bound``) it shares with *any* earlier request of the appli
 the rest of the units a later request will share is written once, anything else is paid uncached;
 no TTL (an ideal). ``--keys``: on OpenAI, also telos with the application setting its own
 ``prompt_cache_key`` per conversation, or per shard (``shards``), beside telos' one key per application
-(issue 42; docs/engines.md, "Which conversations share a key").
+(issue 42; docs/engines.md, "Which conversations share a key"). ``--profile`` prints, per
+application and style, where telos' cost goes against the ideal's: per request number of a
+conversation the cost gap and the tokens each read and wrote, and the first conversation's share.
 Cost = uncached + read x read price + write x write price (Anthropic 0.1 / 1.25;
 OpenAI 0.1 / writes free), relative to uncached.
 
@@ -321,8 +323,10 @@ def run_app(
     workers: int,
     rate: float,
     app: str,
+    log: list[tuple[int, int, int]] | None = None,
 ) -> tuple[Cost, Cost]:
-    """Every request of the application under ``strategy``: (all conversations, all but the first)."""
+    """Every request of the application under ``strategy``: (all conversations, all but the first);
+    ``log`` gets each request's ``(uncached, read, write)`` in the order sent (``schedule``)."""
     keys = shards(conversations, rate)
     org = Organisation(vendor)
     store = MemoryStore()
@@ -363,6 +367,8 @@ def run_app(
             usage = telos_wrap.usage_of(response)
             raw, read, write = usage.raw_input or 0, usage.cache_read or 0, usage.cache_write or 0
             total.add(raw, read, write, prices)
+            if log is not None:
+                log.append((raw, read, write))
             if number != conversations[0].number:
                 later.add(raw, read, write, prices)
     finally:
@@ -380,6 +386,14 @@ def _send(client: Any, api: str, args: dict[str, Any]) -> Any:
 def ideal(vendor: str, conversations: list[Conversation], rate: float, inputs: int) -> float:
     """The shared-prefix ideal's cost (module docstring), given the requests' ``inputs`` tokens."""
     prices = prices_for(vendor)
+    requests = ideal_requests(conversations, rate)
+    read = sum(r for r, _ in requests)
+    write = sum(w for _, w in requests)
+    return (inputs - read - write) + read * prices.read + write * prices.write
+
+
+def ideal_requests(conversations: list[Conversation], rate: float) -> list[tuple[float, float]]:
+    """The shared-prefix ideal's ``(read, write)`` tokens of each request, in the order sent."""
     events = schedule(conversations, rate)
     by_number = {c.number: c for c in conversations}
     walks: list[tuple[list[bytes], list[float], str, str]] = []
@@ -400,7 +414,7 @@ def ideal(vendor: str, conversations: list[Conversation], rate: float, inputs: i
         for state in states:
             remaining[state] += 1
     seen: set[bytes] = set()
-    read = write = 0.0
+    out: list[tuple[float, float]] = []
     for states, sizes, api, model in walks:
         shared = 0.0
         matching = True
@@ -414,10 +428,42 @@ def ideal(vendor: str, conversations: list[Conversation], rate: float, inputs: i
             if remaining[state] > 0:  # a later request shares this prefix: written once
                 written += tokens
             seen.add(state)
-        readable_shared = readable(shared, api=api, model=model)
-        read += readable_shared
-        write += written
-    return (inputs - read - write) + read * prices.read + write * prices.write
+        out.append((readable(shared, api=api, model=model), written))
+    return out
+
+
+def profile(
+    vendor: str, conversations: list[Conversation], rate: float, log: Sequence[tuple[int, int, int]]
+) -> list[str]:
+    """Where telos' cost goes against the ideal's (``--profile``), request by request: per request
+    number of a conversation, the cost gap (token units), tokens read and written by each; and the
+    gap of the application's first conversation, the only one that must learn its live lines at
+    their first change (the others start with its facts)."""
+    prices = prices_for(vendor)
+    events = schedule(conversations, rate)
+    first = conversations[0].number
+    by_turn: dict[int, list[float]] = defaultdict(lambda: [0.0] * 5)
+    first_gap = total_gap = 0.0
+    for (_, number, turn), (raw, read, write), (ideal_read, ideal_write) in zip(
+        events, log, ideal_requests(conversations, rate), strict=True
+    ):
+        mine = raw + read * prices.read + write * prices.write
+        inputs = raw + read + write
+        theirs = (inputs - ideal_read - ideal_write) + ideal_read * prices.read + ideal_write * prices.write
+        row = by_turn[turn]
+        for index, value in enumerate((mine - theirs, read, ideal_read, write, ideal_write)):
+            row[index] += value
+        total_gap += mine - theirs
+        if number == first:
+            first_gap += mine - theirs
+    lines = [f"  gap to the ideal: {total_gap:,.0f} token units; the first conversation's: {first_gap:,.0f}"]
+    for turn in sorted(by_turn):
+        gap, read, ideal_read, write, ideal_write = by_turn[turn]
+        lines.append(
+            f"  request {turn + 1}: gap {gap:,.0f}; read {read:,.0f} (ideal {ideal_read:,.0f}); "
+            f"written {write:,.0f} (ideal {ideal_write:,.0f})"
+        )
+    return lines
 
 
 # -- output ------------------------------------------------------------------------------------------
@@ -526,6 +572,7 @@ def run(
     workers: int,
     styles: Sequence[str] = (),
     keys: Sequence[str] = (),
+    profiled: bool = False,
 ) -> Iterator[Row]:
     """The rows of the benchmark (needs ``patched()``); ``keys``: the ``KEYINGS`` also run on OpenAI."""
     for vendor in vendors:
@@ -539,10 +586,20 @@ def run(
                 conversations = conversations_of(sessions, kind, style, count, max_turns)
                 costs, later = {}, {}
                 extra = tuple(KEYINGS[k] for k in keys) if vendor == "openai" else ()
+                log: list[tuple[int, int, int]] = []
                 for strategy in (*STRATEGIES, *extra):
                     costs[strategy], later[strategy] = run_app(
-                        vendor, conversations, strategy, workers, rate, f"{app}/{style}"
+                        vendor,
+                        conversations,
+                        strategy,
+                        workers,
+                        rate,
+                        f"{app}/{style}",
+                        log if strategy == TELOS else None,
                     )
+                if profiled:
+                    print(f"{vendor} {app} {style}:", file=sys.stderr)
+                    print("\n".join(profile(vendor, conversations, rate, log)), file=sys.stderr, flush=True)
                 uncached = costs[NATIVE].input
                 yield Row(
                     vendor,
@@ -576,6 +633,11 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help="OpenAI prompt_cache_key granularities to run beside telos' own: conversation,shard",
     )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="print where telos' cost goes against the ideal's, per request number (stderr)",
+    )
     parser.add_argument("--write-md", type=Path, default=None)
     args = parser.parse_args(argv)
     apps = QUICK_APPS if args.quick else APPS
@@ -595,6 +657,7 @@ def main(argv: list[str] | None = None) -> int:
             args.workers,
             [s for s in args.styles.split(",") if s],
             [k for k in args.keys.split(",") if k],
+            args.profile,
         ):
             rows.append(row)
             print(table(rows)[-1], file=sys.stderr, flush=True)

@@ -67,3 +67,23 @@ def test_openai_key_granularities() -> None:
     per_app, per_conversation = row.ratio(application.TELOS), row.ratio(application.PER_CONVERSATION)
     assert per_app < per_conversation, (per_app, per_conversation)
     assert application.key_table([row], 4.0)[2].startswith("| support | clock-first | 4 / 12 | 4/min | 1 |")
+
+
+def test_profile_accounts_for_the_whole_gap() -> None:
+    """``--profile`` (issue 42): the per-request gaps add up to telos' cost minus the ideal's on the
+    same requests, and on the demo application with a clock line first the first conversation, which
+    alone must learn the line at its first change, pays most of it."""
+    sessions = application.sessions_for(TRACES, "demo", "anthropic")
+    conversations = application.conversations_of(sessions, "one-prompt", "clock-first", 4, 3)
+    log: list[tuple[int, int, int]] = []
+    with patched():
+        cost, _ = application.run_app("anthropic", conversations, application.TELOS, 2, 4.0, "demo", log)
+    assert len(log) == cost.requests == sum(len(c.requests) for c in conversations)
+    inputs = sum(raw + read + write for raw, read, write in log)
+    lines = application.profile("anthropic", conversations, 4.0, log)
+    gap = float(lines[0].split("gap to the ideal: ")[1].split(" token")[0].replace(",", ""))
+    first = float(lines[0].split("the first conversation's: ")[1].replace(",", ""))
+    ideal = application.ideal("anthropic", conversations, 4.0, inputs)
+    assert gap == pytest.approx(cost.cost - ideal, abs=1.0)
+    assert gap > 0 and first > 0.5 * gap, lines
+    assert len(lines) == 1 + max(len(c.requests) for c in conversations)

@@ -18,7 +18,7 @@ from telos_wrap.ir.model import Band, BlockKind, TelosIR, TelosMessage
 from telos_wrap.pipeline import Prepared
 from telos_wrap.sessions.durable.state import PromptPrint, ints, short_hash
 
-__all__ = ["CACHE_PARAMS", "TTL_SECONDS", "message_hash", "message_kind", "prompt_print"]
+__all__ = ["CACHE_PARAMS", "TTL_SECONDS", "kept_hash", "message_hash", "message_kind", "prompt_print"]
 
 #: Request parameters that invalidate the messages cache when they change (docs/vendor-facts.md §1.6).
 CACHE_PARAMS = ("tool_choice", "thinking", "speed")
@@ -34,6 +34,21 @@ def message_hash(message: TelosMessage) -> str:
             {
                 "role": message.role,
                 "blocks": [block.payload for block in message.blocks],
+                "extra": dict(message.extra),
+            }
+        )
+    )
+
+
+def kept_hash(message: TelosMessage) -> str:
+    """``message_hash`` of ``message`` without its DROP-band blocks (a harness's envelope such as a
+    ``<system-reminder>`` part, which it adds to the newest turn and takes away on the next): the same
+    as ``message_hash`` for a message without any."""
+    return short_hash(
+        canonical_bytes(
+            {
+                "role": message.role,
+                "blocks": [block.payload for block in message.blocks if block.band is not Band.DROP],
                 "extra": dict(message.extra),
             }
         )

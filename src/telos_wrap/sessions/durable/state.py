@@ -222,6 +222,17 @@ class PromptPrint:
         return _cached_text(self)
 
 
+#: Messages of one request whose envelopes ``AppPrint.dropped`` remembers.
+MAX_DROPPED = 8
+
+
+def _dropped(data: Any) -> tuple[str, ...]:
+    """``AppPrint.dropped`` of a stored state (anything malformed reads as none)."""
+    if not isinstance(data, list):
+        return ()
+    return tuple(str(entry) for entry in data[:MAX_DROPPED])
+
+
 @dataclass(frozen=True, slots=True)
 class AppPrint:
     """The application's side of the last request: what it sent, before telos changed anything.
@@ -234,12 +245,16 @@ class AppPrint:
             block, per line a hash, plus skeleton and value hashes for lines with digits) — what
             volatility learning compares; ``None`` when read from a schema-1/2 state.
         slugs: the ref-pool slugs the request had.
+        dropped: ``"<message>:<kept hash>"`` for each message new in this request that held DROP-band
+            blocks (``prints.kept_hash``: its hash without them), so that the next request, which
+            sends that message without its envelope, is still seen to extend this one.
     """
 
     messages: str
     kinds: str
     system: tuple[str, ...] | None
     slugs: tuple[str, ...] = ()
+    dropped: tuple[str, ...] = ()
     _text: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def message_hashes(self) -> list[str]:
@@ -251,6 +266,8 @@ class AppPrint:
             "kinds": self.kinds,
             "system": None if self.system is None else list(self.system),
             "slugs": list(self.slugs),
+            # Only when there is any: a state without envelopes is stored as before.
+            **({"dropped": list(self.dropped)} if self.dropped else {}),
         }
 
     @classmethod
@@ -261,6 +278,7 @@ class AppPrint:
             # Schemas 1-2 kept ``system_lines`` (line hashes only): not comparable, learning restarts.
             system=None if data.get("system") is None else tuple(str(s) for s in data["system"]),
             slugs=tuple(str(s) for s in data.get("slugs", ())),
+            dropped=_dropped(data.get("dropped")),
         )
 
     def json_text(self) -> str:

@@ -95,6 +95,8 @@ __all__ = [
     "facts_of",
     "fleet_id",
     "namespace",
+    "on_uncut_view",
+    "one_layer",
     "place",
     "system_pin_texts",
     "template_key",
@@ -631,29 +633,73 @@ def _adopt_one(view: Sequence[str | None], fact: Fact, key: bytes) -> VolatileSp
 def adopt(
     view: Sequence[str | None], facts: Sequence[Fact], key: bytes = SHARED_KEY
 ) -> tuple[VolatileSpan, ...]:
-    """The spans ``facts`` give on this lifted system segment ``view``, layer by layer in the order they
-    were learned (each layer on the text the earlier ones left), as ``fleet`` spans. Pure; the
-    caller still checks that the lift cuts exactly this (``run_turn``)."""
-    current = tuple(view)
+    """The spans ``facts`` give on this lifted system segment ``view`` (a conversation's first request:
+    nothing cut yet), as ``fleet`` spans: facts are described on the text before any cut
+    (``facts_of``), so they are all placed on ``view`` itself, as one layer (``one_layer``); a fact
+    whose lines overlap those of one placed before it is left out. Pure; the caller still checks
+    that the lift cuts exactly this (``run_turn``)."""
     adopted: list[VolatileSpan] = []
-    ordered = sorted(facts, key=lambda fact: fact.learned_at)
-    for _, group in itertools.groupby(ordered, key=lambda fact: fact.learned_at):
-        layer: list[VolatileSpan] = []
-        for fact in group:
-            span = _adopt_one(current, fact, key)
-            if span is not None and all(span.where != s.where for s in (*adopted, *layer)):
-                layer.append(span)
-        if layer:
-            current = tuple(t for t in expected_view(current, layer, key) if t != "")
-            adopted.extend(layer)
+    taken: set[tuple[int, int]] = set()
+    for fact in sorted(facts, key=lambda fact: fact.learned_at):
+        span = _adopt_one(view, fact, key)
+        if span is None or any(span.where == other.where for other in adopted):
+            continue
+        lines = {(span.block, span.line + n) for n in range(span.lines)}
+        if lines & taken:
+            continue
+        taken |= lines
+        adopted.append(span)
     return tuple(adopted)
+
+
+def on_uncut_view(
+    cut: Sequence[str | None],
+    uncut: Sequence[str | None],
+    spans: Sequence[VolatileSpan],
+    key: bytes = SHARED_KEY,
+) -> tuple[VolatileSpan, ...]:
+    """``spans``, learned on the system segment ``cut`` (what earlier learned spans left), placed on
+    ``uncut``, the same request's segment before any learned cut (what a conversation's first request
+    shows and ``facts_of`` describes): each where it is found (``spans.locate``) in exactly one block
+    of ``uncut`` with the very lines it covers on ``cut``. A span found nowhere, or twice, is left out
+    (it is then not shared). Pure."""
+    placed: list[VolatileSpan] = []
+    for span in spans:
+        if span.block >= len(cut):
+            continue
+        text = cut[span.block]
+        if text is None or text.startswith("\x00"):
+            continue
+        own = text.split("\n")[span.line : span.line + span.lines]
+        found = []
+        for number, other in enumerate(uncut):
+            if other is None or other.startswith("\x00"):
+                continue
+            where = locate(span, block_lines(key, other))
+            if where is not None:
+                found.append((number, where, other))
+        if len(found) != 1:
+            continue
+        number, (first, last), other = found[0]
+        if other.split("\n")[first : last + 1] != own or len(own) != span.lines:
+            continue
+        placed.append(replace(span, block=number, line=first))
+    return tuple(placed)
+
+
+def one_layer(spans: Sequence[VolatileSpan]) -> bool:
+    """Whether ``spans`` are applied by the lift as one layer: spans adopted from the fleet are."""
+    return all(span.origin == "fleet" for span in spans)
 
 
 def expected_layers(
     view: Sequence[str | None], spans: Sequence[VolatileSpan], key: bytes = SHARED_KEY
 ) -> tuple[str | None, ...]:
-    """``view`` with ``spans`` cut layer by layer (by ``learned_at``), emptied blocks gone."""
+    """``view`` with ``spans`` cut layer by layer (by ``learned_at``; spans adopted from the fleet are
+    one layer, ``one_layer``), emptied blocks gone."""
     current = tuple(view)
+    if one_layer(spans):
+        return tuple(t for t in expected_view(current, spans, key) if t != "")
     for _, group in itertools.groupby(spans, key=lambda span: span.learned_at):
         current = tuple(t for t in expected_view(current, list(group), key) if t != "")
     return current

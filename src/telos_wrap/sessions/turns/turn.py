@@ -24,18 +24,27 @@ from types import MappingProxyType
 from typing import Any, overload
 
 from telos_wrap.engines.registry import get_engine
+from telos_wrap.errors import TelosUnreadableError
 from telos_wrap.history import HistoryMemo
 from telos_wrap.ir.context import FOLDED_HERE, SERVER_EDITS, ContextPolicy
-from telos_wrap.ir.model import Api, Band, TelosIR, Transformation
+from telos_wrap.ir.model import Api, Band, TelosIR, TelosMessage, Transformation
 from telos_wrap.ir.refpool import OwnReferences
 from telos_wrap.ir.windows import context_window
-from telos_wrap.lift.user_split import SplitPatterns
+from telos_wrap.lift import lift_request
+from telos_wrap.lift.user_split import DEFAULT_PATTERNS, SplitPatterns
 from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks, check_budget, prepare
-from telos_wrap.sessions.durable.prints import message_hash, message_kind, prompt_print
+from telos_wrap.sessions.durable.prints import kept_hash, message_hash, message_kind, prompt_print
 from telos_wrap.sessions.durable.records import CacheBreak, ClearFold, RangeFold, VolatileSpan
-from telos_wrap.sessions.durable.state import HASH_LEN, AppPrint, PromptPrint, SessionState, hash_list
+from telos_wrap.sessions.durable.state import (
+    HASH_LEN,
+    MAX_DROPPED,
+    AppPrint,
+    PromptPrint,
+    SessionState,
+    hash_list,
+)
 from telos_wrap.sessions.learning.digests import SHARED_KEY, block_lines
-from telos_wrap.sessions.learning.fleet import Fact, adopt, expected_layers, facts_of
+from telos_wrap.sessions.learning.fleet import Fact, adopt, expected_layers, facts_of, on_uncut_view
 from telos_wrap.sessions.learning.lengths import Lengths, final_reason
 from telos_wrap.sessions.learning.orders import MAX_ORDERS, stabilize_orders
 from telos_wrap.sessions.learning.spans import locate, pattern_of
@@ -115,6 +124,9 @@ class StateHooks(SessionHooks):
         self.kinds = ""
         #: One character per application message: the content form it was sent in (``s``/``l``/...).
         self.forms = ""
+        #: The lifted messages (as the application sent them), and ``AppPrint.dropped`` of this request.
+        self.lifted: tuple[TelosMessage, ...] = ()
+        self.dropped: tuple[str, ...] = ()
         self.slugs: tuple[str, ...] = ()
         #: Schema name orders this request saw first (``orders.stabilize_orders``).
         self.new_orders: dict[str, str] = {}
@@ -179,11 +191,13 @@ class StateHooks(SessionHooks):
     def patterns(self, base: SplitPatterns) -> SplitPatterns:
         if not self.volatile:
             return base
-        # Spans learned at one request were learned together, on the text the earlier ones left
-        # (spans adopted from the fleet come first, layered by the request that learned them there).
+        # Spans learned at one request were learned together, on the text the earlier ones left;
+        # spans adopted from the fleet come first, one layer (facts are described on the text before
+        # any cut: ``fleet.facts_of``, ``fleet.adopt``).
         layers: dict[tuple[str, int], list[Any]] = {}
         for span in self.volatile:
-            layers.setdefault((span.origin, span.learned_at), []).append(pattern_of(self.key, span))
+            layer = (span.origin, -1 if span.origin == "fleet" else span.learned_at)
+            layers.setdefault(layer, []).append(pattern_of(self.key, span))
         return base.layered(layers.values())
 
     def before_bridge(self, ir: TelosIR) -> TelosIR:
@@ -203,6 +217,8 @@ class StateHooks(SessionHooks):
         self.app_hashes = hashes + "".join(message_hash(message) for message in new_messages)
         self.kinds = kinds + "".join(message_kind(message) for message in new_messages)
         self.forms = forms + "".join(message.content_form[0] for message in new_messages)
+        self.lifted = ir.messages
+        self.dropped = _dropped(ir.messages, self.state.app)
         folds = self.state.range_folds
         self._fork = None if folds else _fork(self.state.app, self.app_hashes)
         ir, clear_records = self._context_folds(ir)
@@ -345,6 +361,40 @@ class StateHooks(SessionHooks):
                 )
             )
         return records
+
+
+def _dropped(messages: Sequence[TelosMessage], previous: AppPrint | None) -> tuple[str, ...]:
+    """``AppPrint.dropped``: the messages new since ``previous`` that hold DROP-band blocks, each with
+    its hash without them (``prints.kept_hash``)."""
+    start = len(previous.messages) // HASH_LEN if previous is not None else 0
+    found = []
+    for number in range(start, len(messages)):
+        message = messages[number]
+        if any(block.band is Band.DROP for block in message.blocks):
+            found.append(f"{number}:{kept_hash(message)}")
+            if len(found) >= MAX_DROPPED:
+                break
+    return tuple(found)
+
+
+def extends_previous(previous: AppPrint, hashes: str, messages: Sequence[TelosMessage]) -> bool:
+    """Whether this request's messages (``hashes``, one per lifted message in ``messages``) extend the
+    previous request's: each of its messages comes again, the same, or without the DROP-band blocks
+    (a harness's ``<system-reminder>`` on the newest turn, gone on the next) it had there and
+    otherwise the same (``AppPrint.dropped``). What counts as one conversation for the fleet."""
+    if hashes.startswith(previous.messages):
+        return True
+    if (
+        not previous.dropped
+        or len(hashes) < len(previous.messages)
+        or len(messages) * HASH_LEN != len(hashes)
+    ):
+        return False
+    held = dict(entry.partition(":")[::2] for entry in previous.dropped)
+    for number, (old, new) in enumerate(zip(hash_list(previous.messages), hash_list(hashes), strict=False)):
+        if old != new and held.get(str(number)) != kept_hash(messages[number]):
+            return False
+    return True
 
 
 def _same_conversation(
@@ -531,7 +581,7 @@ def run_turn(
         fresh = [span for span in present_spans(hooks.system_view, index, key) if span.where not in known]
         # One conversation: this request's messages extend the previous request's. Only what changed
         # between two such requests is shared with the fleet (``local`` spans are not).
-        extends = state.app is not None and hooks.app_hashes.startswith(state.app.messages)
+        extends = state.app is not None and extends_previous(state.app, hooks.app_hashes, hooks.lifted)
         if (
             previous is not None
             and own_history_only
@@ -576,8 +626,8 @@ def run_turn(
             # what they cut from the lifted text (a span may also fit elsewhere in the request).
             wanted = tuple(t for t in expected_view(hooks.system_view, fresh, key) if t != "")
             if again.system_view == wanted:
-                # described on the view they were learned on; only what one conversation saw change
-                facts = facts_of(hooks.system_view, fresh, key) if extends else ()
+                # only what one conversation saw change, described on the text before any cut
+                facts = _facts(api, body, options, hooks, volatile, fresh, key) if extends else ()
                 hooks, prepared, learned = again, retried, tuple(fresh)
                 volatile = (*volatile, *learned)
     if last is not None and prepared.plan.final_request:
@@ -653,6 +703,7 @@ def run_turn(
         kinds=hooks.kinds,
         system=fingerprint(hooks.system_view, key),
         slugs=hooks.slugs,
+        dropped=hooks.dropped,
     )
     by_engine = dict(state.by_engine)
     by_engine[options.engine] = by_engine.get(options.engine, 0) + 1
@@ -686,6 +737,41 @@ def _with_filtered(recorded: Mapping[str, str], prepared: Prepared) -> Mapping[s
     if not fresh:
         return recorded
     return {**recorded, **{o.key: f"{o.filter_id}|{o.before}|{o.after}" for o in fresh}}
+
+
+def _facts(
+    api: Api,
+    body: Mapping[str, Any],
+    options: PrepareOptions,
+    hooks: StateHooks,
+    volatile: Sequence[VolatileSpan],
+    fresh: Sequence[VolatileSpan],
+    key: bytes,
+) -> tuple[Fact, ...]:
+    """The facts to share of the spans ``fresh`` learned on ``hooks.system_view``, described on this
+    request's system segment before any learned cut (what the next conversation's first request
+    shows: ``fleet.adopt``). Where earlier spans cut text, that segment is lifted again without them
+    (once per request that learned something new, a few per conversation)."""
+    if not any(span.kind in ("value", "list", "lines", "region") and not span.local for span in fresh):
+        return ()
+    if not volatile:
+        return facts_of(hooks.system_view, fresh, key)
+    check_budget("session.learn")
+    try:
+        uncut = system_view(
+            lift_request(
+                api,
+                body,
+                session_id=options.session_id,
+                hints=options.hints,
+                patterns=DEFAULT_PATTERNS,
+                refpool_threshold=options.refpool_threshold,
+                own=hooks.own_references(),
+            )
+        )
+    except TelosUnreadableError:  # lifted already with the session's spans: not expected; share nothing
+        return ()
+    return facts_of(uncut, on_uncut_view(hooks.system_view, uncut, fresh, key), key)
 
 
 def _pressure(context: ContextPolicy | None, engine: str) -> Pressure | None:
