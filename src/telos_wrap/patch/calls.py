@@ -37,17 +37,21 @@ __all__ = [
     "hint_headers",
     "hint_token",
     "read_hint_header",
+    "release_hint",
 ]
 
 #: The private header carrying a call's hint from its entry point to the request layer.
 HINT_HEADER = "x-telos-hint"
 
-#: token → hint payload of calls whose request was not sent yet (bounded: a stream manager that is
-#: never entered leaves its entry until newer calls push it out). The payload holds the ``Session``
-#: the call was built in itself — a strong reference for as long as the entry lives — never its id:
-#: a request belongs to the session it was built in, whatever happens before it is sent (the block
-#: exited, the application dropped the object, another store holds a session with the same id;
-#: docs/security.md).
+#: token → hint payload of calls whose request was not sent yet. An entry is taken out when the
+#: request layer reads it (once per logical call: the SDKs retry inside ``request()``, with the
+#: header already read) or when the entry point raises before sending (``release_hint``): a
+#: finished call keeps nothing here. Bounded all the same: a stream manager that is never entered,
+#: or a coroutine never awaited, leaves its entry until newer calls push it out. The payload holds
+#: the ``Session`` the call was built in itself — a strong reference for as long as the entry
+#: lives — never its id: a request belongs to the session it was built in, whatever happens before
+#: it is sent (the block exited, the application dropped the object, another store holds a session
+#: with the same id; docs/security.md).
 _pending: OrderedDict[str, dict[str, Any]] = OrderedDict()
 _pending_lock = threading.Lock()
 _PENDING_LIMIT = 4096
@@ -128,17 +132,18 @@ current_call: contextvars.ContextVar[CallContext | None] = contextvars.ContextVa
 )
 
 
-def hint_headers(kwargs: dict[str, Any]) -> None:
+def hint_headers(kwargs: dict[str, Any]) -> str | None:
     """Move ``telos_hint`` (validated) and the active session into ``kwargs["extra_headers"]``.
 
     Raises ``TelosHintError`` for an invalid hint, before any network I/O. An outer entry point's
-    header wins over an inner one (``chat.completions.stream`` calls ``create`` inside).
+    header wins over an inner one (``chat.completions.stream`` calls ``create`` inside). Returns the
+    token it added (``None``: an outer entry point's header was kept), for ``release_hint``.
     """
     hint = parse_hints(kwargs.pop("telos_hint")) if "telos_hint" in kwargs else None
     active = current_session()
     headers = kwargs.get("extra_headers")
     if isinstance(headers, Mapping) and HINT_HEADER in headers:
-        return
+        return None
     payload: dict[str, Any] = {}
     if hint is not None:
         payload["hint"] = hint.model_dump(mode="json", exclude_defaults=True)
@@ -154,6 +159,13 @@ def hint_headers(kwargs: dict[str, Any]) -> None:
             _pending.popitem(last=False)
     value = _token_type()(token)
     kwargs["extra_headers"] = {**(headers if isinstance(headers, Mapping) else {}), HINT_HEADER: value}
+    return token
+
+
+def release_hint(token: str) -> None:
+    """Forget the entry of a call that ended without its request being read (its entry point raised)."""
+    with _pending_lock:
+        _pending.pop(token, None)
 
 
 #: The hints of a call without ``telos_hint`` (frozen: one instance serves every call).
@@ -166,11 +178,15 @@ BUILT_OUTSIDE = "outside"
 
 def read_hint_header(value: str | None) -> tuple[TelosHints, Session | str | None]:
     """The hints of the call whose header token is ``value``, and the session it was built in:
-    a ``Session``, ``BUILT_OUTSIDE`` (built outside any session), or ``None`` (no token: unknown)."""
+    a ``Session``, ``BUILT_OUTSIDE`` (built outside any session), or ``None`` (no token: unknown).
+
+    Takes the entry out: the request layer reads a call's header once (the header is stripped
+    before the SDK's retries), so a finished call holds no session here (issue 44: a per-request
+    session object was kept alive by every finished call until 4,096 newer ones pushed it out)."""
     if not value:
         return _NO_HINTS, None
     with _pending_lock:
-        payload = _pending.get(value)
+        payload = _pending.pop(value, None)
     if payload is None:
         # Built through an entry point, but its entry was pushed out by newer calls: the session it
         # was built in is unknown, and the one active now may be another tenant's. Outside, then.

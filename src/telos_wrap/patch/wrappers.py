@@ -27,6 +27,7 @@ from telos_wrap.patch.calls import (
     CallContext,
     current_call,
     hint_headers,
+    release_hint,
 )
 from telos_wrap.patch.observers import OBSERVERS, notify_request, notify_usage
 from telos_wrap.patch.request_body import observed_body, trace_api
@@ -56,14 +57,23 @@ def entry_wrapper(
     An invalid hint raises ``TelosHintError`` (the call is written wrong); any other failure here is
     telos' own and fails open: the call goes on without the hint.
     """
+    token: str | None = None
     try:
-        hint_headers(kwargs)
+        token = hint_headers(kwargs)
     except TelosHintError:
         raise
     except Exception as exc:
         kwargs.pop("telos_hint", None)
         report_failure(TelosStageError("hint", exc))
-    return wrapped(*args, **kwargs)
+    if token is None:
+        return wrapped(*args, **kwargs)
+    try:
+        return wrapped(*args, **kwargs)
+    except BaseException:
+        # The call ended before its request was read (the SDK refused its arguments): nothing will
+        # read its entry. A call that was sent had its entry taken by the request layer already.
+        release_hint(token)
+        raise
 
 
 def _swap_options(

@@ -39,6 +39,7 @@ from telos_wrap.sessions.learning.fleet import (
 )
 from telos_wrap.sessions.learning.lengths import MAX_TRACKED, NO_LENGTHS, Lengths, count_reached
 from telos_wrap.sessions.stores.breaker import breaker_of
+from telos_wrap.sessions.stores.budget import bounded
 from telos_wrap.sessions.stores.store import AsyncSessionStore, SessionStore
 
 __all__ = [
@@ -97,9 +98,9 @@ async def alookup_entry(store: SessionStore, space: str, template: str) -> Entry
         return _NONE
     try:
         if isinstance(store, AsyncSessionStore):
-            text = await store.aget_blob(fleet_id(space, template), FACTS)
+            text = await bounded(store.aget_blob(fleet_id(space, template), FACTS))
         else:
-            text = await asyncio.to_thread(store.get_blob, fleet_id(space, template), FACTS)
+            text = await bounded(asyncio.to_thread(store.get_blob, fleet_id(space, template), FACTS))
     except Exception as exc:
         breaker.failure(exc)
         logger.debug("telos_wrap: fleet facts could not be read", exc_info=True)
@@ -149,12 +150,14 @@ async def apublish(
     key = fleet_id(space, template)
     try:
         if isinstance(store, AsyncSessionStore):
-            known, prints, lengths = decode_entry(await store.aget_blob(key, FACTS))
+            known, prints, lengths = decode_entry(await bounded(store.aget_blob(key, FACTS)))
             facts = merged(known, new)
             if facts != known or (shape and not prints) or reached:
-                await store.aput_blob(key, FACTS, encode(facts, prints or shape, lengths.plus(reached)))
+                await bounded(
+                    store.aput_blob(key, FACTS, encode(facts, prints or shape, lengths.plus(reached)))
+                )
         else:
-            await asyncio.to_thread(publish, store, space, template, new, shape, reached)
+            await bounded(asyncio.to_thread(publish, store, space, template, new, shape, reached))
             return
     except Exception as exc:
         breaker.failure(exc)
