@@ -64,7 +64,7 @@ from telos_wrap.sessions.stores import budget
 from telos_wrap.sessions.stores.breaker import StoreBreaker, breaker_of
 from telos_wrap.sessions.stores.store import SessionStore, default_store, store_ops
 from telos_wrap.sessions.sync import drivers
-from telos_wrap.sessions.sync.known import known_for
+from telos_wrap.sessions.sync.known import Known, known_for
 from telos_wrap.sessions.sync.plans import StateSync, StoreOp, unchanged
 from telos_wrap.sessions.turns.folds import FoldError, validate_slug
 from telos_wrap.sessions.turns.steps import fold_step, forget_volatility, passthrough_step, pin_step
@@ -137,7 +137,8 @@ class Session:
         self.clock: Callable[[], float] = clock or time.time
         #: What the process knows of the session's stored state, shared by every object with this id
         #: on this store (``sync/known.py``): its state sync and the locks its plans run under.
-        self._known = known_for(store, self.id, self.clock)
+        #: (An implicit session is one object per conversation already, kept by the registry: its own.)
+        self._known = Known(store, self.id, self.clock) if implicit else known_for(store, self.id, self.clock)
         self._lock = self._known.lock
         self._records: OrderedDict[int, RequestRecord] = OrderedDict()
         self._fallbacks_here = 0  # requests of this session this process sent as built (fail open)

@@ -23,7 +23,7 @@ import contextvars
 from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
 
-__all__ = ["StoreBudgetExceeded", "bounded", "opened", "remaining"]
+__all__ = ["StoreBudgetExceeded", "acquire", "bounded", "opened", "remaining"]
 
 T = TypeVar("T")
 
@@ -61,14 +61,42 @@ def remaining() -> float | None:
 
 
 async def bounded(call: Coroutine[Any, Any, T]) -> T:
-    """Await a store call within what is left of the budget; ``StoreBudgetExceeded`` past it."""
+    """Await a store call within what is left of the budget; ``StoreBudgetExceeded`` past it.
+
+    The call is cancelled and *not* waited for (``asyncio.wait_for`` would wait until the client
+    finished cancelling, which may itself wait on the store)."""
     left = remaining()
     if left is None:
         return await call
     if left <= 0:
         call.close()
         raise StoreBudgetExceeded("the call's store time budget ran out")
+    task = asyncio.ensure_future(call)
     try:
-        return await asyncio.wait_for(call, left)
+        await asyncio.wait((task,), timeout=left)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if task.done():
+        return task.result()
+    task.cancel()
+    task.add_done_callback(_retrieve)
+    raise StoreBudgetExceeded("the call's store time budget ran out")
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+async def acquire(lock: asyncio.Lock) -> None:
+    """Acquire ``lock`` within what is left of the budget (another call of the session holds it
+    while it waits on the store); ``StoreBudgetExceeded`` past it."""
+    left = remaining()
+    if left is None:
+        await lock.acquire()
+        return
+    try:
+        await asyncio.wait_for(lock.acquire(), max(left, 0.0))
     except asyncio.TimeoutError:
-        raise StoreBudgetExceeded("the call's store time budget ran out") from None
+        raise StoreBudgetExceeded("the call's store time budget ran out waiting for its session") from None

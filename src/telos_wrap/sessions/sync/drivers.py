@@ -17,7 +17,7 @@ import weakref
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any, Protocol, TypeVar
 
-from telos_wrap.errors import RefPoolError
+from telos_wrap.errors import RefPoolError, TelosStageError
 from telos_wrap.ir.shared import share
 from telos_wrap.sessions.durable.state import SessionState
 from telos_wrap.sessions.live import _hold, _release
@@ -111,7 +111,12 @@ async def arun(
 ) -> T:
     """Run a plan with the store's async methods, under ``lock`` (one plan per session at a time)."""
     ops = store_ops(store)
-    async with lock:
+    try:
+        await budget.acquire(lock)
+    except StoreBudgetExceeded as exc:
+        plan.close()
+        raise TelosStageError("session.store", exc) from exc
+    try:
         value: Any = None
         while True:
             try:
@@ -136,6 +141,8 @@ async def arun(
                 assert isinstance(op, GetBlob)
                 call = ops.aget_blob(session_id, op.key)
             value = await _race_trip(call, breaker)
+    finally:
+        lock.release()
 
 
 def read_state(sync: StateSync, store: SessionStore, breaker: StoreBreaker) -> None:

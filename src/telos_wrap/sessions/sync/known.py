@@ -30,6 +30,7 @@ from typing import Any
 
 from telos_wrap.errors import TelosError
 from telos_wrap.sessions import live
+from telos_wrap.sessions.stores import budget
 from telos_wrap.sessions.stores.breaker import breaker_of
 from telos_wrap.sessions.stores.store import SessionStore, default_store
 from telos_wrap.sessions.sync import drivers, flusher
@@ -84,7 +85,7 @@ class Known:
         """``flush`` through the running loop's async client, under the loop's plan lock."""
         if self.unwritten:
             store = self.store
-            with contextlib.suppress(TelosError):
+            with contextlib.suppress(TelosError), budget.opened(store):
                 await drivers.arun(
                     self.sync.plan(unchanged, strict=False),
                     store,
