@@ -129,6 +129,14 @@ class StoreBreaker:
             self._skipped += 1
             return False
 
+    def ready(self) -> bool:
+        """Would ``allow`` let a call through now? (Closed, or the window is over and no probe is in
+        flight.) Counts nothing: the background flush asks before it writes (``sync/flusher.py``)."""
+        if not self._is_open:
+            return True
+        with self._lock:
+            return not self._is_open or (not self._probing and self.clock() >= self._open_until)
+
     def success(self) -> None:
         """A store call answered: if it was the probe, close the breaker (the store is back)."""
         if not self._is_open:
@@ -136,6 +144,15 @@ class StoreBreaker:
         with self._lock:
             if not self._probing:
                 return  # a late answer to a call made before the trip: the window stands
+            was_open, self._is_open, self._probing = self._is_open, False, False
+            self._window = self.backoff
+        if was_open:
+            logger.info("telos_wrap: the session store answers again; sessions use it from now on")
+
+    def close(self) -> None:
+        """The store answered a call this breaker did not gate (a cluster's node breakers took over
+        from the store's own once the slot map was read): close it, so its state is true."""
+        with self._lock:
             was_open, self._is_open, self._probing = self._is_open, False, False
             self._window = self.backoff
         if was_open:
