@@ -23,9 +23,15 @@ import contextvars
 from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
 
-__all__ = ["StoreBudgetExceeded", "acquire", "bounded", "opened", "remaining"]
+__all__ = ["GRACE", "StoreBudgetExceeded", "acquire", "bounded", "opened", "remaining"]
 
 T = TypeVar("T")
+
+#: Seconds past the store's timeout before the budget cuts a call: the client's own timeouts (the
+#: socket's, the pool's wait for a free connection) fire first and say what went wrong (a slow
+#: store is a failure, a saturated pool is not: ``StoreBreaker.busy``); the budget bounds what a
+#: client would add after them (its retries, a second command, a wait for the session's lock).
+GRACE = 0.05
 
 #: The running call's deadline on its event loop's clock (``None``: no budget open).
 _deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
@@ -39,13 +45,14 @@ class StoreBudgetExceeded(TimeoutError):
 
 @contextlib.contextmanager
 def opened(store: object) -> Iterator[None]:
-    """A budget of ``store.timeout`` seconds for the store calls of the call in this block (none if
-    the store has no numeric timeout, or a budget is open already: the outer one bounds the call)."""
+    """A budget of ``store.timeout`` seconds (plus ``GRACE``) for the store calls of the call in
+    this block (none if the store has no numeric timeout, or a budget is open already: the outer
+    one bounds the call)."""
     timeout = getattr(store, "timeout", None)
     if _deadline.get() is not None or not isinstance(timeout, (int, float)) or timeout <= 0:
         yield
         return
-    token = _deadline.set(asyncio.get_running_loop().time() + float(timeout))
+    token = _deadline.set(asyncio.get_running_loop().time() + float(timeout) + GRACE)
     try:
         yield
     finally:

@@ -9,11 +9,14 @@ session first holds something unwritten, looks every ``INTERVAL`` seconds at the
 (``live._holding``) and writes those
 
 * holding outage state (``dirty``), as soon as their store's circuit breaker lets a call through
-  (this also probes a store nobody else is calling, so its breaker closes when it answers again);
+  (this also probes a store nobody else is calling, so its breaker closes when it answers again).
+  Each round cuts a breaker's window short once it lasted its first length (``backoff``, 5 s by
+  default: ``StoreBreaker.expedite``), so a window doubled to a minute during a long outage does
+  not keep a store that answers again unused for that minute;
 * holding only usage, once it waited ``DELAY`` seconds (a conversation's next turn usually comes
   sooner, and folds it into its own write: no extra round trip then).
 
-A session last used from an event loop is written through that loop (``asyncio.run_coroutine_threadsafe``:
+A session last used from an event loop is written through that loop (a task made on that loop:
 its async client, under its plan lock), never from this thread beside it; otherwise with the
 store's sync client under the session's lock. At most ``BATCH`` sessions per round. Fail open:
 a failed write leaves the session held (its breaker opens; the next round tries once it allows).
@@ -22,6 +25,7 @@ a failed write leaves the session held (its breaker opens; the next round tries 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import os
 import threading
@@ -82,6 +86,7 @@ def flush_due(now: float | None = None, *, delay: float | None = None) -> int:
     now = time.monotonic() if now is None else now
     wait = DELAY if delay is None else delay
     tried = 0
+    expedited: set[int] = set()
     for held, since in live._held_for():
         if tried >= BATCH:
             break
@@ -89,8 +94,11 @@ def flush_due(now: float | None = None, *, delay: float | None = None) -> int:
         dirty = sync is not None and sync.dirty is not None
         if not dirty and now - since < wait:
             continue
-        store = held.store
-        if not breaker_of(store, held.id).ready():
+        breaker = breaker_of(held.store, held.id)
+        if id(breaker) not in expedited:
+            expedited.add(id(breaker))
+            breaker.expedite()  # a store that answers again is probed within its first window
+        if not breaker.ready():
             continue
         tried += 1
         _flush_one(held)
@@ -101,12 +109,28 @@ def _flush_one(held: Any) -> None:
     ref = getattr(held, "loop", None)
     loop = ref() if ref is not None else None
     if loop is not None and not loop.is_closed() and loop.is_running():
-        future = asyncio.run_coroutine_threadsafe(held.aflush(), loop)
+        # The coroutine is made on the loop itself: a loop that stops before it runs the callback
+        # leaves no coroutine behind that was never awaited.
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+        def start() -> None:
+            task = loop.create_task(held.aflush())
+            task.add_done_callback(finished)
+
+        def finished(task: asyncio.Task[None]) -> None:
+            if not task.cancelled() and task.exception() is not None:
+                logger.debug("telos_wrap: background flush failed", exc_info=task.exception())
+            done.set_result(None)
+
+        try:
+            loop.call_soon_threadsafe(start)
+        except RuntimeError:  # the loop closed meanwhile: its client went with it
+            held.flush()
+            return
         timeout = getattr(held.store, "timeout", 1.0)
         try:
-            future.result(timeout=4 * float(timeout) + 1.0)
-        except Exception:
-            future.cancel()
-            logger.debug("telos_wrap: background flush through the event loop failed", exc_info=True)
+            done.result(timeout=4 * float(timeout) + 1.0)
+        except concurrent.futures.TimeoutError:
+            logger.debug("telos_wrap: background flush through the event loop did not finish in time")
         return
     held.flush()

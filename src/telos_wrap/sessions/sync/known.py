@@ -78,7 +78,10 @@ class Known:
                 store = self.store
                 with contextlib.suppress(TelosError):
                     drivers.run(
-                        self.sync.plan(unchanged, strict=False), store, breaker_of(store, self.id), self.id
+                        self.sync.plan(unchanged, strict=False, counted=False),
+                        store,
+                        breaker_of(store, self.id),
+                        self.id,
                     )
 
     async def aflush(self) -> None:
@@ -87,7 +90,7 @@ class Known:
             store = self.store
             with contextlib.suppress(TelosError), budget.opened(store):
                 await drivers.arun(
-                    self.sync.plan(unchanged, strict=False),
+                    self.sync.plan(unchanged, strict=False, counted=False),
                     store,
                     breaker_of(store, self.id),
                     self.id,
