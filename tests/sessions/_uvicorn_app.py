@@ -28,6 +28,12 @@ from convo import MODEL, messages_for, system_prompt  # type: ignore[import-not-
 import telos_wrap
 from telos_wrap.sessions import RedisStore, Session
 
+if os.environ.get("TELOS_APP_LOG"):  # a drill's own diagnosis: the sessions' events, per worker
+    import logging
+
+    logging.basicConfig(format=f"{os.getpid()} %(message)s", level=logging.WARNING)
+    logging.getLogger("telos_wrap.sessions").setLevel(os.environ["TELOS_APP_LOG"])
+
 telos_wrap.patch()  # production mode: fail open
 
 STORE = RedisStore(
