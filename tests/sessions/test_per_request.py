@@ -212,3 +212,40 @@ def test_the_flush_thread_writes_on_its_own(lenient: anthropic.Anthropic, store:
         assert sum(u.responses for u in stored.usage.values()) == 1
     finally:
         flusher.DELAY = previous
+
+
+def test_the_flush_probes_a_store_within_its_first_window_however_long_the_window_grew(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A window doubled during a long outage (up to a minute) would keep a store that answers again
+    unused, and the outage state of ended conversations unwritten, for that long: the background
+    flush cuts it short once it lasted the first window's length (``StoreBreaker.expedite``)."""
+    from telos_wrap.sessions.stores.breaker import StoreBreaker
+
+    now = [0.0]
+    breaker = StoreBreaker(backoff=5.0, max_backoff=60.0, clock=lambda: now[0])
+    breaker.failure(ConnectionError("down"))
+    for _ in range(3):  # three failed probes: the window is 40 s now
+        now[0] = breaker._open_until
+        assert breaker.allow()
+        breaker.failure(ConnectionError("still down"))
+    assert breaker._open_until - now[0] == pytest.approx(40.0)
+    now[0] += 4.9
+    breaker.expedite()  # not yet the first window's length: nothing changes
+    assert not breaker.ready() and not breaker.allow()
+    now[0] += 0.2
+    breaker.expedite()
+    assert breaker.ready() and breaker.allow()  # the probe goes now, 35 s early
+    caplog.clear()
+    with caplog.at_level("DEBUG", logger="telos_wrap.sessions"):
+        breaker.failure(ConnectionError("still down"))
+    # A failed expedited probe neither doubles the window nor warns again.
+    assert breaker._open_until - now[0] == pytest.approx(40.0)
+    assert [r.levelname for r in caplog.records] == ["DEBUG"]
+    assert not breaker.ready()
+    now[0] += 5.0
+    breaker.expedite()
+    assert breaker.allow()
+    breaker.success()
+    stats = breaker.stats()
+    assert stats.state == "closed" and breaker._window == 5.0
