@@ -56,7 +56,12 @@ def opened(store: object) -> Iterator[None]:
     try:
         yield
     finally:
-        _deadline.reset(token)
+        try:
+            _deadline.reset(token)
+        except ValueError:
+            # Closed from another context: a task's coroutine closed when its loop went away
+            # (``GeneratorExit``); that context ends with it.
+            pass
 
 
 def remaining() -> float | None:

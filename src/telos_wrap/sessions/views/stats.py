@@ -80,7 +80,7 @@ class SessionStats:
     by_engine: Mapping[str, int] = field(default_factory=dict)
     usage: Mapping[str, EngineUsage] = field(default_factory=_empty_usage)
     prices: Mapping[str, PriceMultipliers] = field(default_factory=dict)
-    known: bool = True
+    known: bool = field(default=True, repr=False)  # read the attribute: the repr is as before
 
     @classmethod
     def of(cls, state: SessionState, prices: Mapping[str, PriceMultipliers] | None = None) -> SessionStats:
