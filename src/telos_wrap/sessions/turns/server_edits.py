@@ -172,7 +172,7 @@ def _tool_uses(edit: Mapping[str, Any], measured: Measured) -> tuple[int, int, l
     inputs = edit.get("clear_tool_inputs", False)
     if keep is None or at_least is None or not isinstance(excluded, (list, tuple)):
         return None
-    units = measured.units
+    units = measured.results  # the tool results only: thinking and file blocks are no tool uses
     if isinstance(trigger, Mapping) and trigger.get("type") == "tool_uses":
         limit = _value(trigger, None)
         if limit is None:
