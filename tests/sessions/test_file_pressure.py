@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 import anthropic
+import openai
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -22,6 +23,7 @@ from telos_wrap.sessions import MemoryStore
 from telos_wrap.sessions.turns.clearing import apply_clear_folds, file_placeholder, folds_of, measure
 from telos_wrap.sessions.turns.files import file_key
 from telos_wrap.sessions.turns.pressure import Unit, plan_folds
+from tests.filters.corpus import entries, visible
 from tests.sdk_http import sdk_http
 
 from .convo import RecordingTransport
@@ -308,3 +310,149 @@ def test_without_a_policy_file_blocks_are_sent_as_written(patched: None) -> None
             ]
     assert all(_first_text(body) == FIRST for body in transport.bodies)
     assert all(b"telos_wrap cleared" not in body for body in transport.bodies)
+
+
+def test_the_folded_form_is_the_same_for_another_worker_and_after_a_restart(
+    patched: None, redis_url: str, redis_prefix: str
+) -> None:
+    from telos_wrap.sessions import RedisStore
+
+    alone = RecordingTransport(Emulator())
+    _session(_anthropic(alone), FIRST, 26, sid="files")
+    workers = RecordingTransport(Emulator())
+    store = RedisStore(redis_url, prefix=redis_prefix)
+    _session(_anthropic(workers), FIRST, 26, store=store, fresh=True, sid="files")
+    assert any(b"read src/app.py again" in body for body in alone.bodies), "the policy folded the files"
+    assert workers.bodies == alone.bodies  # byte for byte, every request
+    # What the store holds names the folded files by digests, never by path or content.
+    held = b"".join(
+        b"".join(k + v for k, v in store.redis.hgetall(key).items())
+        for key in store.redis.keys(f"{redis_prefix}*")
+        if store.redis.type(key) == b"hash"
+    )
+    assert b"file:" in held and b"src/app.py" not in held and b"hello" not in held
+
+
+# -- the facts an agent needs (tests/filters' corpus) --------------------------------------------------
+
+CORPUS = {entry.name: entry for entry in entries()}
+EDITED = "src/app/billing/refund.py"  # nl_file: the file the agent is editing
+READ = "src/app/billing/helpers.py"  # cat_file: read once, then read again
+# A file worth folding (~6,500 tokens: a small one is not worth rewriting what follows it).
+HELPERS = CORPUS["cat_file"].text * 20
+
+
+def test_the_facts_of_the_file_being_edited_and_of_the_kept_window_survive_every_fold(patched: None) -> None:
+    outputs = [e for e in CORPUS.values() if not e.whole and e.tool == "bash" and len(e.text) > 1_500]
+    first = (
+        f'Fix the refund rounding.\n<file path="{EDITED}">\n{CORPUS["nl_file"].text}</file>\n'
+        f'<file path="{READ}">\n{HELPERS}</file>'
+    )
+    transport = RecordingTransport(Emulator())
+    client = _anthropic(transport)
+    history: list[dict[str, Any]] = [{"role": "user", "content": first}]
+    keep = 2
+    shown: list[Any] = []  # the corpus entry each tool result carries
+    with telos_wrap.session("corpus", context={"trigger": 6_000, "keep": keep}) as s:
+        for turn in range(24):
+            client.messages.create(model="claude-sonnet-4-5", max_tokens=8, messages=history)
+            sent = json.dumps(_messages(transport.bodies[-1]), ensure_ascii=False)
+            body = json.loads(transport.bodies[-1])
+            visible_text = visible(_wire_text(body))
+            for fact in CORPUS["nl_file"].facts:  # the file being edited: whole, every request
+                assert fact in visible_text, (turn, fact)
+            for entry in shown[-keep:]:  # the kept window's results: every fact
+                for fact in entry.facts:
+                    assert fact in visible_text, (turn, entry.name, fact)
+            if turn == 12:  # the agent reads helpers.py again: the first copy is stale from now on
+                name, arguments, entry = "read_file", {"path": READ}, CORPUS["cat_file"]
+                content = f'<file path="{READ}">\n{HELPERS}</file>'
+            else:
+                entry = outputs[turn % len(outputs)]
+                name, arguments, content = "bash", {"command": entry.command}, entry.text
+            if turn % 3 == 0:  # and keeps editing refund.py
+                name, arguments = (
+                    "edit_file",
+                    {"path": EDITED, "old": "round(amount, 1)", "new": "round(amount, 2)"},
+                )
+            shown.append(entry)
+            call = f"toolu_{turn}"
+            history += [
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": call, "name": name, "input": arguments}],
+                },
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": call, "content": content}],
+                },
+            ]
+        folds = s.state.clear_folds
+        explained = s.explain()
+    assert any(not f.file for f in folds), "the policy folded old results"
+    stale = [f for f in folds if f.file]
+    assert stale and all(f.message == 0 for f in stale), "the stale copy of helpers.py was folded"
+    last = _wire_text(json.loads(transport.bodies[-1]))
+    assert f'<file path="{READ}">[telos_wrap cleared the content of this file' in last
+    assert f"read {READ} again" in last and sent
+    assert READ not in explained and EDITED not in explained and "file block(s)" in explained
+
+
+def _wire_text(body: dict[str, Any]) -> str:
+    """Every text the model reads in the messages of ``body`` (texts and tool results)."""
+    parts: list[str] = []
+    for message in body["messages"]:
+        content = message["content"]
+        if isinstance(content, str):
+            parts.append(content)
+            continue
+        for block in content:
+            if block.get("type") == "text":
+                parts.append(block["text"])
+            elif block.get("type") == "tool_result":
+                inner = block.get("content")
+                parts.append(inner if isinstance(inner, str) else json.dumps(inner, ensure_ascii=False))
+    return "\n".join(parts)
+
+
+def _openai(transport: RecordingTransport) -> openai.OpenAI:
+    return openai.OpenAI(api_key="test", http_client=sdk_http.Client(transport=transport), max_retries=0)
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_chat_completions_and_responses_fold_file_blocks_under_pressure(patched: None, api: str) -> None:
+    transport = RecordingTransport(Emulator())
+    client = _openai(transport)
+    first = f'Fix the bug.\n<file path="src/util.py">\n{UTIL}</file>'
+    items: list[dict[str, Any]] = [{"role": "user", "content": first}]
+    with telos_wrap.session(f"files-{api}", context={"trigger": 30_000, "keep": 2}) as s:
+        for turn in range(16):
+            if api == "chat":
+                client.chat.completions.create(
+                    model="gpt-4o", messages=[{"role": "system", "content": "Code."}, *items]
+                )
+            else:
+                client.responses.create(model="gpt-4o", instructions="Code.", input=items)
+            call, output = f"call_{turn}", f"output {turn}\n" * 1_200
+            if api == "chat":
+                function = {"name": "bash", "arguments": json.dumps({"n": turn})}
+                items += [
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [{"id": call, "type": "function", "function": function}],
+                    },
+                    {"role": "tool", "tool_call_id": call, "content": output},
+                ]
+            else:
+                items += [
+                    {"type": "function_call", "call_id": call, "name": "bash", "arguments": "{}"},
+                    {"type": "function_call_output", "call_id": call, "output": output},
+                ]
+        files = [f for f in s.state.clear_folds if f.file]
+    body = json.loads(transport.bodies[-1])
+    user = body["messages"][1] if api == "chat" else body["input"][0]
+    text = user["content"] if isinstance(user["content"], str) else user["content"][0]["text"]
+    assert files and text.startswith('Fix the bug.\n<file path="src/util.py">[telos_wrap cleared the content')
+    assert "read src/util.py again" in text and "return 1" not in text
+    assert json.dumps(UTIL)[1:-1] in transport.bodies[0].decode()  # the first request: as written

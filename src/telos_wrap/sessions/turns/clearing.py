@@ -171,7 +171,8 @@ def measure(ir: TelosIR) -> Measured:
         running += size
     calls = _calls(ir)
     assistants = [i for i, m in enumerate(ir.messages) if m.role == "assistant"]
-    current = assistants[-1] if assistants else len(ir.messages)
+    # The current turn: the latest assistant message and what answers it; before any, the whole request.
+    current = assistants[-1] if assistants else 0
     units = []
     for result in _results(ir):
         use, name, input_tokens = calls.get(result.call_id, (-1, "tool", 0))
