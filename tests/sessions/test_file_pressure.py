@@ -238,21 +238,27 @@ def _session(
     store: Any = None,
     fresh: bool = False,
     sid: str = "f",
+    start: int = 0,
 ) -> list[int]:
     """A coding session under a policy; ``fresh``: a new Session object each turn (another worker,
-    or this process after a restart) on the same ``store``."""
+    or this process after a restart) on the same ``store``; ``start``: the first turn sent (the
+    earlier ones are only history: another process sent them)."""
     history: list[dict[str, Any]] = [{"role": "user", "content": first}]
     inputs = []
     store = store if store is not None else MemoryStore()
     hints = telos_wrap.TelosHints(context={"trigger": 40_000, "keep": 2})
     one = telos_wrap.sessions.Session(sid, store=store, hints=hints)
     for turn in range(turns):
-        with telos_wrap.sessions.Session(sid, store=store, hints=hints) if fresh else one:
-            msg = client.messages.create(
-                model="claude-sonnet-4-5", max_tokens=8, system="You are a coder. " * 200, messages=history
-            )
-        u = msg.usage
-        inputs.append(u.input_tokens + u.cache_read_input_tokens + u.cache_creation_input_tokens)
+        if turn >= start:
+            with telos_wrap.sessions.Session(sid, store=store, hints=hints) if fresh else one:
+                msg = client.messages.create(
+                    model="claude-sonnet-4-5",
+                    max_tokens=8,
+                    system="You are a coder. " * 200,
+                    messages=history,
+                )
+            u = msg.usage
+            inputs.append(u.input_tokens + u.cache_read_input_tokens + u.cache_creation_input_tokens)
         name, arguments = tool_for(turn) if tool_for else ("bash", {"command": f"ls {turn}"})
         call = f"toolu_{turn}"
         history += [
@@ -331,6 +337,59 @@ def test_the_folded_form_is_the_same_for_another_worker_and_after_a_restart(
         if store.redis.type(key) == b"hash"
     )
     assert b"file:" in held and b"src/app.py" not in held and b"hello" not in held
+
+
+_FIRST_PROCESS = """
+import base64, json, sys
+import telos_wrap
+from telos_wrap.emulator import Emulator
+from telos_wrap.sessions import RedisStore
+from tests.sessions.convo import RecordingTransport
+from tests.sessions.test_file_pressure import FIRST, _anthropic, _session
+
+telos_wrap.patch(strict=True)
+transport = RecordingTransport(Emulator())
+store = RedisStore(sys.argv[1], prefix=sys.argv[2])
+_session(_anthropic(transport), FIRST, int(sys.argv[3]), store=store, fresh=True, sid="files")
+print(json.dumps([base64.b64encode(body).decode() for body in transport.bodies]))
+"""
+
+
+def test_another_process_and_a_restart_send_the_same_folded_bytes(
+    patched: None, redis_url: str, redis_prefix: str
+) -> None:
+    """Requests 0-17 (two folds of results) in a child process that then exits; requests 18-29 here,
+    a new process on the same Redis, which carries those folds and decides the next ones (the
+    first message's unnamed file among them): byte for byte what one process sends over the same
+    split (each half on its own emulator, as the two processes have)."""
+    import base64
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from telos_wrap.sessions import RedisStore
+
+    split, turns = 18, 30
+    root = Path(__file__).resolve().parents[2]
+    child = subprocess.run(
+        [sys.executable, "-c", _FIRST_PROCESS, redis_url, redis_prefix, str(split)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    first_half = [base64.b64decode(body) for body in json.loads(child.stdout.splitlines()[-1])]
+    second = RecordingTransport(Emulator())
+    store = RedisStore(redis_url, prefix=redis_prefix)
+    _session(_anthropic(second), FIRST, turns, store=store, fresh=True, sid="files", start=split)
+
+    store_one = MemoryStore()
+    one_first, one_second = RecordingTransport(Emulator()), RecordingTransport(Emulator())
+    _session(_anthropic(one_first), FIRST, split, store=store_one, sid="files")
+    _session(_anthropic(one_second), FIRST, turns, store=store_one, sid="files", start=split)
+    assert first_half == one_first.bodies and second.bodies == one_second.bodies
+    assert any(b"telos_wrap cleared the content of this file" in body for body in second.bodies)
 
 
 # -- the facts an agent needs (tests/filters' corpus) --------------------------------------------------

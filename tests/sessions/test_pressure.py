@@ -498,3 +498,52 @@ def test_the_callers_context_management_is_sent_as_written_and_the_emulator_appl
     assert applied["type"] == "clear_tool_uses_20250919"
     assert applied["cleared_tool_uses"] == 5 - 3  # all but the three latest of five results
     assert applied["cleared_input_tokens"] > 15_000
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_between_folds_chat_completions_and_responses_read_the_whole_earlier_prefix(
+    patched: None, emulated: RecordingTransport, api: str
+) -> None:
+    """The acceptance line on the APIs with automatic caching: between two folds every request reads
+    what the previous one sent (to OpenAI's 128-token granularity, docs/vendor-facts.md §2.1)."""
+    client = _openai(emulated)
+    items: list[dict[str, Any]] = [{"role": "user", "content": "Read all."}]
+    previous, fold_turns = 0, []
+    with telos_wrap.session(f"reads-{api}", context={"trigger": 50_000, "keep": 2}) as s:
+        for turn in range(20):
+            folds_before = len(s.state.clear_folds)
+            if api == "chat":
+                done = client.chat.completions.create(
+                    model="gpt-4o",
+                    messages=[{"role": "system", "content": "You are a coder. " * 100}, *items],
+                )
+                assert done.usage is not None and done.usage.prompt_tokens_details is not None
+                total, cached = done.usage.prompt_tokens, done.usage.prompt_tokens_details.cached_tokens or 0
+            else:
+                answer = client.responses.create(
+                    model="gpt-4o", instructions="You are a coder. " * 100, input=items
+                )
+                assert answer.usage is not None
+                total, cached = answer.usage.input_tokens, answer.usage.input_tokens_details.cached_tokens
+            if len(s.state.clear_folds) > folds_before:
+                fold_turns.append(turn)
+            elif previous > 1_024:  # the previous request was past the minimum: it cached
+                assert cached >= previous - 128, (turn, cached, previous)
+            previous = total
+            call = f"call_{turn}"
+            if api == "chat":
+                function = {"name": "read_file", "arguments": "{}"}
+                items += [
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [{"id": call, "type": "function", "function": function}],
+                    },
+                    {"role": "tool", "tool_call_id": call, "content": _result(turn)},
+                ]
+            else:
+                items += [
+                    {"type": "function_call", "call_id": call, "name": "read_file", "arguments": "{}"},
+                    {"type": "function_call_output", "call_id": call, "output": _result(turn)},
+                ]
+    assert len(fold_turns) >= 3
