@@ -160,9 +160,9 @@ def test_clear_thinking_without_extended_thinking_is_refused_as_the_vendor_does(
             model=MODEL,
             max_tokens=8,
             messages=_history(2),
-            context_management={"edits": edits},  # type: ignore[list-item]
+            context_management={"edits": edits},
             betas=["context-management-2025-06-27"],
-            **extra,  # type: ignore[arg-type]
+            **extra,
         )
     assert refused.value.status_code == 400
     assert refused.value.body == {

@@ -420,18 +420,14 @@ def test_the_callers_refused_clear_thinking_reaches_them_untouched_and_marks_not
         _tool_turn(history, turn, thinking=True)
     edits = [{"type": "clear_thinking_20251015", "keep": {"type": "thinking_turns", "value": 1}}]
     body = {"model": "claude-sonnet-4-5", "max_tokens": 8, "messages": history}
-    for extra, why in [
-        ({}, "without extended thinking"),
-        ({"thinking": {"type": "disabled"}}, "without extended thinking"),
-        (
-            {
-                "thinking": {"type": "enabled", "budget_tokens": 1024},
-                "edits": [{"type": "clear_tool_uses_20250919"}],
-            },
-            "not the first",
-        ),
-    ]:
-        listed = [*extra.pop("edits", []), *edits]
+    enabled = {"thinking": {"type": "enabled", "budget_tokens": 1024}}
+    cases: list[tuple[dict[str, Any], list[dict[str, Any]], str]] = [
+        ({}, [], "without extended thinking"),
+        ({"thinking": {"type": "disabled"}}, [], "without extended thinking"),
+        (enabled, [{"type": "clear_tool_uses_20250919"}], "not the first"),
+    ]
+    for extra, before, why in cases:
+        listed = [*before, *edits]
         ir = lift_anthropic_messages(
             {**body, **extra, "context_management": {"edits": listed}}, session_id="refused"
         )

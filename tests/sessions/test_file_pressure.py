@@ -42,7 +42,7 @@ def _result(message: int, tokens: int = 1_000) -> Unit:
     )
 
 
-def _file(message: int, path: str, tokens: int = 2_000, refs_until: int = -1) -> Unit:
+def _file(message: int, path: str, tokens: int = 2_000, refs_until: int = -1, copy_until: int = -1) -> Unit:
     return Unit(
         message=message,
         call=file_key(path),
@@ -50,6 +50,7 @@ def _file(message: int, path: str, tokens: int = 2_000, refs_until: int = -1) ->
         tokens=tokens,
         offset=message * 1_000,
         refs_until=refs_until,
+        copy_until=copy_until,
     )
 
 
@@ -79,12 +80,23 @@ def test_a_file_the_agent_still_needs_stays(unit: Unit, why: str) -> None:
     assert decision.fold  # the old results still go
 
 
-def test_a_stale_copy_goes_even_when_the_window_names_the_file() -> None:
-    # Message 0 carries src/app.py, message 6 carries it again (refs_until -1 for the old copy).
-    units = [_file(0, "src/app.py"), _result(2), _result(4), _file(6, "src/app.py", refs_until=8), _result(8)]
+def test_a_stale_copy_goes_when_a_later_copy_survives() -> None:
+    # Message 0 carries src/app.py, message 6 carries it again in its text, message 8 edits it.
+    old = _file(0, "src/app.py", refs_until=8, copy_until=10)  # 10: the message count (a text copy)
+    units = [old, _result(2), _result(4), _file(6, "src/app.py", refs_until=8), _result(8)]
     decision = plan_folds(units, 20_000, 9, ContextPolicy(trigger_tokens=10_000, keep=1), None, turn=1_000)
     keys = {u.key() for u in decision.fold}
-    assert (0, file_key("src/app.py")) in keys and (6, file_key("src/app.py")) not in keys
+    assert old.key() in keys and (6, file_key("src/app.py")) not in keys
+
+
+@pytest.mark.parametrize(("copy_at", "folded"), [(4, False), (6, True)])
+def test_a_copy_in_a_tool_result_counts_only_while_that_result_is_kept(copy_at: int, folded: bool) -> None:
+    """The agent read the file again with a tool (result at ``copy_at``) and edits it now: the first
+    copy may go only if the re-read is still in the kept window (results 6 and 8, from call 5)."""
+    first = _file(0, "src/app.py", refs_until=8, copy_until=copy_at)
+    units = [first, *(_result(m) for m in (2, 4, 6, 8))]
+    decision = plan_folds(units, 20_000, 9, POLICY, None, turn=1_000)
+    assert (first.key() in {u.key() for u in decision.fold}) is folded
 
 
 def test_a_thinking_only_policy_leaves_files_alone() -> None:
@@ -122,7 +134,7 @@ def test_files_alone_fold_in_one_step_past_the_trigger_and_clear_at_least_holds(
 
 @settings(max_examples=80, deadline=None)
 @given(
-    layout=st.lists(st.sampled_from(["result", "file", "named", "text"]), min_size=1, max_size=30),
+    layout=st.lists(st.sampled_from(["result", "file", "named", "copied", "text"]), min_size=1, max_size=30),
     keep=st.integers(0, 4),
     turn=st.integers(0, 3_000),
     total=st.integers(5_000, 80_000),
@@ -134,10 +146,10 @@ def test_the_plan_never_folds_a_file_in_the_window_or_one_the_window_names(
     for message, kind in enumerate(layout):
         if kind == "result":
             units.append(_result(message, 800))
-        elif kind in ("file", "named"):
-            units.append(
-                _file(message, f"f{message}.py", 1_500, refs_until=current if kind == "named" else -1)
-            )
+        elif kind in ("file", "named", "copied"):
+            named = current if kind != "file" else -1
+            copied = current - 1 if kind == "copied" else -1  # a copy in the last message's result
+            units.append(_file(message, f"f{message}.py", 1_500, refs_until=named, copy_until=copied))
     policy = ContextPolicy(trigger_tokens=4_000, keep=keep)
     decision = plan_folds(units, total, current, policy, None, read=0.1, write=1.25, turn=turn)
     results = [u for u in units if not u.file]
@@ -145,7 +157,7 @@ def test_the_plan_never_folds_a_file_in_the_window_or_one_the_window_names(
     start = min([current, *(u.use for u in kept)])
     for unit in decision.fold:
         if unit.file:
-            assert unit.message < start and unit.refs_until < start
+            assert unit.message < start and (unit.refs_until < start or unit.copy_until >= start)
     assert decision == plan_folds(units, total, current, policy, None, read=0.1, write=1.25, turn=turn)
 
 
@@ -194,6 +206,26 @@ def test_measure_finds_the_file_blocks_and_what_names_them() -> None:
     assert files["src/util.py"].refs_until == -1
     assert files["src/app.py"].tokens > 8_000 and measured.turn > 0
     assert len(measured.results) == 3
+    assert files["src/app.py"].copy_until == files["src/util.py"].copy_until == -1
+    # A read_file result carrying src/util.py again (message 8), then the user pasting it (10).
+    copy = f'<file path="src/util.py">\n{UTIL}</file>'
+    tail += [
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "toolu_4", "name": "read_file", "input": {}}],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_4", "content": copy}]},
+    ]
+    measured = measure(lift_anthropic_messages(_body(tail), session_id="m"))
+    assert next(u for u in measured.units if u.name == "src/util.py").copy_until == 8
+    tail += [
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": f"again:\n{copy}"},
+        {"role": "assistant", "content": "ok"},
+    ]
+    measured = measure(lift_anthropic_messages(_body(tail), session_id="m"))
+    first = next(u for u in measured.units if u.name == "src/util.py" and u.message == 0)
+    assert first.copy_until == len(tail) + 1 and first.refs_until == 10
 
 
 def test_a_cleared_file_keeps_its_tag_and_the_text_around_it() -> None:
@@ -423,7 +455,7 @@ def test_the_facts_of_the_file_being_edited_and_of_the_kept_window_survive_every
             for entry in shown[-keep:]:  # the kept window's results: every fact
                 for fact in entry.facts:
                     assert fact in visible_text, (turn, entry.name, fact)
-            if turn == 12:  # the agent reads helpers.py again: the first copy is stale from now on
+            if turn == 12:  # the agent reads helpers.py again, then never names it: the first copy may go
                 name, arguments, entry = "read_file", {"path": READ}, CORPUS["cat_file"]
                 content = f'<file path="{READ}">\n{HELPERS}</file>'
             else:
@@ -450,7 +482,7 @@ def test_the_facts_of_the_file_being_edited_and_of_the_kept_window_survive_every
         explained = s.explain()
     assert any(not f.file for f in folds), "the policy folded old results"
     stale = [f for f in folds if f.file]
-    assert stale and all(f.message == 0 for f in stale), "the stale copy of helpers.py was folded"
+    assert stale and all(f.message == 0 for f in stale), "the first copy of helpers.py was folded"
     last = _wire_text(json.loads(transport.bodies[-1]))
     assert f'<file path="{READ}">[telos_wrap cleared the content of this file' in last
     assert f"read {READ} again" in last and sent

@@ -201,9 +201,10 @@ def measure(ir: TelosIR) -> Measured:
 
 
 def _files(ir: TelosIR, texts: Sequence[tuple[str, str]], offsets: Sequence[int], current: int) -> list[Unit]:
-    """The file blocks of the messages before the current turn, one unit per message and path; for
-    each, ``refs_until``: the last later message that names the path, unless a later message
-    carries the file again (then this copy is stale: -1)."""
+    """The file blocks of the messages before the current turn, one unit per message and path, with
+    ``refs_until`` (the last later message naming the path) and ``copy_until`` (the last later
+    message carrying the file in a tool result, or the message count when one carries it in its
+    text; ``pressure.Unit``)."""
     count = len(ir.messages)
     carried = [
         message_paths(message) if "<file path=" in texts[i][0] or "<file path=" in texts[i][1] else ()
@@ -214,17 +215,16 @@ def _files(ir: TelosIR, texts: Sequence[tuple[str, str]], offsets: Sequence[int]
         if "<file path=" not in texts[index][0]:
             continue
         for path, chars in text_files(ir.messages[index]).items():
-            if any(path in carried[later] for later in range(index + 1, count)):
-                refs = -1
-            else:
-                refs = next(
-                    (
-                        later
-                        for later in range(count - 1, index, -1)
-                        if path in texts[later][0] or path in texts[later][1]
-                    ),
-                    -1,
-                )
+            refs = next(
+                (j for j in range(count - 1, index, -1) if path in texts[j][0] or path in texts[j][1]),
+                -1,
+            )
+            copies = -1
+            for j in range(index + 1, count):
+                if path in carried[j]:
+                    copies = count if path in text_files(ir.messages[j]) else max(copies, j)
+                    if copies == count:
+                        break
             units.append(
                 Unit(
                     message=index,
@@ -233,6 +233,7 @@ def _files(ir: TelosIR, texts: Sequence[tuple[str, str]], offsets: Sequence[int]
                     tokens=max(0, (chars + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN - _PLACEHOLDER_TOKENS),
                     offset=offsets[index],
                     refs_until=refs,
+                    copy_until=copies,
                 )
             )
     return units

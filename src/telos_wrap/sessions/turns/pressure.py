@@ -34,9 +34,10 @@ are folded with the results, by the same rule, only where the model no longer ne
 
 * never in the kept window: the messages from the oldest of the ``keep`` latest tool uses (its
   call) on, and never in the current turn;
-* never the latest copy of a file that the kept window still names (a tool call that edits it, a
-  newer message that mentions it): ``refs_until``, the last later message that names the path,
-  must lie before the window. An older copy that a later message carries again is stale and can go;
+* never a file the kept window still names (a tool call that edits it, a message that mentions
+  it: ``refs_until``, the last later message naming the path, at or after the window) unless a copy
+  of it survives the fold: one the window carries itself, or a later copy in the text of a message
+  (the latest such copy is named by the window too, so it stays): ``copy_until``;
 * a file block before the step's fold point moves that point back, so what lies between (less the
   file itself) is written once more: it joins the step only when what it saves on later requests
   pays for that rewrite (``tokens x read x horizon >= extra x (write - read)``, the engine's
@@ -71,9 +72,10 @@ class Unit:
         input_tokens: estimated tokens of the call's input (cleared with ``clear_tool_inputs``).
         offset: estimated tokens of the request before the result's message (the fold point).
         use: the message holding the tool call (-1: the result's own message counts).
-        refs_until: for a file unit, the last later message that names its path while no later
-            message carries the file again (-1: none; an older copy of a file carried again is
-            stale whatever names it).
+        refs_until: for a file unit, the last later message that names its path (-1: none).
+        copy_until: for a file unit, the last later message carrying a copy of the file inside a
+            tool result, or the message count when a later message carries one in its text (-1:
+            none): a copy at or after the kept window survives the fold.
     """
 
     message: int
@@ -84,6 +86,7 @@ class Unit:
     offset: int = 0
     use: int = -1
     refs_until: int = -1
+    copy_until: int = -1
 
     def key(self) -> tuple[int, str]:
         return self.message, self.call
@@ -201,7 +204,7 @@ def _files(
     kept: Sequence[Unit],
 ) -> list[Unit]:
     """The file units the policy may fold: before the kept window (its oldest kept tool use's call)
-    and the current turn, and not a latest copy the window still names."""
+    and the current turn, and not one the window still names unless a copy of it survives."""
     if not policy.clear_results:
         return []
     start = min([current, *(unit.use if unit.use >= 0 else unit.message for unit in kept)])
@@ -211,7 +214,7 @@ def _files(
         if unit.file
         and unit.key() not in folded
         and unit.message < start
-        and unit.refs_until < start
+        and (unit.refs_until < start or unit.copy_until >= start)
         and unit.tokens > 0
     ]
 
