@@ -153,7 +153,7 @@ def test_the_plan_never_folds_a_file_in_the_window_or_one_the_window_names(
     policy = ContextPolicy(trigger_tokens=4_000, keep=keep)
     decision = plan_folds(units, total, current, policy, None, read=0.1, write=1.25, turn=turn)
     results = [u for u in units if not u.file]
-    kept = results[len(results) - keep :] if keep else []
+    kept = results[max(0, len(results) - keep) :] if keep else []
     start = min([current, *(u.use for u in kept)])
     for unit in decision.fold:
         if unit.file:

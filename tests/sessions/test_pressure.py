@@ -146,7 +146,7 @@ def test_the_plan_never_touches_kept_excluded_or_current_results(
     ]
     policy = ContextPolicy(trigger_tokens=1, keep=keep, exclude_tools=("plan",) if excluded else ())
     decision = plan_folds(units, 10**6, current, policy, None, ())
-    kept = {u.key() for u in units[len(units) - keep :]} if keep else set()
+    kept = {u.key() for u in units[max(0, len(units) - keep) :]} if keep else set()
     for unit in decision.fold:
         assert unit.key() not in kept
         assert unit.message < current
@@ -547,3 +547,14 @@ def test_between_folds_chat_completions_and_responses_read_the_whole_earlier_pre
                     {"type": "function_call_output", "call_id": call, "output": _result(turn)},
                 ]
     assert len(fold_turns) >= 3
+
+
+def test_fewer_tool_uses_than_keep_are_all_kept() -> None:
+    """``keep`` 3 with two results: both are kept (the slice of the latest once kept only the last
+    when there were fewer results than ``keep``)."""
+    units = [
+        Unit(message=2, call="a", name="read", tokens=900),
+        Unit(message=4, call="b", name="read", tokens=900),
+    ]
+    decision = plan_folds(units, 50_000, 5, ContextPolicy(trigger_tokens=1_000, keep=3), None)
+    assert not decision.fold and "no tool result can be cleared" in decision.note

@@ -229,8 +229,8 @@ def _with_files(
     over_window: bool,
 ) -> tuple[Unit, ...]:
     """``base`` (the results and thinking to clear) with the file units worth clearing with them:
-    those at or after the fold point free, those before it when their saving until the next fold
-    pays for the extra rewrite (the module docstring)."""
+    those at or after the fold point free, those before it when their saving on later requests pays
+    for the extra rewrite (the module docstring)."""
     read, write = prices
     turn, requests = growth
     chosen = list(base)
@@ -280,7 +280,7 @@ def _latest(units: Sequence[Unit], keep: int | None) -> Sequence[Unit]:
     """The ``keep`` latest of ``units`` (``None``: all of them, that kind is never folded)."""
     if keep is None:
         return units
-    return units[len(units) - keep :] if keep else ()
+    return units[max(0, len(units) - keep) :] if keep else ()
 
 
 def _size(unit: Unit, policy: ContextPolicy) -> int:
