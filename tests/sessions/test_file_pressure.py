@@ -331,6 +331,9 @@ def test_the_policy_folds_a_file_nobody_names_any_more_and_keeps_the_one_being_e
     assert "read src/util.py again" in text and "return 1" not in text  # folded in its tag
     assert APP in text  # the file the kept window names stays whole
     assert max(inputs) <= 40_000 + 4_000
+    # It waits until its saving pays for rewriting what follows it (src/app.py, ~9,000 tokens): the
+    # 25th request, the fourth fold (docs/sessions.md quotes this session).
+    assert next(i for i, body in enumerate(transport.bodies) if b"read src/util.py again" in body) == 24
     # The first request carried both files as written (nothing is folded before the trigger).
     assert _first_text(transport.bodies[0]) == FIRST
 
