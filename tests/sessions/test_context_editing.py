@@ -294,7 +294,7 @@ def test_the_planner_keeps_the_latest_thinking_turns_and_never_the_current_turn(
     if thinking_keep is None:
         assert not folded & {u.key() for u in turns}
     else:
-        kept = turns[len(turns) - thinking_keep :] if thinking_keep else []
+        kept = turns[max(0, len(turns) - thinking_keep) :] if thinking_keep else []
         assert not folded & {u.key() for u in kept}
         assert {u.key() for u in turns if u.message < current and u not in kept} <= folded
     assert not folded & {u.key() for u in results[max(0, len(results) - keep) :]} if keep else True
