@@ -1,7 +1,8 @@
 """The emulator's Anthropic context editing (docs/vendor-facts.md §9.2) over the real SDK's beta
 endpoint: ``clear_thinking_20251015`` (keep N thinking turns, ``"all"``), ``clear_tool_uses_20250919``
 (token and tool-use triggers, keep, exclude_tools, clear_tool_inputs as a flag or a list of names,
-clear_at_least), both together (thinking first, else a 400), and the cache reads they leave."""
+clear_at_least), both together (thinking first, else a 400), clear_thinking only with extended
+thinking on (else the vendor's 400), and the cache reads they leave."""
 
 from __future__ import annotations
 
@@ -140,6 +141,49 @@ def test_clear_thinking_after_another_edit_is_refused(claude: anthropic.Anthropi
     edits = [{"type": "clear_tool_uses_20250919"}, {"type": "clear_thinking_20251015"}]
     with pytest.raises(anthropic.BadRequestError, match="clear_thinking_20251015 must be the first edit"):
         _send(claude, edits, _history(2, thinking=True))
+
+
+@pytest.mark.parametrize("thinking", [None, {"type": "disabled"}])
+@pytest.mark.parametrize(
+    "edits",
+    [
+        [{"type": "clear_thinking_20251015"}],
+        [{"type": "clear_thinking_20251015"}, {"type": "clear_tool_uses_20250919"}],
+    ],
+)
+def test_clear_thinking_without_extended_thinking_is_refused_as_the_vendor_does(
+    claude: anthropic.Anthropic, thinking: dict[str, Any] | None, edits: list[dict[str, Any]]
+) -> None:
+    extra = {"thinking": thinking} if thinking is not None else {}
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        claude.beta.messages.create(
+            model=MODEL,
+            max_tokens=8,
+            messages=_history(2),
+            context_management={"edits": edits},
+            betas=["context-management-2025-06-27"],
+            **extra,
+        )
+    assert refused.value.status_code == 400
+    assert refused.value.body == {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": "`clear_thinking_20251015` strategy requires `thinking` to be enabled",
+        },
+    }
+
+
+def test_clear_thinking_with_adaptive_thinking_is_accepted(claude: anthropic.Anthropic) -> None:
+    message = claude.beta.messages.create(
+        model=MODEL,
+        max_tokens=8,
+        messages=_history(3, thinking=True),
+        thinking={"type": "adaptive"},
+        context_management={"edits": [{"type": "clear_thinking_20251015"}]},
+        betas=["context-management-2025-06-27"],
+    )
+    assert _applied(message)[0]["cleared_thinking_turns"] == 2
 
 
 def test_a_growing_session_under_clear_thinking_rewrites_from_the_oldest_kept_turn(

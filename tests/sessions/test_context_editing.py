@@ -294,10 +294,10 @@ def test_the_planner_keeps_the_latest_thinking_turns_and_never_the_current_turn(
     if thinking_keep is None:
         assert not folded & {u.key() for u in turns}
     else:
-        kept = turns[len(turns) - thinking_keep :] if thinking_keep else []
+        kept = turns[max(0, len(turns) - thinking_keep) :] if thinking_keep else []
         assert not folded & {u.key() for u in kept}
         assert {u.key() for u in turns if u.message < current and u not in kept} <= folded
-    assert not folded & {u.key() for u in results[len(results) - keep :]} if keep else True
+    assert not folded & {u.key() for u in results[max(0, len(results) - keep) :]} if keep else True
     assert all(unit.message < current for unit in decision.fold)
     assert [u.message for u in decision.fold] == sorted(u.message for u in decision.fold)
 
@@ -380,3 +380,70 @@ def _unmarked(value: Any) -> Any:
     if isinstance(value, list):
         return [_unmarked(v) for v in value]
     return value
+
+
+# -- clear_thinking where the vendor refuses it ---------------------------------------------------------
+
+
+def test_a_policy_written_with_clear_thinking_never_sends_it_even_without_thinking(
+    patched: None, emulated: RecordingTransport
+) -> None:
+    """telos applies its policy itself: the vendor's edit (which Anthropic refuses without extended
+    thinking, docs/vendor-facts.md §9.2) never goes on the wire, so a session without thinking runs."""
+    policy = {
+        "edits": [
+            {"type": "clear_thinking_20251015"},
+            {"type": "clear_tool_uses_20250919", "trigger": {"type": "input_tokens", "value": 30_000}},
+        ]
+    }
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Read every file."}]
+    with telos_wrap.session("no-thinking-policy", context=policy) as s:
+        for turn in range(8):
+            _anthropic(emulated).messages.create(
+                model="claude-sonnet-4-5", max_tokens=8, tools=TOOLS, messages=history
+            )
+            _tool_turn(history, turn)
+        folds = s.state.clear_folds
+    assert folds and not any(f.thinking for f in folds)
+    assert all(b"context_management" not in body for body in emulated.bodies)
+
+
+def test_the_callers_refused_clear_thinking_reaches_them_untouched_and_marks_nothing(
+    patched: None, emulated: RecordingTransport
+) -> None:
+    from telos_wrap.lift.anthropic_messages import lift_anthropic_messages
+    from telos_wrap.sessions.turns.clearing import measure
+    from telos_wrap.sessions.turns.server_edits import predict, refused
+
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Read every file."}]
+    for turn in range(3):
+        _tool_turn(history, turn, thinking=True)
+    edits = [{"type": "clear_thinking_20251015", "keep": {"type": "thinking_turns", "value": 1}}]
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 8, "messages": history}
+    enabled = {"thinking": {"type": "enabled", "budget_tokens": 1024}}
+    cases: list[tuple[dict[str, Any], list[dict[str, Any]], str]] = [
+        ({}, [], "without extended thinking"),
+        ({"thinking": {"type": "disabled"}}, [], "without extended thinking"),
+        (enabled, [{"type": "clear_tool_uses_20250919"}], "not the first"),
+    ]
+    for extra, before, why in cases:
+        listed = [*before, *edits]
+        ir = lift_anthropic_messages(
+            {**body, **extra, "context_management": {"edits": listed}}, session_id="refused"
+        )
+        assert why in str(refused(ir)) and predict(ir, measure(ir)) is None
+        with telos_wrap.session("refused"), pytest.raises(anthropic.BadRequestError) as raised:
+            _anthropic(emulated).messages.create(
+                **{**body, **extra}, extra_body={"context_management": {"edits": listed}}
+            )
+        assert raised.value.status_code == 400
+        assert json.loads(emulated.bodies[-1])["context_management"] == {"edits": listed}  # as sent
+    accepted = lift_anthropic_messages(
+        {
+            **body,
+            "thinking": {"type": "enabled", "budget_tokens": 1024},
+            "context_management": {"edits": edits},
+        },
+        session_id="accepted",
+    )
+    assert refused(accepted) is None and predict(accepted, measure(accepted)) is not None

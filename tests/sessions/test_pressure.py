@@ -146,7 +146,7 @@ def test_the_plan_never_touches_kept_excluded_or_current_results(
     ]
     policy = ContextPolicy(trigger_tokens=1, keep=keep, exclude_tools=("plan",) if excluded else ())
     decision = plan_folds(units, 10**6, current, policy, None, ())
-    kept = {u.key() for u in units[len(units) - keep :]} if keep else set()
+    kept = {u.key() for u in units[max(0, len(units) - keep) :]} if keep else set()
     for unit in decision.fold:
         assert unit.key() not in kept
         assert unit.message < current
@@ -498,3 +498,63 @@ def test_the_callers_context_management_is_sent_as_written_and_the_emulator_appl
     assert applied["type"] == "clear_tool_uses_20250919"
     assert applied["cleared_tool_uses"] == 5 - 3  # all but the three latest of five results
     assert applied["cleared_input_tokens"] > 15_000
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_between_folds_chat_completions_and_responses_read_the_whole_earlier_prefix(
+    patched: None, emulated: RecordingTransport, api: str
+) -> None:
+    """The acceptance line on the APIs with automatic caching: between two folds every request reads
+    what the previous one sent (to OpenAI's 128-token granularity, docs/vendor-facts.md §2.1)."""
+    client = _openai(emulated)
+    items: list[dict[str, Any]] = [{"role": "user", "content": "Read all."}]
+    previous, fold_turns = 0, []
+    with telos_wrap.session(f"reads-{api}", context={"trigger": 50_000, "keep": 2}) as s:
+        for turn in range(20):
+            folds_before = len(s.state.clear_folds)
+            if api == "chat":
+                done = client.chat.completions.create(
+                    model="gpt-4o",
+                    messages=[{"role": "system", "content": "You are a coder. " * 100}, *items],
+                )
+                assert done.usage is not None and done.usage.prompt_tokens_details is not None
+                total, cached = done.usage.prompt_tokens, done.usage.prompt_tokens_details.cached_tokens or 0
+            else:
+                answer = client.responses.create(
+                    model="gpt-4o", instructions="You are a coder. " * 100, input=items
+                )
+                assert answer.usage is not None
+                total, cached = answer.usage.input_tokens, answer.usage.input_tokens_details.cached_tokens
+            if len(s.state.clear_folds) > folds_before:
+                fold_turns.append(turn)
+            elif previous > 1_024:  # the previous request was past the minimum: it cached
+                assert cached >= previous - 128, (turn, cached, previous)
+            previous = total
+            call = f"call_{turn}"
+            if api == "chat":
+                function = {"name": "read_file", "arguments": "{}"}
+                items += [
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [{"id": call, "type": "function", "function": function}],
+                    },
+                    {"role": "tool", "tool_call_id": call, "content": _result(turn)},
+                ]
+            else:
+                items += [
+                    {"type": "function_call", "call_id": call, "name": "read_file", "arguments": "{}"},
+                    {"type": "function_call_output", "call_id": call, "output": _result(turn)},
+                ]
+    assert len(fold_turns) >= 3
+
+
+def test_fewer_tool_uses_than_keep_are_all_kept() -> None:
+    """``keep`` 3 with two results: both are kept (the slice of the latest once kept only the last
+    when there were fewer results than ``keep``)."""
+    units = [
+        Unit(message=2, call="a", name="read", tokens=900),
+        Unit(message=4, call="b", name="read", tokens=900),
+    ]
+    decision = plan_folds(units, 50_000, 5, ContextPolicy(trigger_tokens=1_000, keep=3), None)
+    assert not decision.fold and "no tool result can be cleared" in decision.note

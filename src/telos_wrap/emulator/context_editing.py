@@ -9,7 +9,10 @@ each request is edited afresh.
   assistant turn but the ``keep`` most recent ones that hold thinking are removed (``keep``:
   ``{"type": "thinking_turns", "value": N}``, default 1; ``"all"`` or ``{"type": "all"}`` keeps
   every one). Reported as ``{"type", "cleared_thinking_turns", "cleared_input_tokens"}``. With
-  other edits it must come first in ``edits`` (a 400 otherwise).
+  other edits it must come first in ``edits``, and the request must enable extended thinking
+  (``thinking`` set, of a type other than ``"disabled"``): a 400 otherwise, the vendor's
+  ``invalid_request_error`` ("`clear_thinking_20251015` strategy requires `thinking` to be
+  enabled", docs/vendor-facts.md §9.2).
 * ``clear_tool_uses_20250919``: past the ``trigger`` (``{"type": "input_tokens", "value": N}``,
   default 100,000, or ``{"type": "tool_uses", "value": N}``: more tool uses than ``N``), every
   ``tool_result`` but the ``keep`` most recent (default 3) and those of ``exclude_tools`` has its
@@ -29,7 +32,7 @@ from typing import Any
 from .errors import anthropic_error
 from .tokens import estimate_tokens
 
-__all__ = ["CLEARED", "THINKING_EDIT", "TOOL_USES_EDIT", "apply_edits", "clear_tool_uses"]
+__all__ = ["CLEARED", "THINKING_EDIT", "TOOL_USES_EDIT", "apply_edits", "clear_tool_uses", "thinking_enabled"]
 
 #: What a cleared tool result holds (the emulator's wording; the vendor's own text is not documented).
 CLEARED = "[cleared to save context]"
@@ -53,6 +56,14 @@ def _blocks(message: Any) -> Sequence[Any]:
     return content if isinstance(content, list) else ()
 
 
+def thinking_enabled(body: Mapping[str, Any]) -> bool:
+    """Whether the request enables extended thinking: a ``thinking`` object whose type is not
+    ``"disabled"`` (``enabled``, ``adaptive``; the SDK's ``ThinkingConfigParam``). Without it the
+    vendor refuses ``clear_thinking_20251015`` (docs/vendor-facts.md §9.2)."""
+    thinking = body.get("thinking")
+    return isinstance(thinking, Mapping) and thinking.get("type") not in (None, "disabled")
+
+
 def apply_edits(
     body: Mapping[str, Any], total_tokens: int
 ) -> tuple[Mapping[str, Any], list[dict[str, Any]] | None]:
@@ -61,6 +72,8 @@ def apply_edits(
     edits = management.get("edits") if isinstance(management, Mapping) else None
     edits = [e for e in edits or () if isinstance(e, Mapping)]
     kinds = [e.get("type") for e in edits]
+    if THINKING_EDIT in kinds and not thinking_enabled(body):
+        raise anthropic_error(f"`{THINKING_EDIT}` strategy requires `thinking` to be enabled")
     if THINKING_EDIT in kinds and len(edits) > 1 and kinds[0] != THINKING_EDIT:
         raise anthropic_error(
             f"context_management.edits: {THINKING_EDIT} must be the first edit when several are given"

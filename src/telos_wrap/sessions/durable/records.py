@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 __all__ = [
+    "FILE_CALL_PREFIX",
     "MAX_LEARNED",
     "THINKING_CALL",
     "BreakReason",
@@ -30,6 +31,11 @@ MAX_LEARNED = 32
 #: ``ClearFold.call`` of a fold that clears the thinking blocks of an assistant message (a tool
 #: call's key is a hex digest, so the two never meet).
 THINKING_CALL = "thinking"
+
+#: ``ClearFold.call`` of a fold that clears the content of a ``<file path=…>`` block of a message
+#: starts with this: ``file:`` and a digest of the path (``sessions/turns/files.file_key``; the
+#: path itself is never stored).
+FILE_CALL_PREFIX = "file:"
 
 #: How a volatile span was found (``VolatileSpan.kind``).
 SpanKind = Literal["value", "lines", "region", "list", "present"]
@@ -111,18 +117,21 @@ class RangeFold:
 
 @dataclass(frozen=True, slots=True)
 class ClearFold:
-    """One tool result the session's context policy cleared, or the thinking blocks of one earlier
-    assistant message (``call == THINKING_CALL``; ``sessions/turns/pressure.py``).
+    """One tool result the session's context policy cleared, the thinking blocks of one earlier
+    assistant message (``call == THINKING_CALL``), or the content of the ``<file path=…>`` blocks
+    of one path in one message (``call`` starts with ``FILE_CALL_PREFIX``;
+    ``sessions/turns/pressure.py``).
 
     Positions and digests only: no text of the caller's but the summary its own summarizer wrote.
 
     Attributes:
         message: the application message index holding the result (or the thinking).
         call: digest of the tool call's id (``short_hash``), naming the result within the message;
-            ``THINKING_CALL`` for the message's thinking blocks.
+            ``THINKING_CALL`` for the message's thinking blocks; ``file:`` and a digest of the path
+            for its file blocks.
         digest: the application hash of that message when the fold was decided; a request whose
             message differs does not get the fold (recorded as ``fold-not-applied``).
-        tokens: estimated tokens of the cleared result (what the placeholder says was there).
+        tokens: estimated tokens of the cleared result or file (what the placeholder says was there).
         at: the request index the fold was decided for (the first request that carries it).
         use_message: with ``clear_tool_inputs``, the message holding the tool call, else -1.
         use_digest: that message's application hash.
@@ -146,6 +155,11 @@ class ClearFold:
         """Whether this fold clears the thinking blocks of an assistant message (``call`` is
         ``THINKING_CALL``) rather than one tool result."""
         return self.call == THINKING_CALL
+
+    @property
+    def file(self) -> bool:
+        """Whether this fold clears the content of a message's file blocks of one path."""
+        return self.call.startswith(FILE_CALL_PREFIX)
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {

@@ -6,7 +6,8 @@ recorded folds applied.
 * ``apply_clear_folds(ir, folds, hashes)``: each recorded ``ClearFold`` whose message the
   application still sends unchanged replaces that tool result's content with the placeholder (or the
   caller's summary) and, with ``clear_tool_inputs``, the call's input with an empty one;
-* ``placeholder(name, tokens)``: what the model reads instead of a cleared result.
+* ``placeholder(name, tokens)``: what the model reads instead of a cleared result, and
+  ``file_placeholder(path, tokens)`` inside a cleared ``<file path=…>`` block.
 
 With the policy's ``clear_thinking`` (Anthropic), an earlier assistant turn's thinking is a unit too
 (``THINKING_CALL``): its ``thinking`` / ``redacted_thinking`` blocks are left out whole (a client may
@@ -15,6 +16,10 @@ omit earlier turns' thinking; none is ever edited, and the current turn's is nev
 Per API, a tool result is: an Anthropic ``tool_result`` block (its ``content``), a Chat Completions
 ``tool`` message (its content), a Responses ``function_call_output`` / ``custom_tool_call_output``
 item (its ``output``). Blocks are never removed, so a tool use and its result stay a pair.
+
+A file block (``<file path=…>…</file>`` in a message's text, ``sessions/turns/files.py``) before
+the current turn is a unit too (``call``: ``file:`` and a digest of the path): cleared, its content
+becomes ``file_placeholder`` inside the same tag, the text around it unchanged.
 """
 
 from __future__ import annotations
@@ -27,9 +32,10 @@ from telos_wrap.ir.canon import canonical_json
 from telos_wrap.ir.model import Band, BlockKind, TelosBlock, TelosIR, TelosMessage, Transformation
 from telos_wrap.sessions.durable.records import THINKING_CALL, ClearFold
 from telos_wrap.sessions.durable.state import short_hash
+from telos_wrap.sessions.turns.files import clear_text_files, file_key, message_paths, text_files
 from telos_wrap.sessions.turns.pressure import Decision, Unit
 
-__all__ = ["Measured", "apply_clear_folds", "folds_of", "measure", "placeholder"]
+__all__ = ["Measured", "apply_clear_folds", "file_placeholder", "folds_of", "measure", "placeholder"]
 
 #: Estimated characters per token (docs/vendor-facts.md §9.3: the emulator's rule, ~4 bytes a token).
 CHARS_PER_TOKEN = 4
@@ -45,6 +51,15 @@ def placeholder(name: str, tokens: int) -> str:
     return (
         f"[telos_wrap cleared this result of the tool {name} (about {tokens:,} tokens) to keep the "
         f"conversation within its context budget. If you need it, run {name} again.]"
+    )
+
+
+def file_placeholder(path: str, tokens: int) -> str:
+    """The content a cleared file block gets (inside its own ``<file path=…>`` tag): what was
+    there, and what to do to see it again."""
+    return (
+        f"[telos_wrap cleared the content of this file (about {tokens:,} tokens) to keep the "
+        f"conversation within its context budget. If you need it, read {path} again.]"
     )
 
 
@@ -68,12 +83,19 @@ class _Result:
 @dataclass(frozen=True, slots=True)
 class Measured:
     """A request as the planner sees it: ``units``, ``total`` tokens, the ``current`` turn's start,
-    and for each call id the message holding the call (for ``clear_tool_inputs``)."""
+    for each call id the message holding the call (for ``clear_tool_inputs``), and ``turn``: the
+    tokens of the current turn (what one turn adds)."""
 
     units: tuple[Unit, ...]
     total: int
     current: int
     uses: Mapping[str, int]
+    turn: int = 0
+
+    @property
+    def results(self) -> tuple[Unit, ...]:
+        """The tool results among the units (no thinking, no file blocks)."""
+        return tuple(unit for unit in self.units if unit.call != THINKING_CALL and not unit.file)
 
 
 def _results(ir: TelosIR) -> Iterable[_Result]:
@@ -124,16 +146,24 @@ def _calls(ir: TelosIR) -> dict[str, tuple[int, str, int]]:
     return calls
 
 
-def _message_tokens(ir: TelosIR) -> list[int]:
+def _message_texts(ir: TelosIR) -> list[tuple[str, str]]:
     return [
-        _tokens([block.payload for block in message.blocks]) + _tokens(dict(message.extra))
+        (canonical_json([block.payload for block in message.blocks]), canonical_json(dict(message.extra)))
         for message in ir.messages
     ]
 
 
+def _size_of(texts: tuple[str, str]) -> int:
+    blocks, extra = texts
+    return (len(blocks) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN + (
+        len(extra) + CHARS_PER_TOKEN - 1
+    ) // CHARS_PER_TOKEN
+
+
 def measure(ir: TelosIR) -> Measured:
     """The request's tool uses, estimated tokens and current turn (see the module docstring)."""
-    per_message = _message_tokens(ir)
+    texts = _message_texts(ir)
+    per_message = [_size_of(pair) for pair in texts]
     head = _tokens([b.payload for b in ir.tools]) + _tokens([b.payload for b in ir.system])
     offsets, running = [], head
     for size in per_message:
@@ -141,10 +171,11 @@ def measure(ir: TelosIR) -> Measured:
         running += size
     calls = _calls(ir)
     assistants = [i for i, m in enumerate(ir.messages) if m.role == "assistant"]
-    current = assistants[-1] if assistants else len(ir.messages)
+    # The current turn: the latest assistant message and what answers it; before any, the whole request.
+    current = assistants[-1] if assistants else 0
     units = []
     for result in _results(ir):
-        _, name, input_tokens = calls.get(result.call_id, (-1, "tool", 0))
+        use, name, input_tokens = calls.get(result.call_id, (-1, "tool", 0))
         net = _tokens(result.content) - _PLACEHOLDER_TOKENS
         units.append(
             Unit(
@@ -154,15 +185,58 @@ def measure(ir: TelosIR) -> Measured:
                 tokens=max(0, net),
                 input_tokens=max(0, input_tokens - 1),
                 offset=offsets[result.message],
+                use=use,
             )
         )
     for index, tokens in _thinking(ir):
         units.append(
             Unit(message=index, call=THINKING_CALL, name="thinking", tokens=tokens, offset=offsets[index])
         )
+    if any("<file path=" in blocks for blocks, _ in texts[:current]):
+        units += _files(ir, texts, offsets, current)
     units.sort(key=lambda unit: unit.message)
     uses = {call_key(call_id): where[0] for call_id, where in calls.items()}
-    return Measured(tuple(units), running, current, uses)
+    turn = running - offsets[current] if current < len(offsets) else 0
+    return Measured(tuple(units), running, current, uses, turn)
+
+
+def _files(ir: TelosIR, texts: Sequence[tuple[str, str]], offsets: Sequence[int], current: int) -> list[Unit]:
+    """The file blocks of the messages before the current turn, one unit per message and path, with
+    ``refs_until`` (the last later message naming the path) and ``copy_until`` (the last later
+    message carrying the file in a tool result, or the message count when one carries it in its
+    text; ``pressure.Unit``)."""
+    count = len(ir.messages)
+    carried = [
+        message_paths(message) if "<file path=" in texts[i][0] or "<file path=" in texts[i][1] else ()
+        for i, message in enumerate(ir.messages)
+    ]
+    units = []
+    for index in range(current):
+        if "<file path=" not in texts[index][0]:
+            continue
+        for path, chars in text_files(ir.messages[index]).items():
+            refs = next(
+                (j for j in range(count - 1, index, -1) if path in texts[j][0] or path in texts[j][1]),
+                -1,
+            )
+            copies = -1
+            for j in range(index + 1, count):
+                if path in carried[j]:
+                    copies = count if path in text_files(ir.messages[j]) else max(copies, j)
+                    if copies == count:
+                        break
+            units.append(
+                Unit(
+                    message=index,
+                    call=file_key(path),
+                    name=path,
+                    tokens=max(0, (chars + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN - _PLACEHOLDER_TOKENS),
+                    offset=offsets[index],
+                    refs_until=refs,
+                    copy_until=copies,
+                )
+            )
+    return units
 
 
 def _is_thinking(block: TelosBlock) -> bool:
@@ -205,6 +279,17 @@ def folds_of(
     """The records of ``decision``'s folds (positions and digests; the summaries the caller wrote)."""
     folds = []
     for unit in decision.fold:
+        if unit.file:
+            folds.append(
+                ClearFold(
+                    message=unit.message,
+                    call=unit.call,
+                    digest=hashes[unit.message],
+                    tokens=unit.tokens + _PLACEHOLDER_TOKENS,
+                    at=at,
+                )
+            )
+            continue
         if unit.call == THINKING_CALL:
             folds.append(
                 ClearFold(
@@ -288,7 +373,8 @@ def apply_clear_folds(
         messages[index] = _clear_inputs(ir.api, messages[index], calls)
     if by_message:
         thinking = sum(1 for w in by_message.values() if THINKING_CALL in w)
-        count = sum(len(w) for w in by_message.values()) - thinking
+        files = sum(1 for w in by_message.values() for fold in w.values() if fold.file)
+        count = sum(len(w) for w in by_message.values()) - thinking - files
         first = min(by_message)
         parts = []
         if count:
@@ -298,6 +384,11 @@ def apply_clear_folds(
             )
         if thinking:
             parts.append(f"the thinking blocks of {thinking} earlier assistant turn(s) left out")
+        if files:
+            parts.append(
+                f"the content of {files} file block(s) replaced, inside their <file path=…> tags, by a "
+                "placeholder naming the path and its size"
+            )
         records.append(
             Transformation(
                 kind="context-fold",
@@ -335,6 +426,20 @@ def _clear_results(
     def text_for(fold: ClearFold) -> str:
         return fold.summary or placeholder(names.get(fold.call, "tool"), fold.tokens)
 
+    chars = 0
+    files = {key: fold.tokens for key, fold in wanted.items() if fold.file}
+    if files:
+        message, chars = clear_text_files(message, files, file_placeholder)
+        wanted = {key: fold for key, fold in wanted.items() if not fold.file}
+        if not wanted:
+            return message, chars
+    message, cleared = _clear_result_blocks(api, message, wanted, text_for)
+    return message, chars + cleared
+
+
+def _clear_result_blocks(
+    api: str, message: TelosMessage, wanted: Mapping[str, ClearFold], text_for: Callable[[ClearFold], str]
+) -> tuple[TelosMessage, int]:
     if api == "anthropic":
         blocks, chars = [], 0
         drop_thinking = THINKING_CALL in wanted and not all(_is_thinking(b) for b in message.blocks)

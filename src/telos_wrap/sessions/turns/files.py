@@ -11,20 +11,34 @@ prefix up to it is read as before.
 
 * ``file_slugs(ir)``: the paths of the file blocks in the request's messages, in order;
 * ``apply_file_folds(ir, folds)``: the folds whose slug is such a path applied, with their records.
+
+The context policy folds file blocks too (``sessions/turns/pressure.py``): ``text_files(message)``
+gives the file blocks of a message's text blocks (not those inside a tool result, which the
+policy clears as a result), ``message_paths(message)`` the paths of every file block of a message,
+and ``clear_text_files(message, wanted, text_for)`` replaces the content of the wanted ones inside
+their tags.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from telos_wrap.ir.model import TelosBlock, TelosIR, TelosMessage, Transformation
+from telos_wrap.ir.model import BlockKind, TelosBlock, TelosIR, TelosMessage, Transformation
 from telos_wrap.sessions.durable.records import SlugFold
 from telos_wrap.sessions.durable.state import short_hash
 
-__all__ = ["FILE_BLOCK", "apply_file_folds", "file_key", "file_slugs"]
+__all__ = [
+    "FILE_BLOCK",
+    "apply_file_folds",
+    "clear_text_files",
+    "file_key",
+    "file_slugs",
+    "message_paths",
+    "text_files",
+]
 
 #: A file block: ``<file path="p">…</file>`` (the path quoted with ``"`` or ``'``, or bare).
 FILE_BLOCK = re.compile(
@@ -79,9 +93,77 @@ def file_slugs(ir: TelosIR, start: int = 0) -> tuple[str, ...]:
     return tuple(found)
 
 
+def message_paths(message: TelosMessage) -> tuple[str, ...]:
+    """The paths of the file blocks anywhere in ``message`` (text, tool results, outputs), once each."""
+    found: dict[str, None] = {}
+    for block in message.blocks:
+        for text in _texts(block.payload):
+            if "<file path=" in text:
+                _found(text, found)
+    output = message.extra.get("output")
+    if isinstance(output, str) and "<file path=" in output:
+        _found(output, found)
+    return tuple(found)
+
+
 def _found(text: str, found: dict[str, None]) -> None:
     for match in FILE_BLOCK.finditer(text):
         found.setdefault(_path(match), None)
+
+
+def _text_of(block: TelosBlock) -> str | None:
+    """The text of a text block (``None``: another kind of block, a tool result's among them)."""
+    payload = block.payload
+    if block.kind is not BlockKind.TEXT or not isinstance(payload, Mapping):
+        return None
+    text = payload.get("text")
+    return text if isinstance(text, str) else None
+
+
+def text_files(message: TelosMessage) -> dict[str, int]:
+    """Per path, the characters of content of the file blocks in ``message``'s text blocks (not
+    in a tool result: a Chat Completions ``tool`` message is a result too)."""
+    sizes: dict[str, int] = {}
+    if message.role == "tool":
+        return sizes
+    for block in message.blocks:
+        text = _text_of(block)
+        if text is None or "<file path=" not in text:
+            continue
+        for match in FILE_BLOCK.finditer(text):
+            path = _path(match)
+            sizes[path] = sizes.get(path, 0) + len(match.group(4))
+    return sizes
+
+
+def clear_text_files(
+    message: TelosMessage, wanted: Mapping[str, int], text_for: Callable[[str, int], str]
+) -> tuple[TelosMessage, int]:
+    """``message`` with the content of each file block of its text blocks whose ``file_key`` is in
+    ``wanted`` replaced by ``text_for(path, wanted[key])`` inside the same tag, and the characters
+    removed."""
+    if message.role == "tool":
+        return message, 0
+    removed = 0
+    blocks: list[TelosBlock] = []
+    for block in message.blocks:
+        text = _text_of(block)
+        if text is None or "<file path=" not in text:
+            blocks.append(block)
+            continue
+
+        def swap(match: re.Match[str]) -> str:
+            nonlocal removed
+            key = file_key(_path(match))
+            if key not in wanted:
+                return match.group(0)
+            removed += len(match.group(4))
+            opening = match.group(0)[: match.start(4) - match.start(0)]
+            return f"{opening}{text_for(_path(match), wanted[key])}</file>"
+
+        folded = FILE_BLOCK.sub(swap, text)
+        blocks.append(block.with_payload({**block.payload, "text": folded}) if folded != text else block)
+    return (message.with_blocks(tuple(blocks)) if removed else message), removed
 
 
 def _fold_text(text: str, summaries: Mapping[str, str], counts: dict[str, int]) -> str:

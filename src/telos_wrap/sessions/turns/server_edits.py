@@ -16,7 +16,10 @@ edits and the request and says, with telos' token estimates:
 
 Only while the server edits something now is the frontier marked: below the trigger the edit
 changes nothing and the usual breakpoints read the whole prefix. Edits telos cannot read (an
-unknown type, a malformed value) predict nothing: the request goes out as sent either way.
+unknown type, a malformed value) predict nothing: the request goes out as sent either way. So do
+edits the vendor refuses (``refused(ir)``: ``clear_thinking_20251015`` without extended thinking
+enabled, or not first among several edits; docs/vendor-facts.md §9.2): the vendor answers 400, which
+reaches the caller untouched, and there is no prefix of theirs to mark.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from telos_wrap.ir.canon import canonical_json
 from telos_wrap.ir.model import BlockKind, TelosIR
 from telos_wrap.sessions.turns.clearing import Measured
 
-__all__ = ["ServerEdits", "predict"]
+__all__ = ["ServerEdits", "predict", "refused"]
 
 _TOOL_USES = "clear_tool_uses_20250919"
 _THINKING = "clear_thinking_20251015"
@@ -96,12 +99,28 @@ def _edits(ir: TelosIR) -> Sequence[Mapping[str, Any]]:
     return [e for e in edits if isinstance(e, Mapping)] if isinstance(edits, list) else ()
 
 
+def refused(ir: TelosIR) -> str | None:
+    """Why Anthropic refuses the request's ``context_management`` (``None``: it does not, as far as
+    telos knows): ``clear_thinking_20251015`` needs extended thinking enabled (a ``thinking`` object
+    of a type other than ``"disabled"``) and, with other edits, must come first (§9.2)."""
+    kinds = [edit.get("type") for edit in _edits(ir)]
+    if _THINKING not in kinds:
+        return None
+    thinking = ir.params.get("thinking")
+    if not isinstance(thinking, Mapping) or thinking.get("type") in (None, "disabled"):
+        return f"{_THINKING} without extended thinking enabled"
+    if kinds[0] != _THINKING:
+        return f"{_THINKING} not the first of several edits"
+    return None
+
+
 def predict(ir: TelosIR, measured: Measured) -> ServerEdits | None:
-    """The caller's edits on ``ir`` (Anthropic Messages), or ``None`` when it sets none telos reads."""
+    """The caller's edits on ``ir`` (Anthropic Messages), or ``None`` when it sets none telos reads
+    (or none the vendor accepts: ``refused``)."""
     if ir.api != "anthropic":
         return None
     edits = _edits(ir)
-    if not edits:
+    if not edits or refused(ir) is not None:
         return None
     results = thinking = tokens = 0
     first: list[int] = []
@@ -172,7 +191,7 @@ def _tool_uses(edit: Mapping[str, Any], measured: Measured) -> tuple[int, int, l
     inputs = edit.get("clear_tool_inputs", False)
     if keep is None or at_least is None or not isinstance(excluded, (list, tuple)):
         return None
-    units = measured.units
+    units = measured.results  # the tool results only: thinking and file blocks are no tool uses
     if isinstance(trigger, Mapping) and trigger.get("type") == "tool_uses":
         limit = _value(trigger, None)
         if limit is None:

@@ -270,7 +270,16 @@ class StateHooks(SessionHooks):
         measured = measure(ir)
         window = context_window(str(ir.params.get("model", "")))
         decision = plan_folds(
-            measured.units, measured.total, measured.current, policy, window, {f.key() for f in recorded}
+            measured.units,
+            measured.total,
+            measured.current,
+            policy,
+            window,
+            {f.key() for f in recorded},
+            read=read,
+            write=write,
+            turn=measured.turn,
+            requests=self.state.requests,
         )
         self.decision = decision
         if not decision.fold:
@@ -835,13 +844,15 @@ def _context_folded(brk: CacheBreak, folds: Sequence[ClearFold], ranges: Sequenc
     first = min(fold.message for fold in folds)
     if brk.reason != "history_rewritten" or brk.message is None or brk.message < _wire_index(ranges, first):
         return brk
-    results = sum(1 for fold in folds if not fold.thinking)
-    thinking = len(folds) - results
+    thinking = sum(1 for fold in folds if fold.thinking)
+    files = sum(1 for fold in folds if fold.file)
+    results = len(folds) - thinking - files
     what = " and ".join(
         part
         for part in (
             f"{results} old tool result(s)" if results else "",
             f"the thinking of {thinking} earlier assistant turn(s)" if thinking else "",
+            f"{files} file block(s)" if files else "",
         )
         if part
     )
