@@ -48,6 +48,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from operator import itemgetter
 from typing import Any, Literal
 
 from telos_wrap.engines.anthropic_usage import AnthropicStreamUsage, parse_anthropic_usage
@@ -274,14 +275,14 @@ class AnthropicEngine:
             if "cache_control" in block.extra
         )
         in_messages: list[Breakpoint] = []
-        _, _, m_index = _prefix(summaries, len(summaries))
+        _, _, m_index = summaries[-1] if summaries else _NOTHING
         while m_index >= 0:  # the chain of marked messages, newest first
             blocks = ir.messages[m_index].blocks
             for index in range(len(blocks) - 1, -1, -1):
                 if "cache_control" in blocks[index].extra:
                     ttl = _marker_ttl(blocks[index].extra["cache_control"])
                     in_messages.append(Breakpoint("caller", "messages", m_index, index, ttl))
-            _, _, m_index = _prefix(summaries, m_index)
+            _, _, m_index = summaries[m_index - 1] if m_index > 0 else _NOTHING
         return found + in_messages[::-1]
 
     def _candidates(
@@ -454,7 +455,7 @@ _WIRE_TABLE = "anthropic.wire"
 
 
 #: What planning needs of messages ``0..i`` (a prefix property, so settled entries stay valid):
-#: ``(positions, first_drop, marked)``, read by unpacking ``_prefix``'s answer.
+#: ``(positions, first_drop, marked)``, read by unpacking (``_NOTHING`` before the first message).
 #:
 #: * positions: lookback positions in messages ``0..i`` (a run of tool_use or of tool_result blocks
 #:   in one message counts as one, like the API's lookback);
@@ -469,15 +470,8 @@ _Summary = tuple[int, int, int]
 _NOTHING: _Summary = (0, -1, -1)
 
 
-def _prefix(summaries: list[_Summary], count: int) -> _Summary:
-    """The summary of messages ``0..count-1`` (``_NOTHING`` for none)."""
-    return summaries[count - 1] if count > 0 else _NOTHING
-
-
-def _positions(summary: _Summary) -> int:
-    """A summary's lookback positions."""
-    positions, _, _ = summary
-    return positions
+#: A summary's lookback positions (the key ``_mid_anchors`` bisects the summaries on).
+_positions = itemgetter(0)
 
 
 def _run_ends(blocks: Sequence[TelosBlock], limit: int) -> list[int]:
@@ -497,7 +491,7 @@ def _run_ends(blocks: Sequence[TelosBlock], limit: int) -> list[int]:
 def _summaries(ir: TelosIR, reuse: PrefixTables | None) -> list[_Summary]:
     """One ``_Summary`` per message; the rows ``reuse`` still holds for these messages are reused."""
     table: list[_Summary] = reuse.rows(_PLAN_TABLE, ir.messages) if reuse is not None else []
-    positions, first_drop, marked = _prefix(table, len(table))
+    positions, first_drop, marked = table[-1] if table else _NOTHING
     for m_index in range(len(table), len(ir.messages)):
         blocks = ir.messages[m_index].blocks
         positions += len(_run_ends(blocks, len(blocks)))
@@ -587,7 +581,8 @@ def _mid_anchors(
     x_message, x_block = x_location
 
     def before(m_index: int) -> int:  # positions in the messages before ``m_index``
-        return _positions(_prefix(summaries, m_index))
+        positions, _, _ = summaries[m_index - 1] if m_index > 0 else _NOTHING
+        return positions
 
     x_run_ends = _run_ends(ir.messages[x_message].blocks, x_block)
     positions = before(x_message) + len(x_run_ends)  # positions strictly before BP-X's block
