@@ -147,9 +147,11 @@ class SessionHooks:
     """
 
     def patterns(self, base: SplitPatterns) -> SplitPatterns:
+        """The DROP patterns the lift splits user text with: ``base`` and the session's own."""
         return base
 
     def before_bridge(self, ir: TelosIR) -> TelosIR:
+        """The lifted IR with the session's state applied (ref-pool folds, learned volatile spans)."""
         return ir
 
     def history_memo(self) -> HistoryMemo | None:
