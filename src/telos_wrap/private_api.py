@@ -118,7 +118,7 @@ def parsed_inner_responses(obj: Any) -> list[Any]:
     return found
 
 
-# -- OpenTelemetry API (1.30-1.39) ----------------------------------------------------------------
+# -- OpenTelemetry API (1.30-1.45) ----------------------------------------------------------------
 
 #: Where the OpenTelemetry API keeps the global provider once one is set (``set_*_provider``), by
 #: kind: (module, attribute, environment variable naming a provider). Read directly because
