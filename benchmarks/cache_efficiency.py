@@ -67,9 +67,9 @@ from telos_wrap.replay import (
     AUTO_CACHING,
     TELOS,
     Progress,
+    ReplayedTurn,
     RunResult,
     Strategy,
-    TurnResult,
     patched,
     replay,
 )
@@ -128,7 +128,7 @@ class Cell:
         for turn, base, bound, causal in zip(run.turns, as_sent.turns, bounds, causal_bounds, strict=True):
             if turn.error is not None:  # refused: the caller pays it uncached at its as-sent size
                 self.refused += 1
-                turn = TurnResult(turn.session, turn.turn, raw=base.input)
+                turn = ReplayedTurn(turn.session, turn.turn, raw=base.input)
             self.input += turn.input
             self.read += turn.read
             self.cost += turn.cost(run.prices)

@@ -9,6 +9,7 @@ naming the stage, and tests can inject faults into any stage by name (``_stage_h
 from __future__ import annotations
 
 import contextvars
+import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -130,16 +131,9 @@ class stage:
         raise TelosStageError(self.name, exc) from exc
 
 
-class _Stages(dict[str, stage]):
-    """One ``stage`` per name, made on first use: a stage holds only its name, so one object serves
-    every request and thread (a request enters a dozen stages; no object made per stage)."""
-
-    def __missing__(self, name: str) -> stage:
-        made = self[name] = stage(name)
-        return made
-
-
-_STAGE = _Stages()
+#: ``stage(name)``, one object per name: a stage holds only its name, so one serves every request
+#: and thread (the stage names are the pipeline's and the bridge passes', a fixed set).
+_stage = functools.cache(stage)
 
 _NO_OWN: OwnReferences = MappingProxyType({})
 _NO_FILTERED: Mapping[str, str] = MappingProxyType({})
@@ -153,9 +147,11 @@ class SessionHooks:
     """
 
     def patterns(self, base: SplitPatterns) -> SplitPatterns:
+        """The DROP patterns the lift splits user text with: ``base`` and the session's own."""
         return base
 
     def before_bridge(self, ir: TelosIR) -> TelosIR:
+        """The lifted IR with the session's state applied (ref-pool folds, learned volatile spans)."""
         return ir
 
     def history_memo(self) -> HistoryMemo | None:
@@ -254,12 +250,12 @@ def prepare(
     Raises ``TelosStageError`` if any stage fails; ``body`` itself is never modified.
     """
     hooks = hooks or SessionHooks()
-    with _STAGE["engine"]:
+    with _stage("engine"):
         engine = get_engine(options.engine)
         bridge = _bridge_options(engine, api, body, options.bridge)
         if options.hints.output_filter is not None:  # the call's (or session's) over patch()'s
             bridge = replace(bridge, output_filter=options.hints.output_filter)
-    with _STAGE["lift"]:
+    with _stage("lift"):
         patterns = hooks.patterns(DEFAULT_PATTERNS)
         memo = hooks.history_memo()
         lifted = conversation(api, body) if memo is not None else None
@@ -291,22 +287,22 @@ def prepare(
             settled=settled,
             own=hooks.own_references(),
         )
-    with _STAGE["session.before"]:
+    with _stage("session.before"):
         ir = hooks.before_bridge(ir)
     for name, bridge_pass in passes(bridge, hooks.filtered_outputs()):
-        with _STAGE[name]:
+        with _stage(name):
             ir = bridge_pass(ir)
     tables = memo.tables if memo is not None else None
-    with _STAGE["plan"]:
+    with _stage("plan"):
         plan = engine.plan(
             ir, options.hints, reuse=tables, fork=hooks.fork_point(), final=hooks.final_point()
         )
         if options.count_only:
             plan = replace(plan, extras={})
-    with _STAGE["emit"]:
+    with _stage("emit"):
         wire = engine.emit(ir, plan, reuse=tables)
     if memo is not None and lifted is not None:
-        with _STAGE["history"]:
+        with _stage("history"):
             # The conversation's wire messages come last (OpenAI puts system groups first), and may
             # end with a message telos appended (the OpenAI path's trailing envelope message).
             sent = wire.get("messages")
@@ -318,7 +314,7 @@ def prepare(
             )
             memo.settle(memo_key, raw, ir, latest, tail, hooks.settled_side())
     if options.only_what_pays:
-        with _STAGE["gate"]:
+        with _stage("gate"):
             why = untouched(api, options.engine, body)
         if why is not None:
             return Prepared(

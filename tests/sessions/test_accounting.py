@@ -11,7 +11,7 @@ import pytest
 
 import telos_wrap
 from telos_wrap.engines.prices import DEFAULT_PRICES, PriceMultipliers, prices_for
-from telos_wrap.replay.results import TurnResult
+from telos_wrap.replay.results import ReplayedTurn
 from telos_wrap.replay.results import prices_for as replay_prices
 from telos_wrap.sessions.durable.state import EngineUsage
 from telos_wrap.sessions.views.stats import SessionStats
@@ -43,8 +43,8 @@ def test_gpt_5_6_relative_cost_is_the_docs_rule() -> None:
 @pytest.mark.parametrize("engine", sorted(DEFAULT_PRICES))
 def test_replay_and_stats_price_the_same_traffic_alike(engine: str) -> None:
     turns = [
-        TurnResult("s", 0, raw=5_000, read=0, write=4_000, write_1h=1_000, output=10),
-        TurnResult("s", 1, raw=300, read=8_700, write=400, write_1h=0, output=10),
+        ReplayedTurn("s", 0, raw=5_000, read=0, write=4_000, write_1h=1_000, output=10),
+        ReplayedTurn("s", 1, raw=300, read=8_700, write=400, write_1h=0, output=10),
     ]
     usage = EngineUsage()
     for t in turns:

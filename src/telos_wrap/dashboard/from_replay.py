@@ -13,7 +13,7 @@ from typing import Any
 
 import telos_wrap
 from telos_wrap.dashboard.model import BreakView, ConversationView, Dashboard, RequestPoint
-from telos_wrap.replay.results import RunResult, TurnResult
+from telos_wrap.replay.results import ReplayedTurn, RunResult
 from telos_wrap.replay.runner import AS_SENT, AUTO_CACHING, TELOS, patched, replay
 from telos_wrap.traces import TraceRequest
 
@@ -52,7 +52,7 @@ def from_replay(
     return Dashboard(title, "recording", engine, conversations, native_label(engine))
 
 
-def _turns(run: RunResult, session: str) -> list[TurnResult]:
+def _turns(run: RunResult, session: str) -> list[ReplayedTurn]:
     return [t for t in run.turns if t.session == session]
 
 

@@ -275,14 +275,14 @@ class AnthropicEngine:
             if "cache_control" in block.extra
         )
         in_messages: list[Breakpoint] = []
-        m_index = summaries[-1][_MARKED] if summaries else -1
+        _, _, m_index = summaries[-1] if summaries else _NOTHING
         while m_index >= 0:  # the chain of marked messages, newest first
             blocks = ir.messages[m_index].blocks
             for index in range(len(blocks) - 1, -1, -1):
                 if "cache_control" in blocks[index].extra:
                     ttl = _marker_ttl(blocks[index].extra["cache_control"])
                     in_messages.append(Breakpoint("caller", "messages", m_index, index, ttl))
-            m_index = summaries[m_index - 1][_MARKED] if m_index > 0 else -1
+            _, _, m_index = summaries[m_index - 1] if m_index > 0 else _NOTHING
         return found + in_messages[::-1]
 
     def _candidates(
@@ -442,9 +442,11 @@ class AnthropicEngine:
     def parse_usage(
         self, usage: Mapping[str, Any] | None, *, diagnostics: Mapping[str, Any] | None = None
     ) -> UsageReport | None:
+        """The ``UsageReport`` of a Messages response's ``usage`` (``anthropic_usage.py``)."""
         return parse_anthropic_usage(usage, diagnostics=diagnostics)
 
     def stream_usage(self) -> AnthropicStreamUsage:
+        """A fresh accumulator of a Messages stream's usage (``message_start`` then ``message_delta``)."""
         return AnthropicStreamUsage()
 
 
@@ -453,7 +455,7 @@ _WIRE_TABLE = "anthropic.wire"
 
 
 #: What planning needs of messages ``0..i`` (a prefix property, so settled entries stay valid):
-#: ``(positions, first_drop, marked)``, read with the indices below.
+#: ``(positions, first_drop, marked)``, read by unpacking (``_NOTHING`` before the first message).
 #:
 #: * positions: lookback positions in messages ``0..i`` (a run of tool_use or of tool_result blocks
 #:   in one message counts as one, like the API's lookback);
@@ -461,9 +463,15 @@ _WIRE_TABLE = "anthropic.wire"
 #: * marked: the last message carrying a caller's ``cache_control`` among ``0..i``, or -1.
 #:
 #: A plain tuple, not a NamedTuple: a session keeps one per message, and CPython's collector stops
-#: tracking an exact tuple of ints but never a NamedTuple (docs/sessions.md).
+#: tracking an exact tuple of ints but never a NamedTuple (docs/sessions.md;
+#: tests/sessions/test_gc_footprint.py counts the tracked objects a turn leaves).
 _Summary = tuple[int, int, int]
-_POSITIONS, _FIRST_DROP, _MARKED = 0, 1, 2
+#: The summary of no message at all.
+_NOTHING: _Summary = (0, -1, -1)
+
+
+#: A summary's lookback positions (the key ``_mid_anchors`` bisects the summaries on).
+_positions = itemgetter(0)
 
 
 def _run_ends(blocks: Sequence[TelosBlock], limit: int) -> list[int]:
@@ -483,7 +491,7 @@ def _run_ends(blocks: Sequence[TelosBlock], limit: int) -> list[int]:
 def _summaries(ir: TelosIR, reuse: PrefixTables | None) -> list[_Summary]:
     """One ``_Summary`` per message; the rows ``reuse`` still holds for these messages are reused."""
     table: list[_Summary] = reuse.rows(_PLAN_TABLE, ir.messages) if reuse is not None else []
-    positions, first_drop, marked = table[-1] if table else (0, -1, -1)
+    positions, first_drop, marked = table[-1] if table else _NOTHING
     for m_index in range(len(table), len(ir.messages)):
         blocks = ir.messages[m_index].blocks
         positions += len(_run_ends(blocks, len(blocks)))
@@ -532,7 +540,7 @@ def _last_cacheable_before_drop(ir: TelosIR, summaries: list[_Summary]) -> tuple
     """Where BP-X goes: the last cacheable message block before the first DROP block."""
     if not summaries:
         return None
-    first_drop = summaries[-1][_FIRST_DROP]
+    _, first_drop, _ = summaries[-1]
     if first_drop < 0:
         return _cacheable_at_or_before(ir, len(ir.messages) - 1, len(ir.messages[-1].blocks) - 1)
     blocks = ir.messages[first_drop].blocks
@@ -573,7 +581,8 @@ def _mid_anchors(
     x_message, x_block = x_location
 
     def before(m_index: int) -> int:  # positions in the messages before ``m_index``
-        return summaries[m_index - 1][_POSITIONS] if m_index > 0 else 0
+        positions, _, _ = summaries[m_index - 1] if m_index > 0 else _NOTHING
+        return positions
 
     x_run_ends = _run_ends(ir.messages[x_message].blocks, x_block)
     positions = before(x_message) + len(x_run_ends)  # positions strictly before BP-X's block
@@ -583,7 +592,7 @@ def _mid_anchors(
         if position >= before(x_message):
             m_index, ends = x_message, x_run_ends
         else:
-            m_index = bisect_right(summaries, position, hi=x_message, key=itemgetter(_POSITIONS))
+            m_index = bisect_right(summaries, position, hi=x_message, key=_positions)
             blocks = ir.messages[m_index].blocks
             ends = _run_ends(blocks, len(blocks))
         found = _cacheable_at_or_before(ir, m_index, ends[position - before(m_index)])

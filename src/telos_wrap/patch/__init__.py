@@ -227,13 +227,25 @@ def _wrapper_for(target: Target) -> Callable[..., Any]:
     return target.make(target.sdk)
 
 
+class _Switch:
+    """wrapt's ``enabled=`` callable: lets ``unpatch()`` switch off a wrapper it cannot remove."""
+
+    __slots__ = ("on",)
+
+    def __init__(self) -> None:
+        self.on = True
+
+    def __call__(self) -> bool:
+        return self.on
+
+
 @dataclass(slots=True)
 class _Installed:
     owner: Any  # a class, or a module for a module-level function
     attribute: str
     original: Any
     wrapper: Any
-    enabled: list[bool]
+    switch: _Switch
     #: Another library's wrapt wrapper that ours was installed beneath (see module docstring).
     host: Any = None
 
@@ -258,11 +270,6 @@ def _resolve(target: Target) -> tuple[Any, str, Any] | None:
     if not isinstance(owner, type) or attribute not in vars(owner):
         return None
     return owner, attribute, vars(owner)[attribute]
-
-
-def _flag_reader(flag: list[bool]) -> Callable[[], bool]:
-    """wrapt's ``enabled=`` callable: lets ``unpatch()`` switch off a wrapper it cannot remove."""
-    return lambda: flag[0]
 
 
 class _Keep(enum.Enum):
@@ -394,16 +401,16 @@ def _install(targets: tuple[Target, ...] | list[Target]) -> None:
                 )
                 continue
             owner, attribute, original = resolved
-            flag = [True]
+            switch = _Switch()
             host = original if isinstance(original, wrapt.FunctionWrapper) else None
             if host is not None:  # another library's wrapper: ours goes beneath it
                 original = host.__wrapped__
-            wrapper = wrapt.FunctionWrapper(original, _wrapper_for(target), enabled=_flag_reader(flag))
+            wrapper = wrapt.FunctionWrapper(original, _wrapper_for(target), enabled=switch)
             if host is not None:
                 host.__wrapped__ = wrapper
             else:
                 setattr(owner, attribute, wrapper)
-            _installed[target] = _Installed(owner, attribute, original, wrapper, flag, host)
+            _installed[target] = _Installed(owner, attribute, original, wrapper, switch, host)
         except Exception:  # one broken target never stops the others
             logger.warning("telos_wrap could not patch %s.%s", target.module, target.qualname, exc_info=True)
 
@@ -451,7 +458,7 @@ def _uninstall() -> None:
     """Remove every installed wrapper (call with ``_lock`` held). Never raises."""
     for target, item in list(_installed.items()):
         try:
-            item.enabled[0] = False  # whatever is left of it below passes calls through
+            item.switch.on = False  # whatever is left of it below passes calls through
             current = vars(item.owner).get(item.attribute)
             # OpenTelemetry's unwrap() reads the method through the class, which binds it: what it
             # leaves is a bound wrapper whose parent is ours.

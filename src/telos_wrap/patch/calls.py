@@ -78,12 +78,8 @@ _PENDING_LIMIT = 4096
 
 
 class _Token:
-    """What every ``HintToken`` class is besides the SDKs' ``Omit`` types: the carrier of a token."""
-
-    token: str
-
-    def __init__(self, token: str) -> None:
-        self.token = token
+    """What every ``HintToken`` class is besides the SDKs' ``Omit`` types: a value whose repr says
+    what it is (the token itself rides in the header's name, module docstring)."""
 
     def __repr__(self) -> str:
         return "HintToken(...)"
@@ -171,7 +167,7 @@ def hint_headers(kwargs: dict[str, Any]) -> str | None:
         _pending[token] = payload
         while len(_pending) > _PENDING_LIMIT:
             _pending.popitem(last=False)
-    value = _token_type()(token)
+    value = _token_type()()
     kwargs["extra_headers"] = {
         **(headers if isinstance(headers, Mapping) else {}),
         _HINT_PREFIX + token: value,

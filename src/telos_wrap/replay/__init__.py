@@ -1,7 +1,7 @@
 """Replay recorded agent sessions through the real SDKs and the engine emulator, and compare strategies."""
 
 from telos_wrap.replay.comparison import Comparison, compare, run_demo
-from telos_wrap.replay.results import Prices, RunResult, TurnResult, prices_for
+from telos_wrap.replay.results import Prices, ReplayedTurn, RunResult, prices_for
 from telos_wrap.replay.runner import (
     AS_SENT,
     AUTO_CACHING,
@@ -24,9 +24,9 @@ __all__ = [
     "Comparison",
     "Prices",
     "Progress",
+    "ReplayedTurn",
     "RunResult",
     "Strategy",
-    "TurnResult",
     "compare",
     "create_kwargs",
     "demo_path",

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from telos_wrap.engines.registry import get_engine
-from telos_wrap.replay.results import Prices, RunResult, TurnResult, prices_for
+from telos_wrap.replay.results import Prices, ReplayedTurn, RunResult, prices_for
 from telos_wrap.replay.runner import (
     AS_SENT,
     AUTO_CACHING,
@@ -39,6 +39,8 @@ class Comparison:
     elapsed: float = 0.0
 
     def to_json(self, *, turns: bool) -> dict[str, Any]:
+        """The comparison as plain JSON: per variant and strategy, the run's totals and its saving
+        against the request as sent; ``turns``: each request's usage too."""
         variants: dict[str, Any] = {}
         for variant, runs in self.variants.items():
             out: dict[str, Any] = {}
@@ -69,7 +71,7 @@ def _prices_json(engine: str) -> dict[str, float]:
     return {"read": prices.read, "write": prices.write}
 
 
-def _turn_json(turn: TurnResult, prices: Prices) -> dict[str, Any]:
+def _turn_json(turn: ReplayedTurn, prices: Prices) -> dict[str, Any]:
     data: dict[str, Any] = {
         "session": turn.session,
         "turn": turn.turn,

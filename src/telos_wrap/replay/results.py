@@ -35,7 +35,7 @@ def prices_for(engine: str, model: object = None) -> Prices:
 
 
 @dataclass(frozen=True, slots=True)
-class TurnResult:
+class ReplayedTurn:
     """Usage of one replayed request (all zero, with ``error`` set, when the server refused it)."""
 
     session: str
@@ -68,27 +68,32 @@ class RunResult:
     strategy: str
     engine: str
     prices: Prices
-    turns: list[TurnResult] = field(default_factory=list)
+    turns: list[ReplayedTurn] = field(default_factory=list)
     fallbacks: int = 0
 
     @property
     def input(self) -> int:
+        """Every input token of the run's requests."""
         return sum(t.input for t in self.turns)
 
     @property
     def read(self) -> int:
+        """Input tokens read from the cache, over the run."""
         return sum(t.read for t in self.turns)
 
     @property
     def write(self) -> int:
+        """Input tokens written to the cache (5-minute and 1-hour), over the run."""
         return sum(t.write for t in self.turns)
 
     @property
     def cost(self) -> float:
+        """Input cost of the run in uncached-token units (``ReplayedTurn.cost`` summed)."""
         return sum(t.cost(self.prices) for t in self.turns)
 
     @property
     def errors(self) -> int:
+        """Requests the server refused."""
         return sum(1 for t in self.turns if t.error is not None)
 
     @property

@@ -26,7 +26,7 @@ from telos_wrap.config import PatchConfig, current_config, set_config
 from telos_wrap.emulator import Emulator, ManualClock, emulator_http_client
 from telos_wrap.ir.model import UsageReport
 from telos_wrap.replay.responses import jitter_responses
-from telos_wrap.replay.results import RunResult, TurnResult, prices_for
+from telos_wrap.replay.results import ReplayedTurn, RunResult, prices_for
 from telos_wrap.traces import TraceRequest, jitter, load_trace
 
 #: Engines ``replay --engine`` accepts, and the base URL the OpenAI client uses for each.
@@ -168,11 +168,11 @@ def _turn_gap(turn: int) -> float:
     return 3.0 + (turn * 7919 % 61) / 10
 
 
-def _turn_result(request: TraceRequest, report: UsageReport | None) -> TurnResult:
+def _turn_result(request: TraceRequest, report: UsageReport | None) -> ReplayedTurn:
     if report is None or report.raw_input is None:
-        return TurnResult(request.session, request.turn, reported=False)
+        return ReplayedTurn(request.session, request.turn, reported=False)
     by_ttl = report.cache_write_by_ttl or {}
-    return TurnResult(
+    return ReplayedTurn(
         request.session,
         request.turn,
         raw=report.raw_input,
@@ -298,7 +298,7 @@ def _replay_sessions(
                     status = getattr(exc, "status_code", "?")
                     message = getattr(exc, "message", str(exc))
                     result.turns.append(
-                        TurnResult(request.session, request.turn, error=f"{status}: {message}")
+                        ReplayedTurn(request.session, request.turn, error=f"{status}: {message}")
                     )
                 else:
                     result.turns.append(_turn_result(request, telos_wrap.usage_of(response)))

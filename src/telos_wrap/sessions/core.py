@@ -5,15 +5,16 @@ including calls made in asyncio tasks started inside it — part of session ``ch
 nest: the innermost active one wins and the outer one is back when it exits. ``registry`` creates
 and finds sessions (``session()``, the implicit and named ones).
 
-Every request is one compare-and-set on the session's state (see ``store.py``): load, run the pure
-``run_turn``, write if nobody wrote in between, else redo. Two workers sharing a session through a
-``RedisStore`` therefore never overwrite each other's turn, and every counter stays exact. The
-rooms: ``plans`` (the sans-IO store plans and what this process holds of the state), ``drivers``
-(their sync and async runners against a store), ``turn`` (one request, pure), ``explain`` (what
-``explain`` shows), ``live`` (the process's tables of sessions). This module is the object users
+Every request is one compare-and-set on the session's state (see ``stores/store.py``): load, run
+the pure ``run_turn``, write if nobody wrote in between, else redo. Two workers sharing a session
+through a ``RedisStore`` therefore never overwrite each other's turn, and every counter stays exact.
+The rooms it composes (``sessions/__init__.py`` lists them all): ``sync/plans.py`` (the sans-IO
+store plans and what this process holds of the state), ``sync/drivers.py`` (their sync and async
+runners against a store), ``turns/turn.py`` (one request, pure), ``views/explain.py`` (what
+``explain`` shows), ``live.py`` (the process's tables of sessions). This module is the object users
 and the patch layer call: the context manager, the request path, usage, pins and folds, refresh,
-volatility and the read-only views, each delegating to those rooms, ``steps`` (the pure state
-transitions of its primitives) and ``stats``.
+volatility and the read-only views, each delegating to those rooms, ``turns/steps.py`` (the pure
+state transitions of its primitives) and ``views/stats.py``.
 
 Why one module, over 500 lines: it is one object's public surface (about 30 methods the patch
 layer and users call, sync and async twins, each with the docstring docs/sessions.md relies on);

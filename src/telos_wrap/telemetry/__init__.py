@@ -35,7 +35,7 @@ logger = logging.getLogger("telos_wrap")
 #: Providers given to ``configure`` (``None``: the global ones).
 _given: dict[str, Any] = {"tracer": None, "meter": None}
 #: Set once a provider was seen: the API allows no way back to none (``set_*_provider`` is once only).
-_seen = [False]
+_seen = False
 #: The stages that failed open in this context since the last call's ``begin`` (for its span).
 _failures: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("telos_wrap_failures", default=())
 
@@ -48,18 +48,20 @@ def configure(*, tracer_provider: Any = None, meter_provider: Any = None) -> Non
     spans to add to (its own span, when there is none, goes there too) — or a meter provider of
     your own. ``reset()`` forgets them.
     """
+    global _seen
     _given["tracer"] = tracer_provider
     _given["meter"] = meter_provider
-    _seen[0] = False
+    _seen = False
     if tracer_provider is not None or meter_provider is not None:
         _activate()
 
 
 def reset() -> None:
     """Forget ``configure``'s providers and the instruments made on them (tests)."""
+    global _seen
     _given["tracer"] = None
     _given["meter"] = None
-    _seen[0] = False
+    _seen = False
     if _listener in FAILURE_LISTENERS:
         FAILURE_LISTENERS.remove(_listener)
     if "telos_wrap.telemetry.otel" in sys.modules:
@@ -69,7 +71,6 @@ def reset() -> None:
 #: Where the OpenTelemetry API keeps the global providers (``private_api``).
 _SLOTS = OTEL_PROVIDER_SLOTS
 _MISSING = object()
-(_TRACE_MODULE, _TRACE_SLOT, _), (_METER_MODULE, _METER_SLOT, _) = _SLOTS["tracer"], _SLOTS["meter"]
 #: Whether the environment names a provider (read once: ``in os.environ`` costs ~6 us here).
 _named: dict[str, bool] = {}
 
@@ -98,28 +99,19 @@ def _providers() -> tuple[Any, Any]:
 
 
 def enabled() -> bool:
-    """Whether a tracer or meter provider is configured (global, or given to ``configure``)."""
-    if _seen[0]:
+    """Whether a tracer or meter provider is configured (global, or given to ``configure``).
+
+    The one check every request makes (``begin``): in the common case, nothing set and nothing
+    named, it is a few dict look-ups per signal, and OpenTelemetry is never imported."""
+    if _seen:
         return True
     if _given["tracer"] is None and _given["meter"] is None and _unset("tracer") and _unset("meter"):
-        return False  # the common case: nothing set, nothing named (a few look-ups per signal)
+        return False
     tracer, meter = _providers()
     if tracer is None and meter is None:
         return False
     _activate()
     return True
-
-
-def _quiet() -> bool:
-    """``_unset`` of both signals in one call (``begin``'s check on every request)."""
-    modules = sys.modules
-    trace, metrics = modules.get(_TRACE_MODULE), modules.get(_METER_MODULE)
-    return (
-        trace is None or (trace.__dict__.get(_TRACE_SLOT, _MISSING) is None and _named.get("tracer") is False)
-    ) and (
-        metrics is None
-        or (metrics.__dict__.get(_METER_SLOT, _MISSING) is None and _named.get("meter") is False)
-    )
 
 
 def _unset(kind: str) -> bool:
@@ -131,7 +123,8 @@ def _unset(kind: str) -> bool:
 
 
 def _activate() -> None:
-    _seen[0] = True
+    global _seen
+    _seen = True
     if _listener not in FAILURE_LISTENERS:
         FAILURE_LISTENERS.append(_listener)
     tracer, _ = _providers()
@@ -166,8 +159,6 @@ def begin(ctx: Any, options: Any, client: Any = None) -> CallTelemetry | None:
     """Start the telemetry of the call whose request telos just prepared (``ctx``: its
     ``CallContext``; ``options``: the SDK's request options as the caller built them; ``client``:
     the SDK client sending it). ``None``, at the cost of one check, when no provider is configured."""
-    if not _seen[0] and _given["tracer"] is None and _given["meter"] is None and _quiet():
-        return None  # ``enabled()``'s common case, without its calls: this runs on every request
     if not enabled():
         return None
     failed = _failures.get()
