@@ -279,39 +279,20 @@ def folds_of(
     """The records of ``decision``'s folds (positions and digests; the summaries the caller wrote)."""
     folds = []
     for unit in decision.fold:
-        if unit.file:
-            folds.append(
-                ClearFold(
-                    message=unit.message,
-                    call=unit.call,
-                    digest=hashes[unit.message],
-                    tokens=unit.tokens + _PLACEHOLDER_TOKENS,
-                    at=at,
-                )
-            )
-            continue
-        if unit.call == THINKING_CALL:
-            folds.append(
-                ClearFold(
-                    message=unit.message,
-                    call=THINKING_CALL,
-                    digest=hashes[unit.message],
-                    tokens=unit.tokens,
-                    at=at,
-                )
-            )
-            continue
-        use = measured.uses.get(unit.call, -1) if clear_inputs else -1
+        # A tool result: its placeholder (or the caller's summary), its call's input with
+        # clear_inputs. A file block: its placeholder. Thinking: removed whole, no placeholder.
+        result = not unit.file and unit.call != THINKING_CALL
+        use = measured.uses.get(unit.call, -1) if result and clear_inputs else -1
         folds.append(
             ClearFold(
                 message=unit.message,
                 call=unit.call,
                 digest=hashes[unit.message],
-                tokens=unit.tokens + _PLACEHOLDER_TOKENS,
+                tokens=unit.tokens + (0 if unit.call == THINKING_CALL else _PLACEHOLDER_TOKENS),
                 at=at,
                 use_message=use,
                 use_digest=hashes[use] if use >= 0 else "",
-                summary=(summaries or {}).get(unit.key(), ""),
+                summary=(summaries or {}).get(unit.key(), "") if result else "",
             )
         )
     return tuple(folds)

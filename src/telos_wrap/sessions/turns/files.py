@@ -72,38 +72,36 @@ def file_slugs(ir: TelosIR, start: int = 0) -> tuple[str, ...]:
     """The paths of the file blocks in ``ir``'s messages from ``start`` on, each once, in order."""
     found: dict[str, None] = {}
     for message in ir.messages[start:]:
-        for block in message.blocks:
-            payload = block.payload
-            # The common block, a text, without a generator (this runs on every request).
-            if isinstance(payload, Mapping):
-                text = payload.get("text")
-                simple = isinstance(text, str) and "content" not in payload and "output" not in payload
-            else:
-                text, simple = payload, isinstance(payload, str)
-            if simple and isinstance(text, str):
-                if "<file path=" in text:
-                    _found(text, found)
-                continue
-            for text in _texts(payload):
-                if "<file path=" in text:
-                    _found(text, found)
-        output = message.extra.get("output")
-        if isinstance(output, str) and "<file path=" in output:
-            _found(output, found)
+        _message_paths(message, found)
     return tuple(found)
 
 
 def message_paths(message: TelosMessage) -> tuple[str, ...]:
     """The paths of the file blocks anywhere in ``message`` (text, tool results, outputs), once each."""
     found: dict[str, None] = {}
+    _message_paths(message, found)
+    return tuple(found)
+
+
+def _message_paths(message: TelosMessage, found: dict[str, None]) -> None:
     for block in message.blocks:
-        for text in _texts(block.payload):
+        payload = block.payload
+        # The common block, a text, without a generator (this runs on every request).
+        if isinstance(payload, Mapping):
+            text = payload.get("text")
+            simple = isinstance(text, str) and "content" not in payload and "output" not in payload
+        else:
+            text, simple = payload, isinstance(payload, str)
+        if simple and isinstance(text, str):
+            if "<file path=" in text:
+                _found(text, found)
+            continue
+        for text in _texts(payload):
             if "<file path=" in text:
                 _found(text, found)
     output = message.extra.get("output")
     if isinstance(output, str) and "<file path=" in output:
         _found(output, found)
-    return tuple(found)
 
 
 def _found(text: str, found: dict[str, None]) -> None:
