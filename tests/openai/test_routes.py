@@ -16,8 +16,8 @@ from telos_wrap.emulator import Emulator, serve
 from telos_wrap.emulator.flavour_router import chat_to_messages
 from telos_wrap.engines.registry import engine_names
 from telos_wrap.ir.hints import TelosHints
-from telos_wrap.patch.routing import resolve_openai_engine
 from telos_wrap.lift.user_split import SplitPatterns
+from telos_wrap.patch.routing import resolve_openai_engine
 from telos_wrap.pipeline import PrepareOptions, SessionHooks, prepare
 
 SYSTEM = "You are a careful agent.\n" + "".join(

@@ -43,8 +43,8 @@ __all__ = [
     "Span",
     "SplitPatterns",
     "TextSplit",
-    "to_the_second",
     "split_text",
+    "to_the_second",
 ]
 
 
@@ -150,8 +150,9 @@ class SplitPatterns:
     #: ``drop_scope="system"``).
     system_drop: tuple[Pattern, ...] = ()
     #: System text only: a ``Current time: …`` line to the second that ends the system segment stays
-    #: in place (the lifters pass ``split_text(ends_system=True)`` for the segment's last text). A session sets it
-    #: where its engine reads an unanchored prefix and the line has not changed (docs/sessions.md).
+    #: in place (the lifters pass ``split_text(ends_system=True)`` for the segment's last text). A
+    #: session sets it where its engine reads any prefix without anchors (docs/sessions.md, *A clock
+    #: that ends the system prompt*); once the line changed, a learned span cuts it.
     clock_in_place: bool = False
     #: The hash, computed once: the patterns are part of memo keys looked up several times per
     #: request, and a compiled pattern hashes its whole program every time.
@@ -335,7 +336,11 @@ def _matches(text: str, patterns: SplitPatterns, with_fold: bool) -> list[tuple[
 
 
 def split_text(
-    text: str, patterns: SplitPatterns = DEFAULT_PATTERNS, *, with_fold: bool = True, ends_system: bool = False
+    text: str,
+    patterns: SplitPatterns = DEFAULT_PATTERNS,
+    *,
+    with_fold: bool = True,
+    ends_system: bool = False,
 ) -> TextSplit:
     """Split ``text`` into banded spans (PIN for everything no pattern matched).
 
