@@ -504,29 +504,21 @@ def present_spans(
     then learned as a value (docs/sessions.md, *A clock that ends the system prompt*).
     """
     spans: list[VolatileSpan] = []
-    final = _final_clock(view) if clock_in_place else None
     for block, text in enumerate(view):
         if text is not None and not text.startswith("\x00"):
-            spans.extend(
-                replace(span, learned_at=index)
-                for span in _present_memo((text, block, key))
-                if (span.block, span.line) != final
-            )
+            found = _present_memo((text, block, key))
+            if found and clock_in_place and block == len(view) - 1:
+                final = _final_clock(text)
+                found = tuple(span for span in found if span.line != final)
+            spans.extend(replace(span, learned_at=index) for span in found)
     return tuple(spans)
 
 
-def _final_clock(view: Sequence[str | None]) -> tuple[int, int] | None:
-    """``(block, line)`` of the segment's last non-blank line when it holds a time to the second."""
-    if not view:
-        return None
-    text = view[-1]
-    if text is None or text.startswith("\x00"):
-        return None
-    lines = text.split("\n")
-    for number in range(len(lines) - 1, -1, -1):
-        if lines[number].strip():
-            return (len(view) - 1, number) if to_the_second(lines[number]) else None
-    return None
+def _final_clock(text: str) -> int | None:
+    """The number of ``text``'s last non-blank line when it holds a time to the second, else ``None``."""
+    body = text.rstrip()
+    start = body.rfind("\n") + 1
+    return body.count("\n") if body and to_the_second(body[start:]) else None
 
 
 def _present_spans_keyed(key: tuple[str, int, bytes]) -> tuple[VolatileSpan, ...]:
