@@ -152,3 +152,21 @@ def test_learning_off_moves_it_on_sight(
     with telos_wrap.session("learning-off", clock=clock.now, learn_volatility=False):
         _chat(gpt, lambda turn: f"{RULES_TEXT}Current time: {_stamp(turn)}", 2)
     assert all("Current time" not in texts[0] for texts in _systems(transport))
+
+
+def test_responses_instructions_keep_a_final_clock_until_it_changes(
+    gpt: openai.OpenAI, transport: RecordingTransport, clock: ManualClock
+) -> None:
+    """The Responses API: ``instructions`` is the system segment; the same rule."""
+    with telos_wrap.session("responses", clock=clock.now):
+        for turn in range(3):
+            stamp = _stamp(2) if turn < 2 else _stamp(3)
+            gpt.responses.create(
+                model="gpt-4.1",
+                instructions=f"{RULES_TEXT}Current time: {stamp}",
+                input=[{"role": "user", "content": f"Question {turn}: " + "details " * 40}],
+            )
+    bodies = _bodies(transport)
+    assert [body["instructions"] for body in bodies[:2]] == [f"{RULES_TEXT}Current time: {_stamp(2)}"] * 2
+    assert bodies[2]["instructions"] == RULES_TEXT  # changed at request 2: moved from then on
+    assert f"Current time: {_stamp(3)}" in json.dumps(bodies[2]["input"][-1])
