@@ -643,7 +643,9 @@ def main(argv: list[str] | None = None) -> int:
     apps = QUICK_APPS if args.quick else APPS
     if args.apps:
         wanted = set(args.apps.split(","))
-        apps = {name: app for name, app in {**APPS, **QUICK_APPS}.items() if name in wanted}
+        # The full run's styles (``--styles`` narrows them); the quick run's only for a --quick run.
+        known = {**APPS, **QUICK_APPS} if args.quick else {**QUICK_APPS, **APPS}
+        apps = {name: app for name, app in known.items() if name in wanted}
     count = QUICK_CONVERSATIONS if args.quick else args.conversations
     rows: list[Row] = []
     with patched():

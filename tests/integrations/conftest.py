@@ -62,8 +62,7 @@ def before_after(record_property: Any) -> Callable[..., tuple[Run, Run]]:
     The emulator's model calls the tools of ``script`` (:data:`agent_kit.SCRIPT`; the newer frameworks
     :data:`agent_kit.FEW_CALLS`), then answers :data:`agent_kit.FINAL_TEXT`, unless a ``replier`` of
     the test's own answers instead. ``requests``: the model requests of each run (by default the
-    script's calls and the answer; ``None``: as many as the run without ``patch()`` sent).
-    ``present_kept``: see :func:`agent_kit.check` (the one known case where telos may read less)."""
+    script's calls and the answer; ``None``: as many as the run without ``patch()`` sent)."""
 
     def run(
         name: str,
@@ -74,7 +73,6 @@ def before_after(record_property: Any) -> Callable[..., tuple[Run, Run]]:
         script: Sequence[ToolCall] = SCRIPT,
         replier: Replier | None = None,
         requests: int | None = _SCRIPTED,
-        present_kept: bool = False,
     ) -> tuple[Run, Run]:
         if requests is _SCRIPTED:
             requests = len(script) + 1
@@ -86,7 +84,6 @@ def before_after(record_property: Any) -> Callable[..., tuple[Run, Run]]:
             plain,
             patched,
             requests=len(plain.emulator.requests) if requests is None else requests,
-            present_kept=present_kept,
         )
         return plain, patched
 

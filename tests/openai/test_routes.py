@@ -16,8 +16,9 @@ from telos_wrap.emulator import Emulator, serve
 from telos_wrap.emulator.flavour_router import chat_to_messages
 from telos_wrap.engines.registry import engine_names
 from telos_wrap.ir.hints import TelosHints
+from telos_wrap.lift.user_split import SplitPatterns
 from telos_wrap.patch.routing import resolve_openai_engine
-from telos_wrap.pipeline import PrepareOptions, prepare
+from telos_wrap.pipeline import PrepareOptions, SessionHooks, prepare
 
 SYSTEM = "You are a careful agent.\n" + "".join(
     f"Rule {i}: keep replies short and cite files.\n" for i in range(150)
@@ -119,8 +120,17 @@ def test_callers_own_markers_count_and_are_kept() -> None:
     assert [_markers(sent["messages"][i]) for i in (1, 3, 5, 7)] == [[".content[0]"]] * 4
 
 
+class _ClockInPlace(SessionHooks):
+    """A session's first request on an engine that reads any prefix: the final clock stays."""
+
+    def patterns(self, base: SplitPatterns) -> SplitPatterns:
+        return base.with_clock_in_place()
+
+
 def test_unknown_route_goes_out_as_today() -> None:
-    """A Claude model behind an unknown host: the generic engine, byte for byte what it sent before."""
+    """A Claude model behind an unknown host: the generic engine, byte for byte what it prepares for a
+    session's first request (where its cache reads any prefix, a final clock to the second stays in
+    place until it changes: docs/sessions.md, *A clock that ends the system prompt*)."""
     emulator = Emulator(default_openai_flavour="litellm")
     body = _body("claude-sonnet-4-5", turns=2)
     with serve(emulator) as url:
@@ -132,8 +142,11 @@ def test_unknown_route_goes_out_as_today() -> None:
         finally:
             telos_wrap.unpatch()
     (sent,) = emulator.requests
-    generic = prepare("openai_chat", body, PrepareOptions(engine="generic", only_what_pays=True)).body
+    generic = prepare(
+        "openai_chat", body, PrepareOptions(engine="generic", only_what_pays=True), _ClockInPlace()
+    ).body
     assert sent.body == json.loads(json.dumps(generic))
+    assert "Current time" in sent.body["messages"][0]["content"]
     assert _markers(sent.body) == []
 
 

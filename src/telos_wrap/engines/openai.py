@@ -114,6 +114,11 @@ class OpenAIEngine(OpenAICompatEngine):
     )
     stream_options_accepted = True
 
+    def places_breakpoints(self, model: object) -> bool:
+        """Whether requests to ``model`` carry telos' explicit breakpoints (gpt-5.6 and later): the
+        cache then reads at those anchors, not at any token prefix (``supports_breakpoints``)."""
+        return supports_breakpoints(model)
+
     def plan(
         self,
         ir: TelosIR,

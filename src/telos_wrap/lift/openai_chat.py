@@ -123,10 +123,16 @@ def _split_part(
     plain_band: Band,
     tag: str,
     extra: Mapping[str, Any],
+    ends_system: bool = False,
 ) -> list[TelosBlock]:
-    """Split a text part into PIN / FOLD / DROP pieces; the caller's marker stays on the last non-DROP."""
+    """Split a text part into PIN / FOLD / DROP pieces; the caller's marker stays on the last non-DROP.
+
+    ``ends_system``: the part is the system segment's last (a final clock may stay in place:
+    ``SplitPatterns.clock_in_place``)."""
     text = _plain_text(part.payload)
-    split = split_text(text, patterns, with_fold=with_fold) if text is not None else None
+    split = (
+        split_text(text, patterns, with_fold=with_fold, ends_system=ends_system) if text is not None else None
+    )
     if split is None or split.is_plain:
         return [
             TelosBlock(
@@ -201,7 +207,8 @@ class _SystemLifter:
             return self.blocks
         return own_stubs_only(self.blocks, self.own_stubs, self.own_entries)
 
-    def lift(self, index: int, message: Mapping[str, Any]) -> None:
+    def lift(self, index: int, message: Mapping[str, Any], *, last: bool = False) -> None:
+        """Lift system message ``index``; ``last``: it ends the system segment."""
         parsed = _content_parts(message.get("content"))
         assert parsed is not None  # leading_system_count only admits str / list content
         form, raw_parts = parsed
@@ -243,6 +250,7 @@ class _SystemLifter:
                 plain_band=Band.PIN,
                 tag="system",
                 extra=origin,
+                ends_system=last and position == len(raw_parts) - 1,
             ):
                 self.blocks.append(self._maybe_pool(piece, slug))
 
@@ -397,7 +405,7 @@ def lift_openai_chat(
     check_chat(body, leading + len(settled), leading)
     system = _SystemLifter(patterns, refpool_threshold, own)
     for index in range(leading):
-        system.lift(index, wire[index])
+        system.lift(index, wire[index], last=index == leading - 1)
     first = leading + len(settled)  # settled messages were checked on the turn they were fresh
     messages = tuple(settled) + tuple(
         _lift_message(index, wire[index], patterns.for_messages()) for index in range(first, len(wire))

@@ -171,10 +171,16 @@ def _split(
     patterns: SplitPatterns,
     with_fold: bool,
     tag: str,
+    ends_system: bool = False,
 ) -> list[TelosBlock]:
-    """PIN / FOLD / DROP pieces of a plain input_text part (a caller marker stays on the last non-DROP)."""
+    """PIN / FOLD / DROP pieces of a plain input_text part (a caller marker stays on the last non-DROP).
+
+    ``ends_system``: the text is ``instructions`` (a final clock may stay in place:
+    ``SplitPatterns.clock_in_place``)."""
     text = _plain_input_text(payload)
-    split = split_text(text, patterns, with_fold=with_fold) if text is not None else None
+    split = (
+        split_text(text, patterns, with_fold=with_fold, ends_system=ends_system) if text is not None else None
+    )
     if split is None or split.is_plain:
         return [
             TelosBlock(
@@ -211,6 +217,7 @@ def _lift_instructions(text: str, patterns: SplitPatterns) -> tuple[TelosBlock, 
             patterns=patterns,
             with_fold=False,
             tag="system",
+            ends_system=True,
         )
     )
 

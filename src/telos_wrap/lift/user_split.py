@@ -15,6 +15,11 @@ Scopes: ``drop`` patterns apply to every text (system and messages); ``system_dr
 ``layers`` a session learned apply to system text only (``for_messages`` leaves them out), so a
 pattern meant for the system prompt never edits what the user wrote.
 
+A clock that ends the system prompt (``SplitPatterns.clock_in_place``, set by a session): a
+``Current time: …`` line to the second that ends the system segment stays where it is, PIN
+(``split_text(ends_system=True)``), while it has not changed; the session learns it at its first change
+(docs/sessions.md, *A clock that ends the system prompt*).
+
 Moved text (``TextSplit.moved``): the DROP pieces of one text joined in order, each on lines of its
 own, a piece cut by a learned layer preceded by the heading line(s) it sat under
 (``text_units.context_of``): ``git status:`` travels with its counts.
@@ -33,7 +38,14 @@ from telos_wrap.ir.model import Band
 from telos_wrap.ir.shared import BoundedMemo, share, shared_texts
 from telos_wrap.lift.text_units import context_of
 
-__all__ = ["DEFAULT_PATTERNS", "Span", "SplitPatterns", "TextSplit", "split_text"]
+__all__ = [
+    "DEFAULT_PATTERNS",
+    "Span",
+    "SplitPatterns",
+    "TextSplit",
+    "split_text",
+    "to_the_second",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +149,11 @@ class SplitPatterns:
     #: DROP patterns for system text only (``telos_hint`` ``drop_patterns`` with the default
     #: ``drop_scope="system"``).
     system_drop: tuple[Pattern, ...] = ()
+    #: System text only: a ``Current time: …`` line to the second that ends the system segment stays
+    #: in place (the lifters pass ``split_text(ends_system=True)`` for the segment's last text). A
+    #: session sets it where its engine reads any prefix without anchors (docs/sessions.md, *A clock
+    #: that ends the system prompt*); once the line changed, a learned span cuts it.
+    clock_in_place: bool = False
     #: The hash, computed once: the patterns are part of memo keys looked up several times per
     #: request, and a compiled pattern hashes its whole program every time.
     _hash: int = field(default=0, init=False, repr=False, compare=False)
@@ -144,7 +161,7 @@ class SplitPatterns:
     def __hash__(self) -> int:
         cached = self._hash
         if not cached:
-            cached = hash((self.drop, self.fold, self.layers, self.system_drop)) or 1
+            cached = hash((self.drop, self.fold, self.layers, self.system_drop, self.clock_in_place)) or 1
             object.__setattr__(self, "_hash", cached)
         return cached
 
@@ -160,14 +177,23 @@ class SplitPatterns:
             fold=self.fold + _compile_all(fold),
             layers=self.layers,
             system_drop=self.system_drop + _compile_all(system_drop),
+            clock_in_place=self.clock_in_place,
         )
 
     def layered(self, layers: Iterable[Iterable[str | Pattern]]) -> SplitPatterns:
         """A copy with more DROP layers (see ``layers``), applied after the existing ones."""
         added = tuple(layer for layer in (_compile_all(items) for items in layers) if layer)
         return SplitPatterns(
-            drop=self.drop, fold=self.fold, layers=self.layers + added, system_drop=self.system_drop
+            drop=self.drop,
+            fold=self.fold,
+            layers=self.layers + added,
+            system_drop=self.system_drop,
+            clock_in_place=self.clock_in_place,
         )
+
+    def with_clock_in_place(self) -> SplitPatterns:
+        """A copy whose system segment keeps a final clock line in place (``clock_in_place``)."""
+        return self if self.clock_in_place else _with_clock(self)
 
     def for_messages(self) -> SplitPatterns:
         """The patterns for message text: without the system-only ones and the learned layers."""
@@ -176,9 +202,14 @@ class SplitPatterns:
 
 @functools.lru_cache(maxsize=64)
 def _for_messages(patterns: SplitPatterns) -> SplitPatterns:
-    if not patterns.layers and not patterns.system_drop:
+    if not patterns.layers and not patterns.system_drop and not patterns.clock_in_place:
         return patterns
     return SplitPatterns(drop=patterns.drop, fold=patterns.fold)
+
+
+@functools.lru_cache(maxsize=64)
+def _with_clock(patterns: SplitPatterns) -> SplitPatterns:
+    return replace(patterns, clock_in_place=True)
 
 
 def _compile_all(items: Iterable[str | Pattern]) -> tuple[Pattern, ...]:
@@ -197,6 +228,31 @@ DEFAULT_PATTERNS = SplitPatterns(
     ),
     fold=(_tag("prev"),),
 )
+
+#: A ``Current time: …`` line (the default clock envelope) and a time of day to the second in it.
+_CLOCK_LINE = re.compile(r"\s*Current time:[^\n]*\s*")
+_SECONDS = re.compile(r"(?<![\d:])\d{1,2}:\d{2}:\d{2}(?![\d:])")
+
+
+def to_the_second(text: str) -> bool:
+    """Whether ``text`` holds a time of day to the second (``10:02:07``, ``10:02:07.123``).
+
+    A clock rendered for each request at that resolution changes by the next request (a model turn
+    takes longer than a second), so one that comes back unchanged was rendered once for the run."""
+    return _SECONDS.search(text) is not None
+
+
+def _clock_kept(spans: tuple[Span, ...]) -> tuple[Span, ...]:
+    """``spans`` (a flat split) with a final ``Current time: …`` envelope back in place (PIN).
+
+    Only the last piece, a default clock line to the second that nothing but whitespace follows
+    (``SplitPatterns.clock_in_place``, for the system segment's last text, before learned layers)."""
+    if not spans or spans[-1].band is not Band.DROP:
+        return spans
+    last = spans[-1].text
+    if _CLOCK_LINE.fullmatch(last) is None or not to_the_second(last):
+        return spans
+    return (*spans[:-1], Span(Band.PIN, last))
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,17 +335,25 @@ def _matches(text: str, patterns: SplitPatterns, with_fold: bool) -> list[tuple[
     return chosen
 
 
-def split_text(text: str, patterns: SplitPatterns = DEFAULT_PATTERNS, *, with_fold: bool = True) -> TextSplit:
+def split_text(
+    text: str,
+    patterns: SplitPatterns = DEFAULT_PATTERNS,
+    *,
+    with_fold: bool = True,
+    ends_system: bool = False,
+) -> TextSplit:
     """Split ``text`` into banded spans (PIN for everything no pattern matched).
 
     ``with_fold=False`` looks for DROP envelopes only (used for system text, where ``<prev>`` has no
-    meaning). Results are memoized by the text itself (content-addressed: a string changed in place
-    between turns is a different key), so history already split on an earlier turn costs a lookup.
+    meaning). ``ends_system``: ``text`` is the system segment's last (with
+    ``patterns.clock_in_place``, a final clock line stays in place). Results are memoized by the text
+    itself (content-addressed: a string changed in place between turns is a different key), so
+    history already split on an earlier turn costs a lookup.
     """
-    key = (hash(text), len(text), patterns, with_fold)
+    key = (hash(text), len(text), patterns, with_fold, ends_system and patterns.clock_in_place)
     found = _split_memo(key, text)
     if found.spans and "".join([span.text for span in found.spans]) != text:
-        return _split(text, patterns, with_fold)  # another text with the same hash: not memoized
+        return _split(text, patterns, with_fold, key[4])  # another text with the same hash: not memoized
     return found
 
 
@@ -307,8 +371,8 @@ _SPLIT_MEMO_SIZE = 1024
 _SPLIT_MEMO_BYTES = 8 << 20
 
 
-def _split_keyed(key: tuple[int, int, SplitPatterns, bool], text: str) -> TextSplit:
-    split = _split(text, key[2], key[3])
+def _split_keyed(key: tuple[int, int, SplitPatterns, bool, bool], text: str) -> TextSplit:
+    split = _split(text, key[2], key[3], key[4])
     if key[3] or not split.spans:
         return split
     return TextSplit(spans=tuple(replace(span, text=share(span.text)) for span in split.spans))
@@ -320,15 +384,17 @@ def _split_size(key: object, split: TextSplit) -> int:
     )
 
 
-_split_memo: BoundedMemo[tuple[int, int, SplitPatterns, bool], TextSplit] = BoundedMemo(
+_split_memo: BoundedMemo[tuple[int, int, SplitPatterns, bool, bool], TextSplit] = BoundedMemo(
     _split_keyed, max_entries=_SPLIT_MEMO_SIZE, max_bytes=_SPLIT_MEMO_BYTES, sizer=_split_size
 )
 
 
-def _split(text: str, patterns: SplitPatterns, with_fold: bool) -> TextSplit:
+def _split(text: str, patterns: SplitPatterns, with_fold: bool, keep_clock: bool = False) -> TextSplit:
     if not text:
         return TextSplit(spans=())
     spans = _split_flat(text, patterns, with_fold)
+    if keep_clock:
+        spans = _clock_kept(spans)
     for layer in patterns.layers:
         spans = _cut_layer(spans, layer)
     return TextSplit(spans=spans)

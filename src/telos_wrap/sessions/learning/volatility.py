@@ -68,7 +68,7 @@ from telos_wrap.ir.model import Band, BlockKind, TelosIR
 from telos_wrap.ir.refpool import entry_payload_text, parse_rendered
 from telos_wrap.ir.shared import BoundedMemo, share, shared_texts
 from telos_wrap.lift.text_units import regions, unit_of
-from telos_wrap.lift.user_split import SplitPatterns, split_text
+from telos_wrap.lift.user_split import SplitPatterns, split_text, to_the_second
 from telos_wrap.sessions.durable.records import MAX_LEARNED, SpanKind, VolatileSpan
 from telos_wrap.sessions.learning.digests import (
     EDGE_AFTER,
@@ -490,7 +490,7 @@ def _present_line(line: str) -> bool:
 
 
 def present_spans(
-    view: Sequence[str | None], index: int, key: bytes = SHARED_KEY
+    view: Sequence[str | None], index: int, key: bytes = SHARED_KEY, *, clock_in_place: bool = False
 ) -> tuple[VolatileSpan, ...]:
     """``present`` spans for every whole line of the system segment that states the present.
 
@@ -498,12 +498,27 @@ def present_spans(
     10:02``: learned on sight (from the first request on) instead of costing the cache break of
     their first change. Any other value, a time of day included, stays where the caller wrote it
     until it is seen to change. A line inside a structure (a JSON block, a table...) is not taken.
+
+    ``clock_in_place``: the engine reads any token prefix (no anchors): a line with a time to the
+    second that ends the segment is not taken on sight; it stays in place until it changes, and is
+    then learned as a value (docs/sessions.md, *A clock that ends the system prompt*).
     """
     spans: list[VolatileSpan] = []
     for block, text in enumerate(view):
         if text is not None and not text.startswith("\x00"):
-            spans.extend(replace(span, learned_at=index) for span in _present_memo((text, block, key)))
+            found = _present_memo((text, block, key))
+            if found and clock_in_place and block == len(view) - 1:
+                final = _final_clock(text)
+                found = tuple(span for span in found if span.line != final)
+            spans.extend(replace(span, learned_at=index) for span in found)
     return tuple(spans)
+
+
+def _final_clock(text: str) -> int | None:
+    """The number of ``text``'s last non-blank line when it holds a time to the second, else ``None``."""
+    body = text.rstrip()
+    start = body.rfind("\n") + 1
+    return body.count("\n") if body and to_the_second(body[start:]) else None
 
 
 def _present_spans_keyed(key: tuple[str, int, bytes]) -> tuple[VolatileSpan, ...]:

@@ -97,8 +97,12 @@ class StateHooks(SessionHooks):
         last: bool = False,
         pressure: Pressure | None = None,
         key: bytes = SHARED_KEY,
+        clock_in_place: bool = False,
     ) -> None:
         self.state = state
+        #: A clock to the second that ends the system segment stays in place until it changes
+        #: (``SplitPatterns.clock_in_place``; ``clock_stays``).
+        self.clock_in_place = clock_in_place
         #: The context policy and the engine's read / write multipliers (``None``: no policy).
         self.pressure = pressure
         #: The folds the context policy decided for this request, and its decision.
@@ -189,6 +193,8 @@ class StateHooks(SessionHooks):
         return {"app": _AppRows(self.app_hashes, self.kinds, self.forms)}
 
     def patterns(self, base: SplitPatterns) -> SplitPatterns:
+        if self.clock_in_place:
+            base = base.with_clock_in_place()
         if not self.volatile:
             return base
         # Spans learned at one request were learned together, on the text the earlier ones left;
@@ -566,8 +572,17 @@ def run_turn(
     memo = memo if commit else None
     last = _final_reason(index, options, lengths) if commit else None
     pressure = _pressure(context, options.engine)
+    in_place = learn_volatility and len(volatile) < MAX_LEARNED and clock_stays(options.engine, body)
     hooks = StateHooks(
-        state, pins, volatile, memo=memo, own=own, last=last is not None, pressure=pressure, key=key
+        state,
+        pins,
+        volatile,
+        memo=memo,
+        own=own,
+        last=last is not None,
+        pressure=pressure,
+        key=key,
+        clock_in_place=in_place,
     )
     hooks.body = body
     prepared = prepare(api, body, options, hooks)
@@ -587,7 +602,11 @@ def run_turn(
     if learn_volatility and len(volatile) < MAX_LEARNED:
         check_budget("session.learn")
         known = {span.where for span in volatile}
-        fresh = [span for span in present_spans(hooks.system_view, index, key) if span.where not in known]
+        fresh = [
+            span
+            for span in present_spans(hooks.system_view, index, key, clock_in_place=in_place)
+            if span.where not in known
+        ]
         # One conversation: this request's messages extend the previous request's. Only what changed
         # between two such requests is shared with the fleet (``local`` spans are not).
         extends = state.app is not None and extends_previous(state.app, hooks.app_hashes, hooks.lifted)
@@ -627,6 +646,7 @@ def run_turn(
                 last=hooks.last,
                 pressure=pressure,
                 key=key,
+                clock_in_place=in_place,
             )
             again.body = body
             retried = prepare(api, body, options, again)
@@ -773,7 +793,7 @@ def _facts(
                 body,
                 session_id=options.session_id,
                 hints=options.hints,
-                patterns=DEFAULT_PATTERNS,
+                patterns=DEFAULT_PATTERNS.with_clock_in_place() if hooks.clock_in_place else DEFAULT_PATTERNS,
                 refpool_threshold=options.refpool_threshold,
                 own=hooks.own_references(),
             )
@@ -781,6 +801,23 @@ def _facts(
     except TelosUnreadableError:  # lifted already with the session's spans: not expected; share nothing
         return ()
     return facts_of(uncut, on_uncut_view(hooks.system_view, uncut, fresh, key), key)
+
+
+def clock_stays(engine: str, body: Mapping[str, Any]) -> bool:
+    """Whether a clock to the second that ends the system segment stays in place until it changes.
+
+    Where the engine's cache reads any token prefix without anchors (automatic caching, no telos
+    breakpoints: OpenAI before gpt-5.6, vLLM, SGLang, DeepSeek, generic servers), a final line left
+    in place costs nothing while it rests and, at its first change, only what followed it (the
+    conversation so far: one request's turns when it is rendered for each request); moved on sight,
+    its tokens leave every request's cached prefix, and whole 128-token steps with them
+    (docs/sessions.md, *A clock that ends the system prompt*). Where telos anchors the cache
+    (breakpoints), a first change would miss the anchor: the line moves on sight as before."""
+    adapter = get_engine(engine)
+    if adapter.profile.caching != "automatic":
+        return False
+    anchored = getattr(adapter, "places_breakpoints", None)
+    return not (callable(anchored) and anchored(body.get("model")))
 
 
 def _pressure(context: ContextPolicy | None, engine: str) -> Pressure | None:
@@ -822,7 +859,15 @@ def _adopt_fleet(
     if not adopted:
         return hooks, prepared, ()
     again = StateHooks(
-        state, pins, adopted, memo=memo, own=own, last=hooks.last, pressure=hooks.pressure, key=key
+        state,
+        pins,
+        adopted,
+        memo=memo,
+        own=own,
+        last=hooks.last,
+        pressure=hooks.pressure,
+        key=key,
+        clock_in_place=hooks.clock_in_place,
     )
     again.body = body
     retried = prepare(api, body, options, again)
