@@ -220,8 +220,7 @@ def run_both(
     return runs[0], runs[1]
 
 
-def check(
-    plain: Run, patched: Run, *, requests: int = REQUESTS, margin: float = 0.95) -> None:
+def check(plain: Run, patched: Run, *, requests: int = REQUESTS, margin: float = 0.95) -> None:
     """The suite's assertions (issue 18): same result, no fallback, hits at least as good, near the bound."""
     assert len(plain.emulator.requests) == requests, [r.error for r in plain.emulator.requests]
     assert len(patched.emulator.requests) == requests, [r.error for r in patched.emulator.requests]
