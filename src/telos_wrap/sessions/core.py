@@ -45,6 +45,7 @@ from telos_wrap.ir.model import Api, TelosBlock, UsageReport
 from telos_wrap.ir.refpool import emitted_references
 from telos_wrap.ir.shared import share
 from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks
+from telos_wrap.sessions import identity, tenancy
 from telos_wrap.sessions.durable.records import CacheBreak, VolatileSpan
 from telos_wrap.sessions.durable.state import SessionState
 from telos_wrap.sessions.hashed import scrub, session_hash
@@ -119,8 +120,21 @@ class Session:
         history_limit: int = 64,
         fleet_learning: bool | None = None,
         keep_requests: bool = True,
+        scope: str = tenancy.TENANT,
     ) -> None:
         self.id = session_id or f"s-{uuid.uuid4().hex[:16]}"
+        #: ``"tenant"``: the state is kept within the namespace of the tenant of the session's first
+        #: call (``tenancy``); ``"global"``: under the id alone, shared by every tenant naming it.
+        self.scope = tenancy.check_scope(scope)
+        scoped = self.scope == tenancy.TENANT and not implicit
+        #: The tenant's namespace the session is bound to (``None``: not yet, see ``bind_tenant``)
+        #: and the key its state is stored under (``tenancy.store_key``).
+        self._space: str | None = None if scoped else tenancy.SHARED
+        self._store_key = self.id
+        #: Whether the tenant's entry was read (or started from the earlier layout's: ``tenancy.migrate``).
+        self._settled = not scoped
+        #: What was recorded before the binding (pins, slug folds), carried over at it.
+        self._local: SessionState | None = None
         #: Fleet learning for this session (``None``: ``patch(fleet_learning=...)``); see ``_fleet``.
         self.fleet_learning = fleet_learning
         self._fleet_asked = False
@@ -174,6 +188,97 @@ class Session:
     def __repr__(self) -> str:
         return f"<telos_wrap.Session {self.id!r}>"
 
+    # -- the tenant (sessions/tenancy.py) ---------------------------------------------------------
+
+    @property
+    def store_key(self) -> str:
+        """The id the session's state is stored under: ``<id>@t:<namespace>`` once bound to a tenant
+        (``scope="tenant"``), else the id itself (docs/sessions.md, "Tenants")."""
+        return self._store_key
+
+    @property
+    def bound(self) -> bool:
+        """Whether the session knows where its state lives (a tenant-scoped one: after its first
+        call or ``bind``; a global or implicit one: always)."""
+        return self._space is not None
+
+    def serves(self, space: str | None) -> bool:
+        """Whether a call of tenant namespace ``space`` that names this session by id may use it."""
+        return self._space == (space or tenancy.SHARED) if self._space is not None else False
+
+    def bind_tenant(self, space: str) -> None:
+        """Bind the session to tenant namespace ``space`` (``fleet.namespace`` of a call); no I/O.
+        The first binding stays: later calls in the session use that tenant's entry (one object is
+        one conversation). A global or implicit session is bound already."""
+        if self._space is not None:
+            return
+        with self._lock:
+            if self._space is None:
+                self._store_key = tenancy.store_key(self.id, space)
+                self._space = space
+
+    def bind(self, client: Any = None, *, isolation: str | None = None) -> Session:
+        """Bind the session, before any call, to the tenant of ``client`` (an SDK client: its
+        credentials and base URL) and ``isolation`` as a call would (``bind_tenant``); returns the
+        session. For reading a tenant's stats, folding or erasing a conversation from a process that
+        makes no call in it."""
+        tenant = identity.client_tenant(client, isolation) if client is not None else None
+        self.bind_tenant(tenancy.space_of(isolation, tenant))
+        return self
+
+    def _settle(self) -> None:
+        """Once bound: read the tenant's entry (migrating the earlier layout's), and carry what was
+        recorded before the binding onto it (the caller holds ``self._lock``)."""
+        if self._space is None:
+            self.bind_tenant(tenancy.SHARED)  # used directly, without a call: no tenant signal
+        if not self._settled:
+            self._settled = tenancy.migrate(self._sync, self.store, self._store_key, self._breaker().allow())
+        local, self._local = self._local, None
+        if local is not None:
+            try:
+                for key in set(local.pins.values()):
+                    drivers.put_pin(self._sync, self.store, key, self._sync.blobs[key], self._store_key)
+                drivers.run(
+                    self._plan(tenancy.carried(local), strict=True),
+                    self.store,
+                    self._breaker(),
+                    self._store_key,
+                )
+            except BaseException:
+                self._local = local  # tried again at the next call
+                raise
+
+    async def _asettle(self) -> None:
+        """``_settle`` for async code."""
+        if self._space is None:
+            self.bind_tenant(tenancy.SHARED)
+        if not self._settled:
+            allow = self._breaker().allow()
+            self._settled = await tenancy.amigrate(self._sync, self.store, self._store_key, allow)
+        local, self._local = self._local, None
+        if local is not None:
+            try:
+                store = self.store
+                for key in set(local.pins.values()):
+                    text = self._sync.blobs[key]
+                    if isinstance(store, AsyncSessionStore) and not store_ops(store).inline:
+                        await store.aput_blob(self._store_key, key, text)
+                    else:
+                        store.put_blob(self._store_key, key, text)
+                await drivers.arun(
+                    self._plan(tenancy.carried(local), strict=True),
+                    store,
+                    self._breaker(),
+                    self._store_key,
+                    self._alocks.get(),
+                )
+            except BaseException:
+                self._local = local
+                raise
+
+    def _local_state(self) -> SessionState:
+        return self._local if self._local is not None else SessionState(session_id=self.id)
+
     # -- context manager --------------------------------------------------------------------------
 
     def __enter__(self) -> Session:
@@ -203,7 +308,7 @@ class Session:
     # or ``drivers.arun`` (async: their ``a``-twins, awaited). See ``sessions/sync/plans.py``.
 
     def _breaker(self) -> StoreBreaker:
-        return breaker_of(self.store, self.id)
+        return breaker_of(self.store, self._store_key)
 
     def _plan(
         self,
@@ -218,16 +323,26 @@ class Session:
     def _update(self, step: Callable[[SessionState], tuple[SessionState | None, T]]) -> T:
         """Apply a primitive's ``step`` durably (raises ``TelosStageError`` if the store is unavailable)."""
         with self._lock:
+            if self._space is None:  # not bound yet: recorded here, carried over at the binding
+                new, result = step(self._local_state())
+                if new is not None:
+                    self._local = new
+                return result
             return self._run(self._plan(step, strict=True))
 
     def _run(self, plan: Generator[StoreOp, Any, T]) -> T:
         """Run a plan with the store's sync methods (the caller holds ``self._lock``)."""
-        return drivers.run(plan, self.store, self._breaker(), self.id)
+        if not self._settled or self._local is not None:
+            self._settle()
+        return drivers.run(plan, self.store, self._breaker(), self._store_key)
 
     async def _arun(self, plan: Generator[StoreOp, Any, T]) -> T:
         """Run a plan with the store's async methods, one plan per session at a time."""
+        if not self._settled or self._local is not None:
+            await self._asettle()
         store = self.store
-        return await drivers.arun(plan, store, breaker_of(store, self.id), self.id, self._alocks.get())
+        key = self._store_key
+        return await drivers.arun(plan, store, breaker_of(store, key), key, self._alocks.get())
 
     def flush(self) -> None:
         """Write what this process holds and the store does not yet (pending usage, outage state).
@@ -248,12 +363,24 @@ class Session:
 
     def _read(self) -> SessionState:
         """The store's current state (after writing this process's pending usage), else this process's."""
+        if self._space is None:  # not bound to a tenant yet: what this process recorded, nothing stored
+            with self._lock:
+                return self._local_state()
         for other in _held():
-            if other.id == self.id and other is not self and other.store is self.store:
+            if (
+                getattr(other, "store_key", None) == self._store_key
+                and other is not self
+                and other.store is self.store
+            ):
                 other.flush()
         with self._lock:
             self.flush()
-            drivers.read_state(self._sync, self.store, self._breaker())
+            if not self._settled or self._local is not None:
+                try:
+                    self._settle()
+                except Exception:
+                    logger.debug("telos_wrap: session %s: not settled", session_hash(self.id), exc_info=True)
+            drivers.read_state(self._sync, self.store, self._breaker(), self._store_key)
             view = self._sync.view()
             return self._sync.with_pending(view) if view is not None else SessionState(session_id=self.id)
 
@@ -374,11 +501,12 @@ class Session:
         with self._lock:
             facts: tuple[fleet.Fact, ...] = ()
             note: str | None = None
+            self.bind_tenant(tenancy.space_of(options.hints.isolation, tenant))
             self._key = key = fleet_io.digest_key(options.hints, tenant)
             if self._fleet():  # fleet learning (sessions/learning/fleet.py)
                 self._fleet_asked = True
                 facts, note = self._started(
-                    fleet_io.fleet_for(self.store, api, body, options.hints, tenant, self.id)
+                    fleet_io.fleet_for(self.store, api, body, options.hints, tenant, self._store_key)
                 )
             plan = self._plan(self._turn_step(api, body, options, facts, key), strict)
             try:
@@ -390,7 +518,9 @@ class Session:
             self._after_turn(api, body, options, result, note)
         if self._fleet_on():  # fleet learning: publish what was learned, count the request
             if result.facts:
-                fleet_io.publish_learned(self.store, api, body, options.hints, result.facts, tenant, self.id)
+                fleet_io.publish_learned(
+                    self.store, api, body, options.hints, result.facts, tenant, self._store_key
+                )
             if self._fleet_where is not None:
                 fleet_io.note_reached(self.store, self._fleet_where, result.index + 1)
         return self._report_turn(result)
@@ -407,11 +537,12 @@ class Session:
         """``prepare_request`` for async clients: the same turn, with the store's async I/O."""
         facts: tuple[fleet.Fact, ...] = ()
         note: str | None = None
+        self.bind_tenant(tenancy.space_of(options.hints.isolation, tenant))
         self._key = key = fleet_io.digest_key(options.hints, tenant)
         if self._fleet():  # fleet learning (sessions/learning/fleet.py)
             self._fleet_asked = True
             facts, note = self._started(
-                await fleet_io.afleet_for(self.store, api, body, options.hints, tenant, self.id)
+                await fleet_io.afleet_for(self.store, api, body, options.hints, tenant, self._store_key)
             )
         plan = self._plan(self._turn_step(api, body, options, facts, key), strict)
         try:
@@ -425,7 +556,7 @@ class Session:
         if self._fleet_on():  # fleet learning: publish what was learned, count the request
             if result.facts:
                 await fleet_io.apublish_learned(
-                    self.store, api, body, options.hints, result.facts, tenant, self.id
+                    self.store, api, body, options.hints, result.facts, tenant, self._store_key
                 )
             if self._fleet_where is not None:
                 fleet_io.note_reached(self.store, self._fleet_where, result.index + 1)
@@ -701,8 +832,10 @@ class Session:
         validate_slug(slug)
         key = _blob_key(text)
         with self._lock:
-            drivers.put_pin(self._sync, self.store, key, text)
-
+            if self._space is None:  # not bound yet: kept here, written to the tenant's entry at the binding
+                self._sync.blobs[key] = share(text)
+            else:
+                drivers.put_pin(self._sync, self.store, key, text, self._store_key)
             self._update(pin_step(slug, key))
 
     def fold(
@@ -743,7 +876,7 @@ class Session:
                 api,
                 body,
                 options,
-                pins=drivers.load_pins(self._sync, self.store, state),
+                pins=drivers.load_pins(self._sync, self.store, state, self._store_key),
                 now=self.clock(),
                 commit=False,
             )
@@ -781,7 +914,7 @@ class Session:
                     only_what_pays=config.only_what_pays,
                 )
             state = self.state
-            pins = drivers.load_pins(self._sync, self.store, state)
+            pins = drivers.load_pins(self._sync, self.store, state, self._store_key)
             result = run_turn(
                 state, api or "anthropic", body, options, pins=pins, now=self.clock(), commit=False
             )
@@ -806,20 +939,28 @@ class Session:
         """Remove everything this session left: what it taught the fleet (every fact it contributed
         to, the prompt shape it stored: ``fleet_io.erase``), its state and blobs in the store, and
         what this process holds of it (records, history memo, pending usage). The session id may be
-        used again: it starts afresh. Raises what the store raises (docs/security.md, "Erasure")."""
+        used again: it starts afresh. Raises what the store raises (docs/security.md, "Erasure").
+
+        Both entries the session may have: its tenant's (``store_key``) and the id's own (the layout
+        before tenants, which a tenant's entry is started from: ``tenancy.migrate``). A session not
+        bound to a tenant yet erases the id's own entry only: ``bind(client)`` first to erase a
+        tenant's."""
         with self._lock:
-            fleet_io.erase(self.store, self.id)
-            self.store.delete(self.id)
+            for key in dict.fromkeys((self._store_key, self.id)):
+                fleet_io.erase(self.store, key)
+                self.store.delete(key)
             self._forget_here()
 
     async def aerase(self) -> None:
         """``erase`` for async code."""
-        await fleet_io.aerase(self.store, self.id)
-        ops = store_ops(self.store)
-        if isinstance(self.store, AsyncSessionStore) and not ops.inline:
-            await self.store.adelete(self.id)
-        else:
-            self.store.delete(self.id)
+        store = self.store
+        ops = store_ops(store)
+        for key in dict.fromkeys((self._store_key, self.id)):
+            await fleet_io.aerase(store, key)
+            if isinstance(store, AsyncSessionStore) and not ops.inline:
+                await store.adelete(key)
+            else:
+                store.delete(key)
         with self._lock:
             self._forget_here()
 
@@ -834,6 +975,7 @@ class Session:
         self._last_request = None
         self._last_prepared = None
         self._lengths, self._fleet_where, self._fleet_asked = (), None, False
+        self._local = None
         _release(self)
 
     # -- observability --------------------------------------------------------------------------------

@@ -1,0 +1,197 @@
+"""Tenants apart on a shared store: the key a named session's state lives under (issue 44).
+
+Two customers of one application may name their conversations alike (a ticket id, ``support-1``).
+On one store and prefix, the id alone would make them one session: the second tenant would read the
+first one's stats, learned spans and folds. So by default a named session's state is kept under a
+key *within its tenant's namespace*, the namespace fleet learning already uses (``fleet.namespace``:
+a digest of the call's ``isolation`` hint and the client's credentials and base URL, hashed twice,
+never in clear):
+
+* ``store_key(id, space)``: ``<id>@t:<namespace>`` (32 hex characters); the id itself where there is
+  no tenant signal (namespace ``"shared"``: a bare ``Session`` used without a client), or where the
+  application declared the id global (``session(..., scope="global")``: every tenant naming it shares
+  it, the layout before this version).
+* **Binding.** The tenant is only known from a call. A session binds to the tenant of its first call
+  (``Session.bind_tenant``, or ``Session.bind(client)`` before any call) and keeps it: one object is
+  one conversation (docs/security.md, S1). Before it binds, it holds its state in this process only
+  (``LocalState``): reads see that local state and nothing stored (it could be another tenant's);
+  ``pin()``, ``fold(slugs=...)`` and ``forget_volatility()`` are applied to it, and carried onto the
+  tenant's stored state at the binding (``carried``).
+* **Migration on read** (``migrate`` / ``amigrate``): a tenant's key that does not exist yet is
+  started from the entry the id had in the layout before this version (the id's own key), copied
+  with its pinned blobs, and written at the tenant's key by the session's next write. The old entry
+  is left as it was (workers of the earlier version may still be writing it; its TTL ends it) and
+  ``Session.erase()`` removes it too.
+
+No I/O except in ``migrate`` / ``amigrate`` (through the store's own operations, fail open: a
+store that cannot answer leaves the migration for the next call).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import replace
+from typing import Any
+
+from telos_wrap.errors import RefPoolError
+from telos_wrap.sessions.durable.records import SlugFold
+from telos_wrap.sessions.durable.state import SessionState
+from telos_wrap.sessions.hashed import session_hash
+from telos_wrap.sessions.learning.fleet import namespace
+from telos_wrap.sessions.stores.store import AsyncSessionStore, SessionStore, store_ops
+from telos_wrap.sessions.sync.plans import StateSync
+
+__all__ = [
+    "GLOBAL",
+    "SCOPES",
+    "SHARED",
+    "TENANT",
+    "amigrate",
+    "carried",
+    "check_scope",
+    "migrate",
+    "space_of",
+    "store_key",
+]
+
+logger = logging.getLogger("telos_wrap.sessions")
+
+#: A named session's state is kept within its tenant's namespace (the default).
+TENANT = "tenant"
+#: The application says the id is global: every tenant naming it shares one state.
+GLOBAL = "global"
+SCOPES = (TENANT, GLOBAL)
+#: The namespace of a call without any tenant signal (``fleet.namespace``): the id's own key.
+SHARED = "shared"
+#: Between the id and the namespace in a tenant's key.
+_SEPARATOR = "@t:"
+
+
+def check_scope(scope: object) -> str:
+    """``scope`` if it is one of ``SCOPES``, else ``ValueError`` saying what is valid."""
+    if scope not in SCOPES:
+        raise ValueError(f"scope must be one of {SCOPES}, got {scope!r}")
+    return str(scope)
+
+
+def space_of(isolation: str | None, tenant: str | None) -> str:
+    """The tenant namespace of a call (``fleet.namespace``: ``tenant`` is ``identity.tenant_digest``
+    of its isolation hint and client credentials and base URL)."""
+    return namespace(isolation, tenant)
+
+
+def store_key(session_id: str, space: str | None) -> str:
+    """The id session ``session_id`` of namespace ``space`` is stored under (see module docstring)."""
+    if not space or space == SHARED:
+        return session_id
+    return f"{session_id}{_SEPARATOR}{space}"
+
+
+def carried(local: SessionState) -> Any:
+    """The step that puts what a session recorded before its binding (``local``: its pins and slug
+    folds) onto its tenant's stored state. A slug the stored state pins already is kept if it names
+    the same document, else ``RefPoolError`` (slugs are frozen); a slug fold is recorded again at the
+    stored state's request count."""
+
+    def step(state: SessionState) -> tuple[SessionState | None, None]:
+        pins = dict(state.pins)
+        for slug, key in local.pins.items():
+            if slug in pins and pins[slug] != key:
+                raise RefPoolError(
+                    f"ref-pool slug {slug!r} was pinned before the session's first call, but its "
+                    "tenant's stored state pins another document under it; slugs are frozen"
+                )
+            pins[slug] = key
+        folds = [f for f in state.slug_folds if f.slug not in {g.slug for g in local.slug_folds}]
+        folds += [SlugFold(f.slug, f.summary, state.requests) for f in local.slug_folds]
+        if pins == state.pins and not local.slug_folds:
+            return None, None
+        return replace(state, pins=pins, slug_folds=tuple(folds)), None
+
+    return step
+
+
+def _legacy(text: str, session_id: str) -> SessionState | None:
+    """The state of ``session_id`` in an entry of the earlier layout, or ``None`` if it is not one."""
+    try:
+        state = SessionState.loads(text)
+    except Exception:  # store contents are not trusted (docs/security.md, F1): nothing to carry
+        return None
+    return state if state.session_id == session_id else None
+
+
+def migrate(sync: StateSync, store: SessionStore, key: str, allow: bool) -> bool:
+    """Read session ``sync.id``'s entry at ``key`` into ``sync``; if there is none, start it from the
+    entry of the earlier layout (the id's own key) and its blobs (see module docstring). Returns
+    whether it is done (``False``: the store could not be asked, or failed; the caller tries again
+    at its next call and the session's plan meets the failure itself). ``allow``: the breaker's."""
+    if key == sync.id or not allow:
+        return key == sync.id
+    ops = store_ops(store)
+    try:
+        found = ops.load(key)
+        if found is not None:
+            sync.bind_store()
+            sync.adopt(found)
+            return True
+        old = ops.load(sync.id)
+        state = None if old is None else _legacy(old.text, sync.id)
+        blobs = {}
+        for blob in () if state is None else set(state.pins.values()):
+            text = ops.get_blob(sync.id, blob)
+            if text is not None:
+                store.put_blob(key, blob, text)
+                blobs[blob] = text
+    except Exception:
+        logger.debug("telos_wrap: session %s: no migration read", session_hash(sync.id), exc_info=True)
+        return False
+    _start(sync, state, blobs)
+    return True
+
+
+async def amigrate(sync: StateSync, store: SessionStore, key: str, allow: bool) -> bool:
+    """``migrate`` with the store's async operations."""
+    if key == sync.id or not allow:
+        return key == sync.id
+    ops = store_ops(store)
+    if ops.inline:
+        return migrate(sync, store, key, allow)
+    try:
+        found = await ops.aload(key)
+        if found is not None:
+            sync.bind_store()
+            sync.adopt(found)
+            return True
+        old = await ops.aload(sync.id)
+        state = None if old is None else _legacy(old.text, sync.id)
+        blobs = {}
+        for blob in () if state is None else set(state.pins.values()):
+            text = await ops.aget_blob(sync.id, blob)
+            if text is not None:
+                if isinstance(store, AsyncSessionStore):
+                    await store.aput_blob(key, blob, text)
+                else:
+                    await asyncio.to_thread(store.put_blob, key, blob, text)
+                blobs[blob] = text
+    except Exception:
+        logger.debug("telos_wrap: session %s: no migration read", session_hash(sync.id), exc_info=True)
+        return False
+    _start(sync, state, blobs)
+    return True
+
+
+def _start(sync: StateSync, state: SessionState | None, blobs: dict[str, str]) -> None:
+    """The tenant's key holds nothing: start from ``state`` (the earlier layout's, or ``None``)."""
+    sync.bind_store()
+    if state is None:
+        sync.adopt(None)
+        return
+    sync.blobs.update(blobs)
+    # At revision 0 (absent): the session's next compare-and-set creates the tenant's entry.
+    sync.parsed = (0, None, state)
+    logger.debug(
+        "telos_wrap: session %s: started its tenant's entry from the earlier layout's (%d requests)",
+        session_hash(sync.id),
+        state.requests,
+    )
