@@ -1,4 +1,4 @@
-"""Promise T2 (docs/security.md): a named session is its tenant's, unless the application says the id is global.
+"""Promise T2 (docs/security.md): a named session is its tenant's unless the application calls its id global.
 
 Issue 44: with two API keys and the same session id (a ticket id two customers share) on one store
 and prefix, tenant B read tenant A's stats and learned spans. Here two tenants (two clients with
@@ -76,7 +76,8 @@ def _keys(store: Any) -> list[str]:
     if isinstance(store, MemoryStore):
         return list(store._entries)
     prefix = store.prefix
-    return sorted({k.decode()[len(prefix) :].split("}")[0].lstrip("{") for k in store.redis.scan_iter(f"{prefix}*")})
+    names = (key.decode()[len(prefix) :] for key in store.redis.scan_iter(f"{prefix}*"))
+    return sorted({name.split("}")[0].lstrip("{") for name in names})
 
 
 def _system(tenant: str, turn: int) -> str:
@@ -88,7 +89,10 @@ def _system(tenant: str, turn: int) -> str:
 def _messages(turn: int) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = [{"role": "user", "content": "hi"}]
     for n in range(1, turn + 1):
-        messages += [{"role": "assistant", "content": f"answer {n}"}, {"role": "user", "content": f"more {n}"}]
+        messages += [
+            {"role": "assistant", "content": f"answer {n}"},
+            {"role": "user", "content": f"more {n}"},
+        ]
     return messages
 
 
