@@ -203,8 +203,9 @@ class Session:
         return self._space is not None
 
     def serves(self, space: str | None) -> bool:
-        """Whether a call of tenant namespace ``space`` that names this session by id may use it."""
-        return self._space == (space or tenancy.SHARED) if self._space is not None else False
+        """Whether a call of tenant namespace ``space`` that names this session by id may use it: a
+        session bound to that tenant, a global one, or one not bound yet (the call binds it)."""
+        return self._space is None or self.scope == tenancy.GLOBAL or self._space == (space or tenancy.SHARED)
 
     def bind_tenant(self, space: str) -> None:
         """Bind the session to tenant namespace ``space`` (``fleet.namespace`` of a call); no I/O.
@@ -232,7 +233,7 @@ class Session:
         if self._space is None:
             self.bind_tenant(tenancy.SHARED)  # used directly, without a call: no tenant signal
         if not self._settled:
-            self._settled = tenancy.migrate(self._sync, self.store, self._store_key, self._breaker().allow())
+            self._settled = tenancy.migrate(self._sync, self.store, self._store_key, self._breaker())
         local, self._local = self._local, None
         if local is not None:
             try:
@@ -253,8 +254,7 @@ class Session:
         if self._space is None:
             self.bind_tenant(tenancy.SHARED)
         if not self._settled:
-            allow = self._breaker().allow()
-            self._settled = await tenancy.amigrate(self._sync, self.store, self._store_key, allow)
+            self._settled = await tenancy.amigrate(self._sync, self.store, self._store_key, self._breaker())
         local, self._local = self._local, None
         if local is not None:
             try:

@@ -39,6 +39,7 @@ from telos_wrap.sessions.durable.records import SlugFold
 from telos_wrap.sessions.durable.state import SessionState
 from telos_wrap.sessions.hashed import session_hash
 from telos_wrap.sessions.learning.fleet import namespace
+from telos_wrap.sessions.stores.breaker import StoreBreaker
 from telos_wrap.sessions.stores.store import AsyncSessionStore, SessionStore, store_ops
 from telos_wrap.sessions.sync.plans import StateSync
 
@@ -121,17 +122,20 @@ def _legacy(text: str, session_id: str) -> SessionState | None:
     return state if state.session_id == session_id else None
 
 
-def migrate(sync: StateSync, store: SessionStore, key: str, allow: bool) -> bool:
+def migrate(sync: StateSync, store: SessionStore, key: str, breaker: StoreBreaker) -> bool:
     """Read session ``sync.id``'s entry at ``key`` into ``sync``; if there is none, start it from the
     entry of the earlier layout (the id's own key) and its blobs (see module docstring). Returns
-    whether it is done (``False``: the store could not be asked, or failed; the caller tries again
-    at its next call and the session's plan meets the failure itself). ``allow``: the breaker's."""
-    if key == sync.id or not allow:
-        return key == sync.id
+    whether it is done (``False``: the store's breaker is open, or the store failed, which opens it;
+    the caller tries again at its next call). No I/O for a key that is the id itself."""
+    if key == sync.id:
+        return True
+    if not breaker.allow():
+        return False
     ops = store_ops(store)
     try:
         found = ops.load(key)
         if found is not None:
+            breaker.success()
             sync.bind_store()
             sync.adopt(found)
             return True
@@ -143,23 +147,25 @@ def migrate(sync: StateSync, store: SessionStore, key: str, allow: bool) -> bool
             if text is not None:
                 store.put_blob(key, blob, text)
                 blobs[blob] = text
-    except Exception:
-        logger.debug("telos_wrap: session %s: no migration read", session_hash(sync.id), exc_info=True)
+    except Exception as exc:
+        breaker.failure(exc)
         return False
+    breaker.success()
     _start(sync, state, blobs)
     return True
 
 
-async def amigrate(sync: StateSync, store: SessionStore, key: str, allow: bool) -> bool:
+async def amigrate(sync: StateSync, store: SessionStore, key: str, breaker: StoreBreaker) -> bool:
     """``migrate`` with the store's async operations."""
-    if key == sync.id or not allow:
-        return key == sync.id
     ops = store_ops(store)
-    if ops.inline:
-        return migrate(sync, store, key, allow)
+    if key == sync.id or ops.inline:
+        return migrate(sync, store, key, breaker)
+    if not breaker.allow():
+        return False
     try:
         found = await ops.aload(key)
         if found is not None:
+            breaker.success()
             sync.bind_store()
             sync.adopt(found)
             return True
@@ -174,9 +180,10 @@ async def amigrate(sync: StateSync, store: SessionStore, key: str, allow: bool) 
                 else:
                     await asyncio.to_thread(store.put_blob, key, blob, text)
                 blobs[blob] = text
-    except Exception:
-        logger.debug("telos_wrap: session %s: no migration read", session_hash(sync.id), exc_info=True)
+    except Exception as exc:
+        breaker.failure(exc)
         return False
+    breaker.success()
     _start(sync, state, blobs)
     return True
 
