@@ -211,9 +211,9 @@ def test_no_caller_text_in_redis_and_erasure_there(
             sess.erase()
         left = _redis_texts(store, redis_prefix)
         for sess in erased:
-            assert not any(k in left for k in store.keys_of(sess.id))
+            assert not any(k in left for key in (sess.id, sess.store_key) for k in store.keys_of(key))
         for sess in kept:
-            assert any(k in left for k in store.keys_of(sess.id))
+            assert any(k in left for k in store.keys_of(sess.store_key))  # its tenant's key (T2)
         for sess in kept:
             sess.erase()
         left = _redis_texts(store, redis_prefix)

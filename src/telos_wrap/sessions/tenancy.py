@@ -34,7 +34,7 @@ import logging
 from dataclasses import replace
 from typing import Any
 
-from telos_wrap.errors import RefPoolError
+from telos_wrap.errors import RefPoolError, StoreEntryError
 from telos_wrap.sessions.durable.records import SlugFold
 from telos_wrap.sessions.durable.state import SessionState
 from telos_wrap.sessions.hashed import session_hash
@@ -147,6 +147,9 @@ def migrate(sync: StateSync, store: SessionStore, key: str, breaker: StoreBreake
             if text is not None:
                 store.put_blob(key, blob, text)
                 blobs[blob] = text
+    except StoreEntryError:  # the store answered: this entry is malformed, the plan resets it (F1)
+        breaker.success()
+        return True
     except Exception as exc:
         breaker.failure(exc)
         return False
@@ -180,6 +183,9 @@ async def amigrate(sync: StateSync, store: SessionStore, key: str, breaker: Stor
                 else:
                     await asyncio.to_thread(store.put_blob, key, blob, text)
                 blobs[blob] = text
+    except StoreEntryError:  # the store answered: this entry is malformed, the plan resets it (F1)
+        breaker.success()
+        return True
     except Exception as exc:
         breaker.failure(exc)
         return False
