@@ -131,8 +131,6 @@ class Session:
         #: and the key its state is stored under (``tenancy.store_key``).
         self._space: str | None = None if scoped else tenancy.SHARED
         self._store_key = self.id
-        #: Whether the tenant's entry was read (or started from the earlier layout's: ``tenancy.migrate``).
-        self._settled = not scoped
         #: What was recorded before the binding (pins, slug folds), carried over at it.
         self._local: SessionState | None = None
         #: Fleet learning for this session (``None``: ``patch(fleet_learning=...)``); see ``_fleet``.
@@ -227,24 +225,22 @@ class Session:
         self.bind_tenant(tenancy.space_of(isolation, tenant))
         return self
 
+    def _legacy(self) -> str | None:
+        """The id's own key, read when the tenant's holds nothing (``sync/layout.py``)."""
+        return self.id if self._store_key != self.id else None
+
     def _settle(self) -> None:
-        """Once bound: read the tenant's entry (migrating the earlier layout's), and carry what was
-        recorded before the binding onto it (the caller holds ``self._lock``)."""
+        """Once bound: carry what was recorded before the binding onto the tenant's stored state (the
+        caller holds ``self._lock``). Binds a session used without any call to no tenant."""
         if self._space is None:
             self.bind_tenant(tenancy.SHARED)  # used directly, without a call: no tenant signal
-        if not self._settled:
-            self._settled = tenancy.migrate(self._sync, self.store, self._store_key, self._breaker())
         local, self._local = self._local, None
         if local is not None:
             try:
                 for key in set(local.pins.values()):
                     drivers.put_pin(self._sync, self.store, key, self._sync.blobs[key], self._store_key)
-                drivers.run(
-                    self._plan(tenancy.carried(local), strict=True),
-                    self.store,
-                    self._breaker(),
-                    self._store_key,
-                )
+                plan = self._plan(tenancy.carried(local), strict=True)
+                drivers.run(plan, self.store, self._breaker(), self._store_key, self._legacy())
             except BaseException:
                 self._local = local  # tried again at the next call
                 raise
@@ -253,8 +249,6 @@ class Session:
         """``_settle`` for async code."""
         if self._space is None:
             self.bind_tenant(tenancy.SHARED)
-        if not self._settled:
-            self._settled = await tenancy.amigrate(self._sync, self.store, self._store_key, self._breaker())
         local, self._local = self._local, None
         if local is not None:
             try:
@@ -271,6 +265,7 @@ class Session:
                     self._breaker(),
                     self._store_key,
                     self._alocks.get(),
+                    self._legacy(),
                 )
             except BaseException:
                 self._local = local
@@ -332,17 +327,19 @@ class Session:
 
     def _run(self, plan: Generator[StoreOp, Any, T]) -> T:
         """Run a plan with the store's sync methods (the caller holds ``self._lock``)."""
-        if not self._settled or self._local is not None:
+        if self._space is None or self._local is not None:
             self._settle()
-        return drivers.run(plan, self.store, self._breaker(), self._store_key)
+        return drivers.run(plan, self.store, self._breaker(), self._store_key, self._legacy())
 
     async def _arun(self, plan: Generator[StoreOp, Any, T]) -> T:
         """Run a plan with the store's async methods, one plan per session at a time."""
-        if not self._settled or self._local is not None:
+        if self._space is None or self._local is not None:
             await self._asettle()
         store = self.store
         key = self._store_key
-        return await drivers.arun(plan, store, breaker_of(store, key), key, self._alocks.get())
+        return await drivers.arun(
+            plan, store, breaker_of(store, key), key, self._alocks.get(), self._legacy()
+        )
 
     def flush(self) -> None:
         """Write what this process holds and the store does not yet (pending usage, outage state).
@@ -375,12 +372,12 @@ class Session:
                 other.flush()
         with self._lock:
             self.flush()
-            if not self._settled or self._local is not None:
+            if self._local is not None:
                 try:
                     self._settle()
                 except Exception:
                     logger.debug("telos_wrap: session %s: not settled", session_hash(self.id), exc_info=True)
-            drivers.read_state(self._sync, self.store, self._breaker(), self._store_key)
+            drivers.read_state(self._sync, self.store, self._breaker(), self._store_key, self._legacy())
             view = self._sync.view()
             return self._sync.with_pending(view) if view is not None else SessionState(session_id=self.id)
 

@@ -17,41 +17,35 @@ never in clear):
   (``LocalState``): reads see that local state and nothing stored (it could be another tenant's);
   ``pin()``, ``fold(slugs=...)`` and ``forget_volatility()`` are applied to it, and carried onto the
   tenant's stored state at the binding (``carried``).
-* **Migration on read** (``migrate`` / ``amigrate``): a tenant's key that does not exist yet is
-  started from the entry the id had in the layout before this version (the id's own key), copied
-  with its pinned blobs, and written at the tenant's key by the session's next write. The old entry
-  is left as it was (workers of the earlier version may still be writing it; its TTL ends it) and
-  ``Session.erase()`` removes it too.
+* **Migration on read** (``sync/layout.py``, the session's ``LOAD`` in ``sync/drivers.py``): a
+  tenant's key that does not exist yet is started from the entry the id had in the layout before
+  this version (the id's own key), its pinned blobs copied, and written at the tenant's key by the
+  session's next write. The old entry is left as it was (workers of the earlier version may still
+  be writing it; its TTL ends it); ``Session.erase()`` removes it too. The cost: a conversation's
+  first read finds nothing at its tenant's key and reads the id's own key too (one more round trip,
+  once per session object that meets an absent entry).
 
-No I/O except in ``migrate`` / ``amigrate`` (through the store's own operations, fail open: a
-store that cannot answer leaves the migration for the next call).
+Pure: no I/O (the migration read is ``sync/layout.py``'s, run by the drivers).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import replace
 from typing import Any
 
-from telos_wrap.errors import RefPoolError, StoreEntryError
+from telos_wrap.errors import RefPoolError
 from telos_wrap.sessions.durable.records import SlugFold
 from telos_wrap.sessions.durable.state import SessionState
-from telos_wrap.sessions.hashed import session_hash
 from telos_wrap.sessions.learning.fleet import namespace
-from telos_wrap.sessions.stores.breaker import StoreBreaker
-from telos_wrap.sessions.stores.store import AsyncSessionStore, SessionStore, store_ops
-from telos_wrap.sessions.sync.plans import StateSync
 
 __all__ = [
     "GLOBAL",
     "SCOPES",
     "SHARED",
     "TENANT",
-    "amigrate",
     "carried",
     "check_scope",
-    "migrate",
     "space_of",
     "store_key",
 ]
@@ -111,100 +105,3 @@ def carried(local: SessionState) -> Any:
         return replace(state, pins=pins, slug_folds=tuple(folds)), None
 
     return step
-
-
-def _legacy(text: str, session_id: str) -> SessionState | None:
-    """The state of ``session_id`` in an entry of the earlier layout, or ``None`` if it is not one."""
-    try:
-        state = SessionState.loads(text)
-    except Exception:  # store contents are not trusted (docs/security.md, F1): nothing to carry
-        return None
-    return state if state.session_id == session_id else None
-
-
-def migrate(sync: StateSync, store: SessionStore, key: str, breaker: StoreBreaker) -> bool:
-    """Read session ``sync.id``'s entry at ``key`` into ``sync``; if there is none, start it from the
-    entry of the earlier layout (the id's own key) and its blobs (see module docstring). Returns
-    whether it is done (``False``: the store's breaker is open, or the store failed, which opens it;
-    the caller tries again at its next call). No I/O for a key that is the id itself."""
-    if key == sync.id:
-        return True
-    if not breaker.allow():
-        return False
-    ops = store_ops(store)
-    try:
-        found = ops.load(key)
-        if found is not None:
-            breaker.success()
-            sync.bind_store()
-            sync.adopt(found)
-            return True
-        old = ops.load(sync.id)
-        state = None if old is None else _legacy(old.text, sync.id)
-        blobs = {}
-        for blob in () if state is None else set(state.pins.values()):
-            text = ops.get_blob(sync.id, blob)
-            if text is not None:
-                store.put_blob(key, blob, text)
-                blobs[blob] = text
-    except StoreEntryError:  # the store answered: this entry is malformed, the plan resets it (F1)
-        breaker.success()
-        return True
-    except Exception as exc:
-        breaker.failure(exc)
-        return False
-    breaker.success()
-    _start(sync, state, blobs)
-    return True
-
-
-async def amigrate(sync: StateSync, store: SessionStore, key: str, breaker: StoreBreaker) -> bool:
-    """``migrate`` with the store's async operations."""
-    ops = store_ops(store)
-    if key == sync.id or ops.inline:
-        return migrate(sync, store, key, breaker)
-    if not breaker.allow():
-        return False
-    try:
-        found = await ops.aload(key)
-        if found is not None:
-            breaker.success()
-            sync.bind_store()
-            sync.adopt(found)
-            return True
-        old = await ops.aload(sync.id)
-        state = None if old is None else _legacy(old.text, sync.id)
-        blobs = {}
-        for blob in () if state is None else set(state.pins.values()):
-            text = await ops.aget_blob(sync.id, blob)
-            if text is not None:
-                if isinstance(store, AsyncSessionStore):
-                    await store.aput_blob(key, blob, text)
-                else:
-                    await asyncio.to_thread(store.put_blob, key, blob, text)
-                blobs[blob] = text
-    except StoreEntryError:  # the store answered: this entry is malformed, the plan resets it (F1)
-        breaker.success()
-        return True
-    except Exception as exc:
-        breaker.failure(exc)
-        return False
-    breaker.success()
-    _start(sync, state, blobs)
-    return True
-
-
-def _start(sync: StateSync, state: SessionState | None, blobs: dict[str, str]) -> None:
-    """The tenant's key holds nothing: start from ``state`` (the earlier layout's, or ``None``)."""
-    sync.bind_store()
-    if state is None:
-        sync.adopt(None)
-        return
-    sync.blobs.update(blobs)
-    # At revision 0 (absent): the session's next compare-and-set creates the tenant's entry.
-    sync.parsed = (0, None, state)
-    logger.debug(
-        "telos_wrap: session %s: started its tenant's entry from the earlier layout's (%d requests)",
-        session_hash(sync.id),
-        state.requests,
-    )
