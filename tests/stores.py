@@ -46,3 +46,17 @@ def fleet_blobs(store: MemoryStore) -> dict[str, str]:
         if key.startswith(FLEET_PREFIX)
         for blob in entry.blobs.values()
     }
+
+
+def key_of(session_id: str, api_key: str = "test") -> str:
+    """The key a named session's state is kept under when its calls come from an Anthropic client
+    with ``api_key`` and the default base URL (the tenant's key: docs/sessions.md, "Tenants")."""
+    import anthropic
+
+    from telos_wrap.sessions import Session
+
+    client = anthropic.Anthropic(api_key=api_key)
+    try:
+        return Session(session_id).bind(client).store_key
+    finally:
+        client.close()
