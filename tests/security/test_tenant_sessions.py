@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 import telos_wrap
+from telos_wrap.errors import TelosStageError
 from telos_wrap.sessions import MemoryStore, RedisStore, Session, set_default_store
 from telos_wrap.sessions import registry as session_registry
 
@@ -191,6 +192,12 @@ def test_a_session_binds_to_its_tenant_at_its_first_call(wire: Wire, store: Any)
         _call(b, "B", 0)
     assert DOC not in json.dumps(wire.requests()[-1]) and _reader(store, a).stats.requests == 2
     assert TICKET not in _keys(store)  # nothing was stored before a binding
+    with telos_wrap.session(TICKET, store=store) as again:  # tenant A, another text under a frozen slug
+        again.pin("handbook", "Another handbook. " * 200)
+        with pytest.raises(TelosStageError, match="frozen"):  # strict here; fails open by default
+            _call(a, "A", 2)
+        _call(a, "A", 2)  # the pin was dropped: the stored one stays
+    assert _reader(store, a).stats.requests == 3 and DOC in json.dumps(wire.requests()[-1])
 
 
 def test_an_entry_of_the_earlier_layout_is_found_by_the_tenants_first_call(wire: Wire, store: Any) -> None:

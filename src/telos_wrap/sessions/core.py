@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 from telos_wrap.bridge import BridgeOptions
 from telos_wrap.config import current_config
 from telos_wrap.engines.base import EmitPlan
-from telos_wrap.errors import TelosError, TelosInvariantError, TelosStageError
+from telos_wrap.errors import RefPoolError, TelosError, TelosInvariantError, TelosStageError
 from telos_wrap.failopen import report_failure
 from telos_wrap.history import HistoryMemo
 from telos_wrap.ir.hints import TelosHints
@@ -241,8 +241,10 @@ class Session:
                     drivers.put_pin(self._sync, self.store, key, self._sync.blobs[key], self._store_key)
                 plan = self._plan(tenancy.carried(local), strict=True)
                 drivers.run(plan, self.store, self._breaker(), self._store_key, self._legacy())
+            except RefPoolError:
+                raise  # a slug pinned with another text: dropped (slugs are frozen), said once
             except BaseException:
-                self._local = local  # tried again at the next call
+                self._local = local  # the store failed: tried again at the next call
                 raise
 
     async def _asettle(self) -> None:
@@ -267,6 +269,8 @@ class Session:
                     self._alocks.get(),
                     self._legacy(),
                 )
+            except RefPoolError:
+                raise
             except BaseException:
                 self._local = local
                 raise
