@@ -291,7 +291,8 @@ def _turn(
     is_turn = route.turn and not route.count_only
     tenant = raw_tenant if hints.isolation == raw_hints.isolation else tenant_of(client, hints)
     # A named session binds to its first call's tenant (sessions/tenancy.py); no I/O here.
-    session.bind_tenant(space_of(hints.isolation, tenant))
+    if not session.bound:
+        session.bind_tenant(space_of(hints.isolation, tenant))
 
     def again(files_read: dict[str, Any] | None) -> _Turn | None:
         # ``as_sdk_sends`` sends the body it read (``json_data``, no ``extra_json``) in either case.

@@ -502,7 +502,8 @@ class Session:
         with self._lock:
             facts: tuple[fleet.Fact, ...] = ()
             note: str | None = None
-            self.bind_tenant(tenancy.space_of(options.hints.isolation, tenant))
+            if self._space is None:
+                self.bind_tenant(tenancy.space_of(options.hints.isolation, tenant))
             self._key = key = fleet_io.digest_key(options.hints, tenant)
             if self._fleet():  # fleet learning (sessions/learning/fleet.py)
                 self._fleet_asked = True
@@ -538,7 +539,8 @@ class Session:
         """``prepare_request`` for async clients: the same turn, with the store's async I/O."""
         facts: tuple[fleet.Fact, ...] = ()
         note: str | None = None
-        self.bind_tenant(tenancy.space_of(options.hints.isolation, tenant))
+        if self._space is None:
+            self.bind_tenant(tenancy.space_of(options.hints.isolation, tenant))
         self._key = key = fleet_io.digest_key(options.hints, tenant)
         if self._fleet():  # fleet learning (sessions/learning/fleet.py)
             self._fleet_asked = True
