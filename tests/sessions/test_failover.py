@@ -59,7 +59,7 @@ def _slot_owner(cluster: RedisClusterProcesses, store: RedisStore, ids: list[str
             continue
         owners = {}
         for sid in ids:
-            slot = key_slot(store.keys_of(sid)[0].encode())
+            slot = key_slot(store.keys_of(key_of(sid))[0].encode())  # the workers' tenant's key
             owners[sid] = next(int(p[1]) for start, end, p, *_ in ranges if start <= slot <= end)
         return owners
     raise AssertionError("no node of the cluster answered")
