@@ -4,10 +4,10 @@ Issue 44: with two API keys and the same session id (a ticket id two customers s
 and prefix, tenant B read tenant A's stats and learned spans. Here two tenants (two clients with
 their own API keys, real SDKs over real HTTP to the emulator) name one session id on one
 ``MemoryStore`` and on real Redis: neither reads the other's stats, learned spans, pins or folds,
-whether the id is given by ``session()`` or by ``telos_hint``; ``scope="global"`` shares them;
-``Session.erase()`` removes everything of the session, in its tenant and in the layout before
-tenants; a session read or pinned before its first call binds to its tenant at that call; an entry
-written in the earlier layout (the id's own key) is found by the tenant's first call.
+whether the id is given by ``session()`` or by ``telos_hint``; the request tenant B sends is the one
+it would send on an empty store; ``scope="global"`` shares them; ``Session.erase()`` of one tenant's
+session leaves the other's and the global one; a session read or pinned before its first call binds
+to its tenant at that call. One layout: a tenant's session never reads the id's own key.
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ import telos_wrap
 from telos_wrap.errors import TelosStageError
 from telos_wrap.sessions import MemoryStore, RedisStore, Session, set_default_store
 from telos_wrap.sessions import registry as session_registry
-
-from .wire import Wire, emulator_over_http
+from tests.over_http import Wire, emulator_over_http
 
 MODEL = "claude-opus-4-8"
 RULES = "\n".join(f"Rule {n}: answer precisely and politely, citing the policy." for n in range(150))
@@ -132,6 +131,53 @@ def test_two_tenants_with_one_session_id_never_read_each_other(wire: Wire, store
     assert DOC in json.dumps(requests[0])  # A's first request has the pinned document
 
 
+def _queue_prompt(depth: int) -> str:
+    # One application, one template: a live value that is not self-labelled as the present, learned
+    # at its first change (docs/sessions.md, "Learned volatility").
+    return f"You answer support tickets.\nOpen tickets in the queue: {depth}.\n{RULES}"
+
+
+def _ticket_call(client: Any, turn: int, depth: int) -> None:
+    client.messages.create(model=MODEL, max_tokens=8, system=_queue_prompt(depth), messages=_messages(turn))
+
+
+def _first_b_request(wire: Wire, store: Any, scope: str) -> tuple[dict[str, Any], Session, Session]:
+    """Issue 44's drill: tenant A talks in ticket ``TICKET`` with its handbook pinned (the queue depth
+    changes every request: a learned span), then tenant B's conversation of the same id on the same
+    store and prefix starts."""
+    a, b = wire.anthropic(api_key="key-tenant-a"), wire.anthropic(api_key="key-tenant-b")
+    with telos_wrap.session(TICKET, store=store, scope=scope) as sa:
+        sa.pin("handbook", DOC)
+        for turn in range(4):
+            _ticket_call(a, turn, 10 + turn)
+    with telos_wrap.session(TICKET, store=store, scope=scope) as sb:
+        _ticket_call(b, 0, 3)
+    return wire.requests()[-1], sa, sb
+
+
+def test_issue_44_tenant_b_sends_what_it_would_send_on_an_empty_store(wire: Wire, store: Any) -> None:
+    sent_b, sa, sb = _first_b_request(wire, store, "tenant")
+    with telos_wrap.session(TICKET, store=MemoryStore()):  # B alone, nothing learned by anyone
+        _ticket_call(wire.anthropic(api_key="key-tenant-b"), 0, 3)
+    alone = wire.requests()[-1]
+    assert sent_b == alone, "tenant B's request was shaped by what tenant A's conversation learned"
+    assert sa.volatile_spans and not sb.volatile_spans
+    assert set(sa.state.pins) == {"handbook"} and not sb.state.pins
+    assert (sa.stats.requests, sb.stats.requests) == (4, 1)
+    assert (_reader(store, wire.anthropic(api_key="key-tenant-b")).stats.requests) == 1
+
+
+def test_issue_44_the_global_scope_shares_what_was_learned_on_purpose(wire: Wire, store: Any) -> None:
+    sent_b, sa, sb = _first_b_request(wire, store, "global")
+    with telos_wrap.session(TICKET, store=MemoryStore(), scope="global"):
+        _ticket_call(wire.anthropic(api_key="key-tenant-b"), 0, 3)
+    alone = wire.requests()[-1]
+    assert sent_b != alone, "the shared state changes nothing: the tenant test above proves nothing"
+    assert DOC in json.dumps(sent_b) and DOC not in json.dumps(alone)  # A's pinned handbook
+    assert sb.volatile_spans == sa.volatile_spans and sb.stats.requests == 5
+    assert set(sb.state.pins) == {"handbook"}
+
+
 def test_sessions_named_by_hint_are_per_tenant(wire: Wire, store: Any) -> None:
     set_default_store(store)  # the autouse fixture puts the previous one back
     a, b = wire.anthropic(api_key="key-tenant-a"), wire.anthropic(api_key="key-tenant-b")
@@ -159,9 +205,9 @@ def test_the_global_scope_shares_one_state(wire: Wire, store: Any) -> None:
         telos_wrap.session(TICKET, scope="everyone")
 
 
-def test_erase_removes_everything_of_the_session(wire: Wire, store: Any) -> None:
+def test_erase_of_one_tenant_leaves_the_other_and_the_global_session(wire: Wire, store: Any) -> None:
     a, b = wire.anthropic(api_key="key-tenant-a"), wire.anthropic(api_key="key-tenant-b")
-    with telos_wrap.session(TICKET, store=store, scope="global") as old:  # the layout before tenants
+    with telos_wrap.session(TICKET, store=store, scope="global") as shared:
         _call(a, "A", 0)
     with telos_wrap.session(TICKET, store=store) as sa:
         sa.pin("handbook", DOC)
@@ -169,12 +215,15 @@ def test_erase_removes_everything_of_the_session(wire: Wire, store: Any) -> None
             _call(a, "A", turn)
     with telos_wrap.session(TICKET, store=store) as sb:
         _call(b, "B", 0)
-    assert old.store_key in _keys(store) and sa.store_key in _keys(store)
+    assert sorted(_keys(store)) == sorted([shared.store_key, sa.store_key, sb.store_key])
     sa.erase()
-    left = _keys(store)
-    assert sa.store_key not in left and TICKET not in left
-    assert sb.store_key in left and _reader(store, b).stats.requests == 2  # migrated + its own
-    assert _reader(store, a).stats.requests == 0 and not _reader(store, a).state.pins
+    assert sorted(_keys(store)) == sorted([TICKET, sb.store_key])  # A's entry and its blobs are gone
+    assert _reader(store, b).stats.requests == 1  # B's own request, nothing of A's or the global one
+    assert _reader(store, a, scope="global").stats.requests == 1  # the global session is another one
+    fresh = _reader(store, a)
+    assert fresh.stats.requests == 0 and not fresh.state.pins and not fresh.volatile_spans
+    _reader(store, b).erase()
+    assert _keys(store) == [TICKET]
 
 
 def test_a_session_binds_to_its_tenant_at_its_first_call(wire: Wire, store: Any) -> None:
@@ -200,20 +249,46 @@ def test_a_session_binds_to_its_tenant_at_its_first_call(wire: Wire, store: Any)
     assert _reader(store, a).stats.requests == 3 and DOC in json.dumps(wire.requests()[-1])
 
 
-def test_an_entry_of_the_earlier_layout_is_found_by_the_tenants_first_call(wire: Wire, store: Any) -> None:
+def test_a_fold_before_the_first_call_is_checked_in_the_tenants_state(wire: Wire, store: Any) -> None:
+    """The per-request pattern: a new object folds a document its tenant pinned in an earlier request
+    (it cannot know it before its binding); a slug the tenant never pinned fails that call open."""
+    a, b = wire.anthropic(api_key="key-tenant-a"), wire.anthropic(api_key="key-tenant-b")
+    with telos_wrap.session(TICKET, store=store) as first:
+        first.pin("handbook", DOC)
+        _call(a, "A", 0)
+    with telos_wrap.session(TICKET, store=store) as other_tenant:
+        other_tenant.fold(slugs=["handbook"], summary="B's summary.")  # B pinned nothing: not B's slug
+        with pytest.raises(TelosStageError, match="cannot fold"):  # strict here; fails open by default
+            _call(b, "B", 0)
+        assert not other_tenant.state.slug_folds  # dropped, not tried again
+        _call(b, "B", 0)
+    with telos_wrap.session(TICKET, store=store) as later:
+        later.fold(slugs=["handbook"], summary="The handbook, folded.")
+        assert not later.bound and later.state.slug_folds  # recorded here, not checked yet
+        _call(a, "A", 1)
+    sent = json.dumps(wire.requests()[-1])
+    assert "The handbook, folded." in sent and DOC not in sent and "B's summary." not in sent
+    reader = _reader(store, a)
+    assert [f.slug for f in reader.state.slug_folds] == ["handbook"] and reader.stats.requests == 2
+    assert not _reader(store, b).state.slug_folds and _reader(store, b).stats.requests == 1
+
+
+def test_a_tenants_session_never_reads_the_ids_own_entry(wire: Wire, store: Any) -> None:
+    """One layout: what is kept under the id itself (a global session's state) is not a tenant's."""
     a = wire.anthropic(api_key="key-tenant-a")
-    with telos_wrap.session(TICKET, store=store, scope="global") as old:  # what the previous version wrote
-        old.pin("handbook", DOC)
+    with telos_wrap.session(TICKET, store=store, scope="global") as shared:
+        shared.pin("handbook", DOC)
         for turn in range(3):
             _call(a, "A", turn)
-    learned = old.volatile_spans
-    assert learned
-    with telos_wrap.session(TICKET, store=store) as new:
+    assert shared.volatile_spans
+    kept = store.load(TICKET)
+    assert kept is not None
+    with telos_wrap.session(TICKET, store=store) as mine:
         _call(a, "A", 3)
-    assert new.stats.requests == 4 and set(new.state.pins) == {"handbook"}
-    assert new.volatile_spans[: len(learned)] == learned
-    assert DOC in json.dumps(wire.requests()[-1])
-    assert new.store_key in _keys(store)
+    assert mine.stats.requests == 1 and not mine.state.pins and not mine.volatile_spans
+    assert DOC not in json.dumps(wire.requests()[-1])
+    assert store.load(TICKET) == kept  # the global entry neither read into nor written by the tenant
+    assert sorted(_keys(store)) == sorted([TICKET, mine.store_key])
 
 
 def test_async_clients_keep_tenants_apart(wire: Wire, store: Any) -> None:

@@ -122,10 +122,10 @@ def test_async_clients_use_only_the_async_store(patched: None) -> None:
         await client.close()
 
     asyncio.run(main())
-    # Two reads per session (nothing known yet: its tenant's key, then the id's own key, the layout
-    # before tenants, which has nothing here: docs/sessions.md, "Tenants"), one compare-and-set per
-    # turn, one flush of the last usage; the token counts used the state already held (no I/O).
-    assert store.calls == Counter(aload=2 * 5, aswap=5 * 4 + 5)
+    # One read per session (nothing known yet; at its tenant's key only: one layout), one
+    # compare-and-set per turn, one flush of the last usage; the token counts used the state already
+    # held (no I/O).
+    assert store.calls == Counter(aload=5, aswap=5 * 4 + 5)
     store.forbid_sync = False
     for sess in sessions:
         assert sess.stats.requests == 4 and _usage_total(sess) == 4
@@ -176,12 +176,12 @@ def test_one_store_write_per_call_and_none_when_nothing_changed(claude: anthropi
         # contributes to the application's entry, one read and one write of its own list of
         # contributions (what ``erase`` removes), one read at each later contribution.
         fleet = Counter(get_blob=5, put_blob=3)
-        # Two reads at the first request: the tenant's key, then the id's own (the earlier layout).
-        assert store.calls == Counter(load=2, swap=6) + fleet, (
+        # One read at the first request, at the tenant's key (one layout: nothing else is read).
+        assert store.calls == Counter(load=1, swap=6) + fleet, (
             "the usage rode along with the next turn's write"
         )
         claude.messages.count_tokens(model=MODEL, messages=messages_for(6))
-        assert store.calls == Counter(load=2, swap=6) + fleet, "a token count changes nothing durable: no I/O"
+        assert store.calls == Counter(load=1, swap=6) + fleet, "a token count changes nothing durable: no I/O"
         sess.flush()
         assert store.calls["swap"] == 7  # the last call's usage
         sess.flush()

@@ -225,10 +225,6 @@ class Session:
         self.bind_tenant(tenancy.space_of(isolation, tenant))
         return self
 
-    def _legacy(self) -> str | None:
-        """The id's own key, read when the tenant's holds nothing (``sync/layout.py``)."""
-        return self.id if self._store_key != self.id else None
-
     def _settle(self) -> None:
         """Once bound: carry what was recorded before the binding onto the tenant's stored state (the
         caller holds ``self._lock``). Binds a session used without any call to no tenant."""
@@ -240,7 +236,7 @@ class Session:
                 for key in set(local.pins.values()):
                     drivers.put_pin(self._sync, self.store, key, self._sync.blobs[key], self._store_key)
                 plan = self._plan(tenancy.carried(local), strict=True)
-                drivers.run(plan, self.store, self._breaker(), self._store_key, self._legacy())
+                drivers.run(plan, self.store, self._breaker(), self._store_key)
             except RefPoolError:
                 raise  # a slug pinned with another text: dropped (slugs are frozen), said once
             except BaseException:
@@ -267,7 +263,6 @@ class Session:
                     self._breaker(),
                     self._store_key,
                     self._alocks.get(),
-                    self._legacy(),
                 )
             except RefPoolError:
                 raise
@@ -333,7 +328,7 @@ class Session:
         """Run a plan with the store's sync methods (the caller holds ``self._lock``)."""
         if self._space is None or self._local is not None:
             self._settle()
-        return drivers.run(plan, self.store, self._breaker(), self._store_key, self._legacy())
+        return drivers.run(plan, self.store, self._breaker(), self._store_key)
 
     async def _arun(self, plan: Generator[StoreOp, Any, T]) -> T:
         """Run a plan with the store's async methods, one plan per session at a time."""
@@ -341,9 +336,7 @@ class Session:
             await self._asettle()
         store = self.store
         key = self._store_key
-        return await drivers.arun(
-            plan, store, breaker_of(store, key), key, self._alocks.get(), self._legacy()
-        )
+        return await drivers.arun(plan, store, breaker_of(store, key), key, self._alocks.get())
 
     def flush(self) -> None:
         """Write what this process holds and the store does not yet (pending usage, outage state).
@@ -381,7 +374,7 @@ class Session:
                     self._settle()
                 except Exception:
                     logger.debug("telos_wrap: session %s: not settled", session_hash(self.id), exc_info=True)
-            drivers.read_state(self._sync, self.store, self._breaker(), self._store_key, self._legacy())
+            drivers.read_state(self._sync, self.store, self._breaker(), self._store_key)
             view = self._sync.view()
             return self._sync.with_pending(view) if view is not None else SessionState(session_id=self.id)
 
@@ -866,7 +859,7 @@ class Session:
             raise FoldError("fold() takes exactly one of slugs=... or message_range=(start, end)")
         slug_list = [slugs] if isinstance(slugs, str) else list(slugs or ())
         with self._lock:
-            self._update(fold_step(summary, slug_list, message_range, self._recheck))
+            self._update(fold_step(summary, slug_list, message_range, self._recheck, deferred=not self.bound))
 
     def _recheck(self, state: SessionState) -> None:
         """Dry-run the last request of this process on ``state``: invariants must still hold."""
@@ -944,26 +937,23 @@ class Session:
         what this process holds of it (records, history memo, pending usage). The session id may be
         used again: it starts afresh. Raises what the store raises (docs/security.md, "Erasure").
 
-        Both entries the session may have: its tenant's (``store_key``) and the id's own (the layout
-        before tenants, which a tenant's entry is started from: ``tenancy.migrate``). A session not
-        bound to a tenant yet erases the id's own entry only: ``bind(client)`` first to erase a
-        tenant's."""
+        The session's one entry: the one at ``store_key`` (its tenant's once bound; another tenant's
+        session of the same id, and a global one, are other sessions and stay). A session not bound
+        yet (no call, no ``bind``) uses the id's own key, as any use without a call does:
+        ``bind(client)`` first to erase a tenant's conversation from a process that makes no call."""
         with self._lock:
-            for key in dict.fromkeys((self._store_key, self.id)):
-                fleet_io.erase(self.store, key)
-                self.store.delete(key)
+            fleet_io.erase(self.store, self._store_key)
+            self.store.delete(self._store_key)
             self._forget_here()
 
     async def aerase(self) -> None:
         """``erase`` for async code."""
-        store = self.store
-        ops = store_ops(store)
-        for key in dict.fromkeys((self._store_key, self.id)):
-            await fleet_io.aerase(store, key)
-            if isinstance(store, AsyncSessionStore) and not ops.inline:
-                await store.adelete(key)
-            else:
-                store.delete(key)
+        store, key = self.store, self._store_key
+        await fleet_io.aerase(store, key)
+        if isinstance(store, AsyncSessionStore) and not store_ops(store).inline:
+            await store.adelete(key)
+        else:
+            store.delete(key)
         with self._lock:
             self._forget_here()
 

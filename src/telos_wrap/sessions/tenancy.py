@@ -10,27 +10,23 @@ never in clear):
 * ``store_key(id, space)``: ``<id>@t:<namespace>`` (32 hex characters); the id itself where there is
   no tenant signal (namespace ``"shared"``: a bare ``Session`` used without a client), or where the
   application declared the id global (``session(..., scope="global")``: every tenant naming it shares
-  it, the layout before this version).
+  it).
+* **One layout.** A session's state lives at that one key and nowhere else: a tenant's session never
+  reads the id's own key (a global session's, or one kept without a tenant signal), nor another
+  tenant's; ``Session.erase()`` removes the one key. There is no second layout to read or migrate
+  from (CONTRIBUTING.md: no compatibility layer before the first release).
 * **Binding.** The tenant is only known from a call. A session binds to the tenant of its first call
   (``Session.bind_tenant``, or ``Session.bind(client)`` before any call) and keeps it: one object is
   one conversation (docs/security.md, S1). Before it binds, it holds its state in this process only
-  (``LocalState``): reads see that local state and nothing stored (it could be another tenant's);
-  ``pin()``, ``fold(slugs=...)`` and ``forget_volatility()`` are applied to it, and carried onto the
-  tenant's stored state at the binding (``carried``).
-* **Migration on read** (``sync/layout.py``, the session's ``LOAD`` in ``sync/drivers.py``): a
-  tenant's key that does not exist yet is started from the entry the id had in the layout before
-  this version (the id's own key), its pinned blobs copied, and written at the tenant's key by the
-  session's next write. The old entry is left as it was (workers of the earlier version may still
-  be writing it; its TTL ends it); ``Session.erase()`` removes it too. The cost: a conversation's
-  first read finds nothing at its tenant's key and reads the id's own key too (one more round trip,
-  once per session object that meets an absent entry).
+  (``Session._local``): reads see that local state and nothing stored (it could be another
+  tenant's); ``pin()``, ``fold(slugs=...)`` and ``forget_volatility()`` are applied to it, and carried
+  onto the tenant's stored state at the binding (``carried``).
 
-Pure: no I/O (the migration read is ``sync/layout.py``'s, run by the drivers).
+Pure: no I/O.
 """
 
 from __future__ import annotations
 
-import logging
 from dataclasses import replace
 from typing import Any
 
@@ -38,6 +34,7 @@ from telos_wrap.errors import RefPoolError
 from telos_wrap.sessions.durable.records import SlugFold
 from telos_wrap.sessions.durable.state import SessionState
 from telos_wrap.sessions.learning.fleet import namespace
+from telos_wrap.sessions.turns.steps import unknown_slugs
 
 __all__ = [
     "GLOBAL",
@@ -49,8 +46,6 @@ __all__ = [
     "space_of",
     "store_key",
 ]
-
-logger = logging.getLogger("telos_wrap.sessions")
 
 #: A named session's state is kept within its tenant's namespace (the default).
 TENANT = "tenant"
@@ -87,7 +82,8 @@ def carried(local: SessionState) -> Any:
     """The step that puts what a session recorded before its binding (``local``: its pins and slug
     folds) onto its tenant's stored state. A slug the stored state pins already is kept if it names
     the same document, else ``RefPoolError`` (slugs are frozen); a slug fold is recorded again at the
-    stored state's request count."""
+    stored state's request count, once its slugs are checked against that state (``RefPoolError``
+    for a slug neither pinned nor a ``<file path=…>`` block of its last request)."""
 
     def step(state: SessionState) -> tuple[SessionState | None, None]:
         pins = dict(state.pins)
@@ -98,6 +94,8 @@ def carried(local: SessionState) -> Any:
                     "tenant's stored state pins another document under it; slugs are frozen"
                 )
             pins[slug] = key
+        if local.slug_folds:
+            unknown_slugs(replace(state, pins=pins), [f.slug for f in local.slug_folds])
         folds = [f for f in state.slug_folds if f.slug not in {g.slug for g in local.slug_folds}]
         folds += [SlugFold(f.slug, f.summary, state.requests) for f in local.slug_folds]
         if pins == state.pins and not local.slug_folds:

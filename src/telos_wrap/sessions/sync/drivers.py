@@ -23,7 +23,6 @@ from telos_wrap.sessions.durable.state import SessionState
 from telos_wrap.sessions.live import _hold, _release
 from telos_wrap.sessions.stores.breaker import StoreBreaker, StoreEvent, breaker_of
 from telos_wrap.sessions.stores.store import SessionStore, StoreOps, store_ops
-from telos_wrap.sessions.sync import layout
 from telos_wrap.sessions.sync.plans import ABANDONED, LOAD, Failed, GetBlob, Sleep, StateSync, StoreOp, Swap
 
 __all__ = ["AsyncLocks", "Host", "Owner", "arun", "load_pins", "put_pin", "read_state", "run"]
@@ -60,15 +59,12 @@ def _retrieve(task: asyncio.Future[Any]) -> None:
         task.exception()
 
 
-def _sync_call(
-    ops: StoreOps, op: StoreOp, session_id: str, started: float | None = None, legacy: str | None = None
-) -> Any:
+def _sync_call(ops: StoreOps, op: StoreOp, session_id: str, started: float | None = None) -> Any:
     """One store operation of a plan through the store's sync methods; a failure comes back as ``Failed``
-    (``started``: the breaker's clock when the operation began; ``legacy``: the id's own key, read
-    when ``session_id``, a tenant's key, holds nothing: ``layout.load``)."""
+    (``started``: the breaker's clock when the operation began)."""
     try:
         if op is LOAD:
-            return layout.load(ops, session_id, legacy)
+            return ops.load(session_id)
         if isinstance(op, Swap):
             if ops.inline:
                 return ops.store.swap_state(session_id, op.expected, op.state)
@@ -79,15 +75,9 @@ def _sync_call(
         return Failed(exc, started)
 
 
-def run(
-    plan: Generator[StoreOp, Any, T],
-    store: SessionStore,
-    breaker: StoreBreaker,
-    session_id: str,
-    legacy: str | None = None,
-) -> T:
+def run(plan: Generator[StoreOp, Any, T], store: SessionStore, breaker: StoreBreaker, session_id: str) -> T:
     """Run a plan with the store's sync methods (the caller holds the session's lock). ``session_id``:
-    the key the state is stored under; ``legacy``: see ``_sync_call``."""
+    the key the state is stored under (``Session.store_key``)."""
     ops = store_ops(store)
     clock = breaker.clock
     value: Any = None
@@ -100,7 +90,7 @@ def run(
             time.sleep(op.seconds)
             value = None
             continue
-        value = _sync_call(ops, op, session_id, clock(), legacy)
+        value = _sync_call(ops, op, session_id, clock())
 
 
 async def arun(
@@ -109,10 +99,8 @@ async def arun(
     breaker: StoreBreaker,
     session_id: str,
     lock: asyncio.Lock,
-    legacy: str | None = None,
 ) -> T:
-    """Run a plan with the store's async methods, under ``lock`` (one plan per session at a time);
-    ``legacy``: see ``_sync_call``."""
+    """Run a plan with the store's async methods, under ``lock`` (one plan per session at a time)."""
     ops = store_ops(store)
     async with lock:
         value: Any = None
@@ -128,11 +116,11 @@ async def arun(
             if ops.inline:
                 # An in-memory store never waits: its async twins are its sync methods, so the
                 # race against the breaker (a task and a loop iteration, ~25 us) cannot matter.
-                value = _sync_call(ops, op, session_id, breaker.clock(), legacy)
+                value = _sync_call(ops, op, session_id, breaker.clock())
                 continue
             call: Coroutine[Any, Any, Any]
             if op is LOAD:
-                call = layout.aload(ops, session_id, legacy)
+                call = ops.aload(session_id)
             elif isinstance(op, Swap):
                 call = ops.aswap(session_id, op.expected, op.text)
             else:
@@ -141,19 +129,13 @@ async def arun(
             value = await _race_trip(call, breaker)
 
 
-def read_state(
-    sync: StateSync,
-    store: SessionStore,
-    breaker: StoreBreaker,
-    key: str | None = None,
-    legacy: str | None = None,
-) -> None:
+def read_state(sync: StateSync, store: SessionStore, breaker: StoreBreaker, key: str | None = None) -> None:
     """Adopt the store's current copy of the session into ``sync`` (when the breaker allows and no
     outage state waits to be written); a failure opens the breaker, the held copy stays. ``key``:
     the id the state is stored under (``Session.store_key``; default the session's id)."""
     if sync.dirty is None and breaker.allow():
         try:
-            loaded = layout.load(store_ops(store), key or sync.id, legacy)
+            loaded = store_ops(store).load(key or sync.id)
         except Exception as exc:
             breaker.failure(exc)
         else:
