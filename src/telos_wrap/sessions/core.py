@@ -127,10 +127,15 @@ class Session:
         #: call (``tenancy``); ``"global"``: under the id alone, shared by every tenant naming it.
         self.scope = tenancy.check_scope(scope)
         scoped = self.scope == tenancy.TENANT and not implicit
-        #: The tenant's namespace the session is bound to (``None``: not yet, see ``bind_tenant``)
-        #: and the key its state is stored under (``tenancy.store_key``).
+        #: The tenant's namespace the session is bound to (``None``: not yet, see ``bind_tenant``).
         self._space: str | None = None if scoped else tenancy.SHARED
-        self._store_key = self.id
+        #: The id the session's state is stored under: ``<id>@t:<namespace>`` once bound to a tenant
+        #: (``scope="tenant"``), else the id itself (``tenancy.store_key``; docs/sessions.md,
+        #: "Tenants"). Read it; ``bind_tenant`` sets it. A plain attribute: the per-call path reads it.
+        self.store_key = self.id
+        #: Whether the session knows where its state lives (a tenant-scoped one: after its first call
+        #: or ``bind``; a global or implicit one: always). Read it; ``bind_tenant`` sets it.
+        self.bound = not scoped
         #: What was recorded before the binding (pins, slug folds), carried over at it.
         self._local: SessionState | None = None
         #: Fleet learning for this session (``None``: ``patch(fleet_learning=...)``); see ``_fleet``.
@@ -188,18 +193,6 @@ class Session:
 
     # -- the tenant (sessions/tenancy.py) ---------------------------------------------------------
 
-    @property
-    def store_key(self) -> str:
-        """The id the session's state is stored under: ``<id>@t:<namespace>`` once bound to a tenant
-        (``scope="tenant"``), else the id itself (docs/sessions.md, "Tenants")."""
-        return self._store_key
-
-    @property
-    def bound(self) -> bool:
-        """Whether the session knows where its state lives (a tenant-scoped one: after its first
-        call or ``bind``; a global or implicit one: always)."""
-        return self._space is not None
-
     def serves(self, space: str | None) -> bool:
         """Whether a call of tenant namespace ``space`` that names this session by id may use it: a
         session bound to that tenant, a global one, or one not bound yet (the call binds it)."""
@@ -213,8 +206,9 @@ class Session:
             return
         with self._lock:
             if self._space is None:
-                self._store_key = tenancy.store_key(self.id, space)
+                self.store_key = tenancy.store_key(self.id, space)
                 self._space = space
+                self.bound = True
 
     def bind(self, client: Any = None, *, isolation: str | None = None) -> Session:
         """Bind the session, before any call, to the tenant of ``client`` (an SDK client: its
@@ -234,9 +228,9 @@ class Session:
         if local is not None:
             try:
                 for key in set(local.pins.values()):
-                    drivers.put_pin(self._sync, self.store, key, self._sync.blobs[key], self._store_key)
+                    drivers.put_pin(self._sync, self.store, key, self._sync.blobs[key], self.store_key)
                 plan = self._plan(tenancy.carried(local), strict=True)
-                drivers.run(plan, self.store, self._breaker(), self._store_key)
+                drivers.run(plan, self.store, self._breaker(), self.store_key)
             except RefPoolError:
                 raise  # a slug pinned with another text: dropped (slugs are frozen), said once
             except BaseException:
@@ -254,14 +248,14 @@ class Session:
                 for key in set(local.pins.values()):
                     text = self._sync.blobs[key]
                     if isinstance(store, AsyncSessionStore) and not store_ops(store).inline:
-                        await store.aput_blob(self._store_key, key, text)
+                        await store.aput_blob(self.store_key, key, text)
                     else:
-                        store.put_blob(self._store_key, key, text)
+                        store.put_blob(self.store_key, key, text)
                 await drivers.arun(
                     self._plan(tenancy.carried(local), strict=True),
                     store,
                     self._breaker(),
-                    self._store_key,
+                    self.store_key,
                     self._alocks.get(),
                 )
             except RefPoolError:
@@ -302,7 +296,7 @@ class Session:
     # or ``drivers.arun`` (async: their ``a``-twins, awaited). See ``sessions/sync/plans.py``.
 
     def _breaker(self) -> StoreBreaker:
-        return breaker_of(self.store, self._store_key)
+        return breaker_of(self.store, self.store_key)
 
     def _plan(
         self,
@@ -328,14 +322,14 @@ class Session:
         """Run a plan with the store's sync methods (the caller holds ``self._lock``)."""
         if self._space is None or self._local is not None:
             self._settle()
-        return drivers.run(plan, self.store, self._breaker(), self._store_key)
+        return drivers.run(plan, self.store, self._breaker(), self.store_key)
 
     async def _arun(self, plan: Generator[StoreOp, Any, T]) -> T:
         """Run a plan with the store's async methods, one plan per session at a time."""
         if self._space is None or self._local is not None:
             await self._asettle()
         store = self.store
-        key = self._store_key
+        key = self.store_key
         return await drivers.arun(plan, store, breaker_of(store, key), key, self._alocks.get())
 
     def flush(self) -> None:
@@ -362,7 +356,7 @@ class Session:
                 return self._local_state()
         for other in _held():
             if (
-                getattr(other, "store_key", None) == self._store_key
+                getattr(other, "store_key", None) == self.store_key
                 and other is not self
                 and other.store is self.store
             ):
@@ -374,7 +368,7 @@ class Session:
                     self._settle()
                 except Exception:
                     logger.debug("telos_wrap: session %s: not settled", session_hash(self.id), exc_info=True)
-            drivers.read_state(self._sync, self.store, self._breaker(), self._store_key)
+            drivers.read_state(self._sync, self.store, self._breaker(), self.store_key)
             view = self._sync.view()
             return self._sync.with_pending(view) if view is not None else SessionState(session_id=self.id)
 
@@ -501,7 +495,7 @@ class Session:
             if self._fleet():  # fleet learning (sessions/learning/fleet.py)
                 self._fleet_asked = True
                 facts, note = self._started(
-                    fleet_io.fleet_for(self.store, api, body, options.hints, tenant, self._store_key)
+                    fleet_io.fleet_for(self.store, api, body, options.hints, tenant, self.store_key)
                 )
             plan = self._plan(self._turn_step(api, body, options, facts, key), strict)
             try:
@@ -514,7 +508,7 @@ class Session:
         if self._fleet_on():  # fleet learning: publish what was learned, count the request
             if result.facts:
                 fleet_io.publish_learned(
-                    self.store, api, body, options.hints, result.facts, tenant, self._store_key
+                    self.store, api, body, options.hints, result.facts, tenant, self.store_key
                 )
             if self._fleet_where is not None:
                 fleet_io.note_reached(self.store, self._fleet_where, result.index + 1)
@@ -538,7 +532,7 @@ class Session:
         if self._fleet():  # fleet learning (sessions/learning/fleet.py)
             self._fleet_asked = True
             facts, note = self._started(
-                await fleet_io.afleet_for(self.store, api, body, options.hints, tenant, self._store_key)
+                await fleet_io.afleet_for(self.store, api, body, options.hints, tenant, self.store_key)
             )
         plan = self._plan(self._turn_step(api, body, options, facts, key), strict)
         try:
@@ -552,7 +546,7 @@ class Session:
         if self._fleet_on():  # fleet learning: publish what was learned, count the request
             if result.facts:
                 await fleet_io.apublish_learned(
-                    self.store, api, body, options.hints, result.facts, tenant, self._store_key
+                    self.store, api, body, options.hints, result.facts, tenant, self.store_key
                 )
             if self._fleet_where is not None:
                 fleet_io.note_reached(self.store, self._fleet_where, result.index + 1)
@@ -831,7 +825,7 @@ class Session:
             if self._space is None:  # not bound yet: kept here, written to the tenant's entry at the binding
                 self._sync.blobs[key] = share(text)
             else:
-                drivers.put_pin(self._sync, self.store, key, text, self._store_key)
+                drivers.put_pin(self._sync, self.store, key, text, self.store_key)
             self._update(pin_step(slug, key))
 
     def fold(
@@ -872,7 +866,7 @@ class Session:
                 api,
                 body,
                 options,
-                pins=drivers.load_pins(self._sync, self.store, state, self._store_key),
+                pins=drivers.load_pins(self._sync, self.store, state, self.store_key),
                 now=self.clock(),
                 commit=False,
             )
@@ -910,7 +904,7 @@ class Session:
                     only_what_pays=config.only_what_pays,
                 )
             state = self.state
-            pins = drivers.load_pins(self._sync, self.store, state, self._store_key)
+            pins = drivers.load_pins(self._sync, self.store, state, self.store_key)
             result = run_turn(
                 state, api or "anthropic", body, options, pins=pins, now=self.clock(), commit=False
             )
@@ -942,13 +936,13 @@ class Session:
         yet (no call, no ``bind``) uses the id's own key, as any use without a call does:
         ``bind(client)`` first to erase a tenant's conversation from a process that makes no call."""
         with self._lock:
-            fleet_io.erase(self.store, self._store_key)
-            self.store.delete(self._store_key)
+            fleet_io.erase(self.store, self.store_key)
+            self.store.delete(self.store_key)
             self._forget_here()
 
     async def aerase(self) -> None:
         """``erase`` for async code."""
-        store, key = self.store, self._store_key
+        store, key = self.store, self.store_key
         await fleet_io.aerase(store, key)
         if isinstance(store, AsyncSessionStore) and not store_ops(store).inline:
             await store.adelete(key)

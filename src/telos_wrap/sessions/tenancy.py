@@ -28,6 +28,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import lru_cache
 from typing import Any
 
 from telos_wrap.errors import RefPoolError
@@ -65,9 +66,11 @@ def check_scope(scope: object) -> str:
     return str(scope)
 
 
+@lru_cache(maxsize=1024)
 def space_of(isolation: str | None, tenant: str | None) -> str:
     """The tenant namespace of a call (``fleet.namespace``: ``tenant`` is ``identity.tenant_digest``
-    of its isolation hint and client credentials and base URL)."""
+    of its isolation hint and client credentials and base URL). Memoized (bounded): a call that names
+    its session by id asks for it on every call (``patch/turns.py``, ``resolve_session``)."""
     return namespace(isolation, tenant)
 
 
