@@ -18,6 +18,7 @@ import openai
 import pytest
 
 import telos_wrap
+from telos_wrap.failopen import reset_failures
 from tests.engines.test_adapters import CHAT, CHAT_CANONICAL, SALT
 from tests.sdk_http import sdk_http
 
@@ -58,6 +59,7 @@ SENT = {
 
 @pytest.fixture
 def sent() -> Iterator[list[bytes]]:
+    reset_failures()  # the counts are the process's: an earlier module's fail-opens are not this test's
     yield []
     telos_wrap.unpatch()
 

@@ -25,6 +25,7 @@ import telos_wrap
 from telos_wrap.sessions import MemoryStore, RedisStore, Session
 from telos_wrap.sessions.learning import fleet as fleet_module
 from tests.over_http import emulator_over_http
+from tests.stores import reader_of
 
 MODEL = "claude-opus-4-8"
 _LETTERS = "ghjkmnpqrstvwxyz"  # no hex digit: a canary word can never be read inside a digest
@@ -171,7 +172,8 @@ def _check(store: Any, texts: dict[str, str], sessions: list[Session], work: Wor
     logs = "\n".join(r.getMessage() + (r.exc_text or "") for r in ours)
     _assert_no_canary("the logs", logs, canaries)
     for sess in sessions:
-        other = Session(sess.id, store=store)  # another process: only what the store holds
+        other = reader_of(sess)  # another process (the session's tenant): only what the store holds
+        assert other.stats.requests == sess.stats.requests > 0  # it did read the stored state
         explained = "\n".join(other.explain(n) for n in range(sess.stats.requests))
         explained += repr(other.volatile_spans) + json.dumps(other.state.to_json())
         _assert_no_canary(f"explain of {sess.id} in another process", explained, canaries)
@@ -189,7 +191,7 @@ def test_no_caller_text_in_memory_store_logs_or_explain(patched: None, caplog: A
     assert any(fleet_module.decode_entry(v.split("=", 1)[1]).facts for v in fleet_before.values())
     for sess in sessions:
         sess.erase()
-        assert sess.id not in store._entries
+        assert sess.store_key not in store._entries and sess.id not in store._entries
         assert sess.id not in "".join(_memory_texts(store))
     for key, text in _memory_texts(store).items():
         assert key.startswith(fleet_module.FLEET_PREFIX), key  # no session's key is left
@@ -211,9 +213,9 @@ def test_no_caller_text_in_redis_and_erasure_there(
             sess.erase()
         left = _redis_texts(store, redis_prefix)
         for sess in erased:
-            assert not any(k in left for k in store.keys_of(sess.id))
+            assert not any(k in left for key in (sess.id, sess.store_key) for k in store.keys_of(key))
         for sess in kept:
-            assert any(k in left for k in store.keys_of(sess.id))
+            assert any(k in left for k in store.keys_of(sess.store_key))  # its tenant's key (T2)
         for sess in kept:
             sess.erase()
         left = _redis_texts(store, redis_prefix)

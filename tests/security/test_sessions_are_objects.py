@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import telos_wrap
-from telos_wrap.sessions import MemoryStore, Session, named_session
+from telos_wrap.sessions import MemoryStore, Session
 from tests.over_http import Wire
 
 from .wire import text_of
@@ -187,7 +187,7 @@ def test_odd_session_ids_name_their_own_session_and_never_break_the_call(wire: W
     [sent] = wire.requests()
     assert "hello from A" in text_of(sent)
     assert a.stats.requests == 0, "the named session is another one than the active session"
-    assert named_session(odd, store=a.store).stats.requests == 1
+    assert Session(odd, store=a.store).bind(client).stats.requests == 1  # in the call's tenant (T2)
 
 
 def test_a_request_whose_token_was_pushed_out_never_joins_the_session_open_when_sent(wire: Wire) -> None:

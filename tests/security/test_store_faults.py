@@ -15,7 +15,7 @@ import pytest
 
 import telos_wrap
 from telos_wrap.failopen import failure_counts
-from telos_wrap.sessions import MemoryStore, RedisStore, SessionState
+from telos_wrap.sessions import MemoryStore, RedisStore, Session, SessionState
 from telos_wrap.sessions.stores.breaker import breaker_of
 from tests.over_http import Wire
 
@@ -35,6 +35,13 @@ def _call(wire: Wire, store: Any, session_id: str) -> None:
     client.close()
 
 
+def _key(wire: Wire, session_id: str) -> str:
+    """The key the session's state is kept under for ``_call``'s client (its tenant's: T2)."""
+    client = wire.anthropic()
+    client.close()
+    return Session(session_id).bind(client).store_key
+
+
 def _check_local(wire: Wire, store: Any) -> None:
     """After 'poisoned' was read once: reset recorded, no trip, others fine, entry repaired."""
     breaker = breaker_of(store)
@@ -45,7 +52,7 @@ def _check_local(wire: Wire, store: Any) -> None:
     _call(wire, store, "healthy")
     _call(wire, store, "poisoned")  # the next write repaired the entry: no second reset
     assert breaker.stats().events.get("reset") == 1
-    repaired = store.load("poisoned")
+    repaired = store.load(_key(wire, "poisoned"))
     assert repaired is not None and SessionState.loads(repaired.text).requests == 2
     assert all("system" in json.loads(body) for body in wire.bodies)
 
@@ -55,8 +62,8 @@ def test_a_malformed_state_resets_one_session_in_memory(lenient_wire: Wire, bad:
     store = MemoryStore()
     _call(lenient_wire, store, "healthy")
     if bad == "other-session":
-        bad = store.load("healthy").text
-    store.swap("poisoned", 0, bad)
+        bad = store.load(_key(lenient_wire, "healthy")).text
+    store.swap(_key(lenient_wire, "poisoned"), 0, bad)
     _call(lenient_wire, store, "poisoned")
     _check_local(lenient_wire, store)
 
@@ -68,7 +75,7 @@ def test_a_malformed_redis_entry_resets_one_session(
 ) -> None:
     store = RedisStore(redis_url, prefix=redis_prefix)
     _call(lenient_wire, store, "healthy")
-    key = store.keys_of("poisoned")[0]  # the one key layout (docs/sessions.md)
+    key = store.keys_of(_key(lenient_wire, "poisoned"))[0]  # the one key layout (docs/sessions.md)
     store.redis.hset(key, mapping={"rev": "7", "state": "{}"})
     store.redis.hset(key, field, value)
     _call(lenient_wire, store, "poisoned")

@@ -85,7 +85,8 @@ def main(config: dict[str, Any]) -> None:
     unwritten: list[str] = []
 
     def record(sid: str, started: float, sess: Session) -> None:
-        records.append((sid, started, time.monotonic() - started, _held(sess), store._node_of(sid)))
+        node = store._node_of(sess.store_key)  # the key of the calls' tenant
+        records.append((sid, started, time.monotonic() - started, _held(sess), node))
         calls[sid] += 1
 
     if config["mode"] == "sync":
@@ -176,7 +177,7 @@ def main(config: dict[str, Any]) -> None:
 
         asyncio.run(run())
 
-    routed = {sid: store._node_of(sid) for sid in ids} if config["mode"] == "sync" else {}
+    routed = {sid: store._node_of(sessions[sid].store_key) for sid in ids} if config["mode"] == "sync" else {}
     report = {
         "calls": calls,
         "records": records,

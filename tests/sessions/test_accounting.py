@@ -99,7 +99,7 @@ def test_explain_minus_one_in_a_fresh_process_resolves_the_index() -> None:
         for _ in range(3):
             client.messages.create(**kwargs_for("anthropic"))
     assert first.explain(-1).startswith("session explain-elsewhere request 2 ")
-    fresh = Session("explain-elsewhere", store=store)
+    fresh = Session("explain-elsewhere", store=store).bind(client)  # the calls' tenant (docs/sessions.md)
     text = fresh.explain(-1)
     assert "request 2 (explain(-1)) was not prepared in this process" in text
     assert "the session has 3 request(s), this process prepared none of them" in text

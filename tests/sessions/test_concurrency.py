@@ -143,7 +143,7 @@ def test_writers_sharing_one_session_never_lose_an_update(writers: int, claude: 
         thread.start()
     for thread in threads:
         thread.join()
-    stats = telos_wrap.session("shared").stats
+    stats = telos_wrap.session("shared").bind(claude).stats  # read in the calls' tenant
     assert stats.requests == writers * per_writer
     assert stats.responses_with_usage == writers * per_writer
     assert [stats.raw_input, stats.cache_read, stats.cache_write, stats.output] == totals

@@ -31,6 +31,7 @@ import pytest
 
 from telos_wrap.sessions import SessionState
 from telos_wrap.sessions.stores.redis_store import RedisStore
+from tests.stores import key_of
 
 from .conftest import RedisClusterProcesses
 
@@ -58,7 +59,7 @@ def _slot_owner(cluster: RedisClusterProcesses, store: RedisStore, ids: list[str
             continue
         owners = {}
         for sid in ids:
-            slot = key_slot(store.keys_of(sid)[0].encode())
+            slot = key_slot(store.keys_of(key_of(sid))[0].encode())  # the workers' tenant's key
             owners[sid] = next(int(p[1]) for start, end, p, *_ in ranges if start <= slot <= end)
         return owners
     raise AssertionError("no node of the cluster answered")
@@ -178,7 +179,7 @@ def test_sessions_go_on_when_a_cluster_primary_is_killed_and_restarted(
 
         stored = {}
         for sid in ids:
-            found = store.load(sid)
+            found = store.load(key_of(sid))  # the workers' tenant
             assert found is not None, sid
             state = SessionState.loads(found.text)
             assert state.session_id == sid

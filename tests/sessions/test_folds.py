@@ -114,7 +114,8 @@ def test_fold_of_a_message_range_is_durable_and_explained(
             _send(claude, turn)
         sess.fold(message_range=(0, 4), summary="Orders 1000 and 1001: refund questions answered.")
         # Recorded before the next request: another Session object on the same id sees it.
-        assert [(f.start, f.end, f.at) for f in Session("range-fold").state.range_folds] == [(0, 4, 4)]
+        folds = Session("range-fold").bind(claude).state.range_folds  # in the calls' tenant
+        assert [(f.start, f.end, f.at) for f in folds] == [(0, 4, 4)]
         _send(claude, 4)
         _send(claude, 5)
     app = messages_for(5)

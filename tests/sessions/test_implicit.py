@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import telos_wrap
+from telos_wrap.sessions import Session
 from telos_wrap.sessions import registry as session_registry
 from telos_wrap.sessions.identity import conversation_key
 from tests.over_http import emulator_over_http
@@ -190,7 +191,8 @@ def test_session_header_names_the_conversation(patched: None, fresh_implicit: No
         client.close()
         other.close()
     assert session_registry._implicit == {}  # named, so no implicit session was made
-    assert session_registry.named_session("thread-7").stats.requests == 2
-    assert session_registry.named_session("thread-8").stats.requests == 1
+    # Named sessions are their tenant's: read in the tenant of the calls (docs/sessions.md, "Tenants").
+    assert Session("thread-7").bind(client).stats.requests == 2
+    assert Session("thread-8").bind(other).stats.requests == 1
     assert len(wire.headers) == 3
     assert not [h for h in wire.headers if any("telos" in name for name in h)]  # never sent to the vendor

@@ -125,7 +125,7 @@ def test_a_session_turn_whose_write_answer_was_lost_is_counted_once(
             )
         session.flush()  # the last turn's usage is written with the session's next write
     assert dropper.dropped == 2
-    stored = store.load("lost-answer")
+    stored = store.load(session.store_key)  # the key of the calls' tenant
     assert stored is not None
     state = SessionState.loads(stored.text)
     assert state.requests == calls
@@ -138,6 +138,8 @@ def test_an_async_session_turn_whose_write_answer_was_lost_is_counted_once(
 ) -> None:
     store = RedisStore(f"redis://127.0.0.1:{dropper.port}/0", prefix=redis_prefix)
     calls = 6
+
+    keys: list[str] = []
 
     async def converse() -> None:
         client = anthropic.AsyncAnthropic(
@@ -153,12 +155,13 @@ def test_an_async_session_turn_whose_write_answer_was_lost_is_counted_once(
                     model=MODEL, max_tokens=16, system=system_prompt(turn), messages=messages_for(turn)
                 )
             await session.aflush()
+        keys.append(session.store_key)
         await client.close()
         await store.aclose()  # the redis.asyncio client of this event loop
 
     asyncio.run(converse())
     assert dropper.dropped == 2
-    stored = store.load("lost-answer-async")
+    stored = store.load(keys[0])
     assert stored is not None
     state = SessionState.loads(stored.text)
     assert (state.requests, sum(u.responses for u in state.usage.values())) == (calls, calls)

@@ -185,9 +185,9 @@ def test_a_failed_node_skips_only_its_own_sessions(lenient: anthropic.Anthropic,
     assert (stats["a"].state, stats["a"].trips, stats["a"].skipped) == ("open", 1, 5)
     assert (stats["b"].state, stats["b"].trips, stats["b"].skipped) == ("closed", 0, 0)
     for sid in ("b-1", "b-2"):  # written on every call
-        assert SessionState.loads(store.backend.load(sid).text).requests == 5
+        assert SessionState.loads(store.backend.load(sessions[sid].store_key).text).requests == 5
     for sid in ("a-1", "a-2"):  # held in this process since the failure
-        assert SessionState.loads(store.backend.load(sid).text).requests == 2
+        assert SessionState.loads(store.backend.load(sessions[sid].store_key).text).requests == 2
     store.a_down = False
     clock.advance(5.0)
     for sess in sessions.values():
@@ -195,7 +195,7 @@ def test_a_failed_node_skips_only_its_own_sessions(lenient: anthropic.Anthropic,
             _ask(lenient, 5)
     for sid, sess in sessions.items():
         sess.flush()
-        assert SessionState.loads(store.backend.load(sid).text).requests == 6, sid
+        assert SessionState.loads(store.backend.load(sessions[sid].store_key).text).requests == 6, sid
     assert store.breaker.stats().events == Counter(reconciled=2)
 
 
@@ -215,10 +215,10 @@ def test_a_paused_cluster_node_skips_only_its_sessions(
         for sess in sessions.values():
             with sess:
                 _ask(lenient, 0)
-        node = store._node_of(ids[0])
+        node = store._node_of(sessions[ids[0]].store_key)  # the key of the calls' tenant
         assert node is not None
         host, port = node.rsplit(":", 1)
-        on_node = {sid for sid in ids if store._node_of(sid) == node}
+        on_node = {sid for sid in ids if store._node_of(sessions[sid].store_key) == node}
         assert 0 < len(on_node) < len(ids)
         admin = redis.Redis(host=host, port=int(port))
         admin.execute_command("CLIENT", "PAUSE", 1500, "ALL")
@@ -238,7 +238,7 @@ def test_a_paused_cluster_node_skips_only_its_sessions(
             sess.flush()
         admin.close()
         for sid in ids:
-            stored = SessionState.loads(store.load(sid).text)
+            stored = SessionState.loads(store.load(sessions[sid].store_key).text)
             assert (stored.requests, sum(u.responses for u in stored.usage.values())) == (3, 3), sid
     finally:
         store.close()

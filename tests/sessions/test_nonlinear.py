@@ -300,9 +300,10 @@ class Durable:
     @staticmethod
     def of(session: Session) -> Durable:
         session.flush()  # usage this process still holds (it rides along with the next write)
-        stored = session.store.load(session.id)
+        # Under the key of the session's tenant (docs/sessions.md, "Tenants").
+        stored = session.store.load(session.store_key)
         keys = session.state.pins.values() if stored is not None else ()
-        return Durable(stored, {key: session.store.get_blob(session.id, key) or "" for key in keys})
+        return Durable(stored, {key: session.store.get_blob(session.store_key, key) or "" for key in keys})
 
     def restore(self, session_id: str) -> RecordingStore:
         store = RecordingStore()
@@ -422,7 +423,7 @@ class SessionsMachine(RuleBasedStateMachine):
         self.sent = True
 
         # A fresh process: the same durable state, no memo, no tables, no parsed-state cache.
-        fresh_store = before.restore(session.id)
+        fresh_store = before.restore(session.store_key)
         fresh_transport = RecordingTransport(Emulator(clock=self.clock, routes=EMULATOR_ROUTES))
         fresh_client = self.wire.make_client(self.wire.base_url, fresh_transport)
         with fresh_client, self._session(session.id, fresh_store) as fresh:

@@ -106,7 +106,7 @@ def test_outage_invariant(redis_url: str) -> None:
                 assert stored.requests <= self.calls
 
         def stored(self) -> SessionState | None:
-            loaded = self.stores[0].load("shared")
+            loaded = self.stores[0].load(self.sessions[0].store_key)  # the tenant's key
             return None if loaded is None else SessionState.loads(loaded.text)
 
         @rule()

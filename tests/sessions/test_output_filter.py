@@ -19,6 +19,7 @@ from telos_wrap import filters
 from telos_wrap.failopen import failure_counts
 from telos_wrap.sessions import MemoryStore, RedisStore
 from telos_wrap.sessions.durable.state import SessionState
+from tests.stores import key_of
 
 from .convo import RecordingTransport
 from .filter_convo import REQUESTS, STEPS, send, tool_results
@@ -179,7 +180,7 @@ def test_a_second_process_continuing_from_redis_sends_the_same_bytes(
     _conversation(claude, telos_wrap.session("shared", store=MemoryStore()))
     alone = transport.bodies
     assert mine + theirs == alone
-    stored = RedisStore(redis_url, prefix=redis_prefix).load("shared")
+    stored = RedisStore(redis_url, prefix=redis_prefix).load(key_of("shared"))  # the calls' tenant
     assert stored is not None
     state = SessionState.loads(stored.text)
     assert len(state.filtered) == 6 and all("|" in value for value in state.filtered.values())

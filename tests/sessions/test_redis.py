@@ -23,6 +23,7 @@ from telos_wrap.sessions import SessionState
 from telos_wrap.sessions.stores.redis_store import RedisStore
 from telos_wrap.sessions.stores.store import Swapped, Versioned
 from tests.sdk_http import sdk_http
+from tests.stores import key_of
 
 from .conftest import RedisServer
 from .convo import RecordingTransport, run_shared_turn
@@ -187,7 +188,7 @@ def _check_shared(
     for turn, (a, b) in enumerate(zip(shared, alone, strict=True)):
         assert a == b, f"turn {turn} differs"
     # The session really was shared: one state, every turn counted, primitives applied.
-    state = RedisStore(store_url, prefix=prefix).load("shared")
+    state = RedisStore(store_url, prefix=prefix).load(key_of("shared"))  # the workers' tenant
     assert state is not None
     shared_state = SessionState.loads(state.text)
     assert shared_state.requests == TURNS

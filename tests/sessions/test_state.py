@@ -132,7 +132,7 @@ def test_memory_store_swap_state_encodes_on_first_load_and_keeps_compare_and_set
 def test_reading_a_state_this_session_wrote_to_a_memory_store_parses_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    sess = Session("kept", store=MemoryStore())
+    sess = Session("kept", store=MemoryStore()).bind()  # no tenant signal: the id's own key
     sess.pin("doc", "a long document")  # written with swap_state: not encoded
     parsed: list[str] = []
     loads = SessionState.loads
@@ -143,7 +143,7 @@ def test_reading_a_state_this_session_wrote_to_a_memory_store_parses_nothing(
 
     monkeypatch.setattr(SessionState, "loads", staticmethod(counted))
     assert sess.state.pins.keys() == {"doc"} and parsed == []
-    other = Session("kept", store=sess.store)  # another Session object on the same id: parses it
+    other = Session("kept", store=sess.store).bind()  # another Session object on the same id: parses it
     assert other.state == sess.state and len(parsed) == 1
 
 
@@ -153,7 +153,7 @@ class _AlwaysLosing(MemoryStore):
 
 
 def test_a_store_that_always_loses_the_race_raises_store_conflict() -> None:
-    sess = Session("lost", store=_AlwaysLosing())
+    sess = Session("lost", store=_AlwaysLosing()).bind()
     with pytest.raises(StoreConflictError):
         sess.pin("doc", "text")
     assert sess.note_passthrough("anthropic", "anthropic", {}) == -1  # never raises on the request path

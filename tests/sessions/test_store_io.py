@@ -122,8 +122,9 @@ def test_async_clients_use_only_the_async_store(patched: None) -> None:
         await client.close()
 
     asyncio.run(main())
-    # One read per session (nothing known yet), one compare-and-set per turn, one flush of the
-    # last usage; the token counts used the state already held (no I/O).
+    # One read per session (nothing known yet; at its tenant's key only: one layout), one
+    # compare-and-set per turn, one flush of the last usage; the token counts used the state already
+    # held (no I/O).
     assert store.calls == Counter(aload=5, aswap=5 * 4 + 5)
     store.forbid_sync = False
     for sess in sessions:
@@ -175,6 +176,7 @@ def test_one_store_write_per_call_and_none_when_nothing_changed(claude: anthropi
         # contributes to the application's entry, one read and one write of its own list of
         # contributions (what ``erase`` removes), one read at each later contribution.
         fleet = Counter(get_blob=5, put_blob=3)
+        # One read at the first request, at the tenant's key (one layout: nothing else is read).
         assert store.calls == Counter(load=1, swap=6) + fleet, (
             "the usage rode along with the next turn's write"
         )
@@ -193,7 +195,7 @@ def test_a_dropped_session_object_still_gets_its_last_usage_written(claude: anth
     with sess:
         _ask(claude, 0)
     del sess
-    assert _usage_total(telos_wrap.session("dropped-object", store=store)) == 1
+    assert _usage_total(telos_wrap.session("dropped-object", store=store).bind(claude)) == 1
 
 
 # -- the circuit breaker ------------------------------------------------------------------------------
@@ -306,7 +308,7 @@ def test_outage_work_is_added_to_what_another_worker_wrote_meanwhile(
         _ask(lenient, 1)  # kept in this process only
     with b:
         _ask(lenient, 1)  # the other worker reaches the store
-    stored_by_b = SessionState.loads(backend.load("shared").text)
+    stored_by_b = SessionState.loads(backend.load(a.store_key).text)
     assert stored_by_b.requests == 2  # worker a's outage call is not in the store yet
     mine.down = False
     clock.advance(5.0)
@@ -323,7 +325,7 @@ def test_outage_work_is_added_to_what_another_worker_wrote_meanwhile(
     a.flush()
     b.flush()  # usage rides with a worker's next write
     # Every call counted once, each with its usage: a's turns 0, 1 (outage), 2 and b's turn 1.
-    stored = SessionState.loads(backend.load("shared").text)
+    stored = SessionState.loads(backend.load(a.store_key).text)
     assert stored.requests == 4 and sum(u.responses for u in stored.usage.values()) == 4
     assert sum(stored.by_engine.values()) == 4
     assert a.stats.requests == 4 and _usage_total(a) == 4
@@ -337,7 +339,7 @@ def test_a_session_the_store_lost_is_restored_from_this_process(
     with telos_wrap.session("lost", store=store) as sess:
         for turn in range(3):
             _ask(lenient, turn)
-        store.backend.delete("lost")  # e.g. Redis restarted without persistence
+        store.backend.delete(sess.store_key)  # e.g. Redis restarted without persistence
         _ask(lenient, 3)
     (event,) = store.breaker.stats().recent  # type: ignore[attr-defined]
     assert event.kind == "restored"
@@ -453,6 +455,6 @@ def test_a_saturated_pool_is_not_an_outage(redis_url: str, redis_prefix: str) ->
     stats = store.breaker.stats()
     assert stats.trips == 0 and stats.failures == 0 and stats.busy >= 1, stats
     assert failure_counts() == {"session.store": stats.busy}
-    stored = store.load("saturated")
+    stored = store.load(sess.store_key)
     assert stored is not None
     assert telos_wrap.sessions.SessionState.loads(stored.text).requests == 2 == sess.stats.requests

@@ -47,6 +47,7 @@ from telos_wrap.pipeline import Prepared, PrepareOptions, prepare, time_budget
 from telos_wrap.private_api import asyncio_loop_running, client_custom_headers, sdk_omit_type
 from telos_wrap.sessions import Session, current_session, default_store, implicit_session, named_session
 from telos_wrap.sessions.identity import tenant_digest
+from telos_wrap.sessions.tenancy import space_of
 
 __all__ = ["SESSION_HEADER", "aprepare_for_sending", "prepare_for_sending", "resolve_session", "tenant_of"]
 
@@ -133,7 +134,10 @@ def resolve_session(
         # A session named by id resolves within the caller's own store: the store of the session
         # the call was built in, else the configured default — never another tenant's store.
         store = own.store if own is not None else default_store()
-        return named_session(hints.session if hints.session is not None else str(named), store=store)
+        space = space_of(hints.isolation, tenant_of(client, hints) if tenant is None else tenant)
+        return named_session(
+            hints.session if hints.session is not None else str(named), store=store, space=space
+        )
     if own is not None:
         return own
     # The conversation is named by its first message as the caller wrote it: drop_patterns strip it
@@ -286,6 +290,9 @@ def _turn(
         )
     is_turn = route.turn and not route.count_only
     tenant = raw_tenant if hints.isolation == raw_hints.isolation else tenant_of(client, hints)
+    # A named session binds to its first call's tenant (sessions/tenancy.py); no I/O here.
+    if not session.bound:
+        session.bind_tenant(space_of(hints.isolation, tenant))
 
     def again(files_read: dict[str, Any] | None) -> _Turn | None:
         # ``as_sdk_sends`` sends the body it read (``json_data``, no ``extra_json``) in either case.

@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 from telos_wrap.bridge import BridgeOptions
 from telos_wrap.config import current_config
 from telos_wrap.engines.base import EmitPlan
-from telos_wrap.errors import TelosError, TelosInvariantError, TelosStageError
+from telos_wrap.errors import RefPoolError, TelosError, TelosInvariantError, TelosStageError
 from telos_wrap.failopen import report_failure
 from telos_wrap.history import HistoryMemo
 from telos_wrap.ir.hints import TelosHints
@@ -46,6 +46,7 @@ from telos_wrap.ir.model import Api, TelosBlock, UsageReport
 from telos_wrap.ir.refpool import emitted_references
 from telos_wrap.ir.shared import share
 from telos_wrap.pipeline import Prepared, PrepareOptions, SessionHooks
+from telos_wrap.sessions import identity, tenancy
 from telos_wrap.sessions.durable.records import CacheBreak, VolatileSpan
 from telos_wrap.sessions.durable.state import SessionState
 from telos_wrap.sessions.hashed import scrub, session_hash
@@ -120,8 +121,24 @@ class Session:
         history_limit: int = 64,
         fleet_learning: bool | None = None,
         keep_requests: bool = True,
+        scope: str = tenancy.TENANT,
     ) -> None:
         self.id = session_id or f"s-{uuid.uuid4().hex[:16]}"
+        #: ``"tenant"``: the state is kept within the namespace of the tenant of the session's first
+        #: call (``tenancy``); ``"global"``: under the id alone, shared by every tenant naming it.
+        self.scope = tenancy.check_scope(scope)
+        scoped = self.scope == tenancy.TENANT and not implicit
+        #: The tenant's namespace the session is bound to (``None``: not yet, see ``bind_tenant``).
+        self._space: str | None = None if scoped else tenancy.SHARED
+        #: The id the session's state is stored under: ``<id>@t:<namespace>`` once bound to a tenant
+        #: (``scope="tenant"``), else the id itself (``tenancy.store_key``; docs/sessions.md,
+        #: "Tenants"). Read it; ``bind_tenant`` sets it. A plain attribute: the per-call path reads it.
+        self.store_key = self.id
+        #: Whether the session knows where its state lives (a tenant-scoped one: after its first call
+        #: or ``bind``; a global or implicit one: always). Read it; ``bind_tenant`` sets it.
+        self.bound = not scoped
+        #: What was recorded before the binding (pins, slug folds), carried over at it.
+        self._local: SessionState | None = None
         #: Fleet learning for this session (``None``: ``patch(fleet_learning=...)``); see ``_fleet``.
         self.fleet_learning = fleet_learning
         self._fleet_asked = False
@@ -175,6 +192,82 @@ class Session:
     def __repr__(self) -> str:
         return f"<telos_wrap.Session {self.id!r}>"
 
+    # -- the tenant (sessions/tenancy.py) ---------------------------------------------------------
+
+    def serves(self, space: str | None) -> bool:
+        """Whether a call of tenant namespace ``space`` that names this session by id may use it: a
+        session bound to that tenant, a global one, or one not bound yet (the call binds it)."""
+        return self._space is None or self.scope == tenancy.GLOBAL or self._space == (space or tenancy.SHARED)
+
+    def bind_tenant(self, space: str) -> None:
+        """Bind the session to tenant namespace ``space`` (``fleet.namespace`` of a call); no I/O.
+        The first binding stays: later calls in the session use that tenant's entry (one object is
+        one conversation). A global or implicit session is bound already."""
+        if self._space is not None:
+            return
+        with self._lock:
+            if self._space is None:
+                self.store_key = tenancy.store_key(self.id, space)
+                self._space = space
+                self.bound = True
+
+    def bind(self, client: Any = None, *, isolation: str | None = None) -> Session:
+        """Bind the session, before any call, to the tenant of ``client`` (an SDK client: its
+        credentials and base URL) and ``isolation`` as a call would (``bind_tenant``); returns the
+        session. For reading a tenant's stats, folding or erasing a conversation from a process that
+        makes no call in it."""
+        tenant = identity.client_tenant(client, isolation) if client is not None else None
+        self.bind_tenant(tenancy.space_of(isolation, tenant))
+        return self
+
+    def _settle(self) -> None:
+        """Once bound: carry what was recorded before the binding onto the tenant's stored state (the
+        caller holds ``self._lock``). Binds a session used without any call to no tenant."""
+        if self._space is None:
+            self.bind_tenant(tenancy.SHARED)  # used directly, without a call: no tenant signal
+        local, self._local = self._local, None
+        if local is not None:
+            try:
+                for key in set(local.pins.values()):
+                    drivers.put_pin(self._sync, self.store, key, self._sync.blobs[key], self.store_key)
+                plan = self._plan(tenancy.carried(local), strict=True)
+                drivers.run(plan, self.store, self._breaker(), self.store_key)
+            except RefPoolError:
+                raise  # a slug pinned with another text: dropped (slugs are frozen), said once
+            except BaseException:
+                self._local = local  # the store failed: tried again at the next call
+                raise
+
+    async def _asettle(self) -> None:
+        """``_settle`` for async code."""
+        if self._space is None:
+            self.bind_tenant(tenancy.SHARED)
+        local, self._local = self._local, None
+        if local is not None:
+            try:
+                store = self.store
+                for key in set(local.pins.values()):
+                    text = self._sync.blobs[key]
+                    if isinstance(store, AsyncSessionStore) and not store_ops(store).inline:
+                        await store.aput_blob(self.store_key, key, text)
+                    else:
+                        store.put_blob(self.store_key, key, text)
+                await drivers.arun(
+                    self._plan(tenancy.carried(local), strict=True),
+                    store,
+                    self._breaker(),
+                    self.store_key,
+                    self._alocks.get(),
+                )
+            except RefPoolError:
+                raise
+            except BaseException:
+                self._local = local
+                raise
+
+    def _local_state(self) -> SessionState:
+        return self._local if self._local is not None else SessionState(session_id=self.id)
+
     # -- context manager --------------------------------------------------------------------------
 
     def __enter__(self) -> Session:
@@ -204,7 +297,7 @@ class Session:
     # or ``drivers.arun`` (async: their ``a``-twins, awaited). See ``sessions/sync/plans.py``.
 
     def _breaker(self) -> StoreBreaker:
-        return breaker_of(self.store, self.id)
+        return breaker_of(self.store, self.store_key)
 
     def _plan(
         self,
@@ -219,16 +312,26 @@ class Session:
     def _update(self, step: Callable[[SessionState], tuple[SessionState | None, T]]) -> T:
         """Apply a primitive's ``step`` durably (raises ``TelosStageError`` if the store is unavailable)."""
         with self._lock:
+            if self._space is None:  # not bound yet: recorded here, carried over at the binding
+                new, result = step(self._local_state())
+                if new is not None:
+                    self._local = new
+                return result
             return self._run(self._plan(step, strict=True))
 
     def _run(self, plan: Generator[StoreOp, Any, T]) -> T:
         """Run a plan with the store's sync methods (the caller holds ``self._lock``)."""
-        return drivers.run(plan, self.store, self._breaker(), self.id)
+        if self._space is None or self._local is not None:
+            self._settle()
+        return drivers.run(plan, self.store, self._breaker(), self.store_key)
 
     async def _arun(self, plan: Generator[StoreOp, Any, T]) -> T:
         """Run a plan with the store's async methods, one plan per session at a time."""
+        if self._space is None or self._local is not None:
+            await self._asettle()
         store = self.store
-        return await drivers.arun(plan, store, breaker_of(store, self.id), self.id, self._alocks.get())
+        key = self.store_key
+        return await drivers.arun(plan, store, breaker_of(store, key), key, self._alocks.get())
 
     def flush(self) -> None:
         """Write what this process holds and the store does not yet (pending usage, outage state).
@@ -249,12 +352,24 @@ class Session:
 
     def _read(self) -> SessionState:
         """The store's current state (after writing this process's pending usage), else this process's."""
+        if self._space is None:  # not bound to a tenant yet: what this process recorded, nothing stored
+            with self._lock:
+                return self._local_state()
         for other in _held():
-            if other.id == self.id and other is not self and other.store is self.store:
+            if (
+                getattr(other, "store_key", None) == self.store_key
+                and other is not self
+                and other.store is self.store
+            ):
                 other.flush()
         with self._lock:
             self.flush()
-            drivers.read_state(self._sync, self.store, self._breaker())
+            if self._local is not None:
+                try:
+                    self._settle()
+                except Exception:
+                    logger.debug("telos_wrap: session %s: not settled", session_hash(self.id), exc_info=True)
+            drivers.read_state(self._sync, self.store, self._breaker(), self.store_key)
             view = self._sync.view()
             return self._sync.with_pending(view) if view is not None else SessionState(session_id=self.id)
 
@@ -375,11 +490,13 @@ class Session:
         with self._lock:
             facts: tuple[fleet.Fact, ...] = ()
             note: str | None = None
+            if self._space is None:
+                self.bind_tenant(tenancy.space_of(options.hints.isolation, tenant))
             self._key = key = fleet_io.digest_key(options.hints, tenant)
             if self._fleet():  # fleet learning (sessions/learning/fleet.py)
                 self._fleet_asked = True
                 facts, note = self._started(
-                    fleet_io.fleet_for(self.store, api, body, options.hints, tenant, self.id)
+                    fleet_io.fleet_for(self.store, api, body, options.hints, tenant, self.store_key)
                 )
             plan = self._plan(self._turn_step(api, body, options, facts, key), strict)
             try:
@@ -391,7 +508,9 @@ class Session:
             self._after_turn(api, body, options, result, note)
         if self._fleet_on():  # fleet learning: publish what was learned, count the request
             if result.facts:
-                fleet_io.publish_learned(self.store, api, body, options.hints, result.facts, tenant, self.id)
+                fleet_io.publish_learned(
+                    self.store, api, body, options.hints, result.facts, tenant, self.store_key
+                )
             if self._fleet_where is not None:
                 fleet_io.note_reached(self.store, self._fleet_where, result.index + 1)
         return self._report_turn(result)
@@ -408,11 +527,13 @@ class Session:
         """``prepare_request`` for async clients: the same turn, with the store's async I/O."""
         facts: tuple[fleet.Fact, ...] = ()
         note: str | None = None
+        if self._space is None:
+            self.bind_tenant(tenancy.space_of(options.hints.isolation, tenant))
         self._key = key = fleet_io.digest_key(options.hints, tenant)
         if self._fleet():  # fleet learning (sessions/learning/fleet.py)
             self._fleet_asked = True
             facts, note = self._started(
-                await fleet_io.afleet_for(self.store, api, body, options.hints, tenant, self.id)
+                await fleet_io.afleet_for(self.store, api, body, options.hints, tenant, self.store_key)
             )
         plan = self._plan(self._turn_step(api, body, options, facts, key), strict)
         try:
@@ -426,7 +547,7 @@ class Session:
         if self._fleet_on():  # fleet learning: publish what was learned, count the request
             if result.facts:
                 await fleet_io.apublish_learned(
-                    self.store, api, body, options.hints, result.facts, tenant, self.id
+                    self.store, api, body, options.hints, result.facts, tenant, self.store_key
                 )
             if self._fleet_where is not None:
                 fleet_io.note_reached(self.store, self._fleet_where, result.index + 1)
@@ -702,8 +823,10 @@ class Session:
         validate_slug(slug)
         key = _blob_key(text)
         with self._lock:
-            drivers.put_pin(self._sync, self.store, key, text)
-
+            if self._space is None:  # not bound yet: kept here, written to the tenant's entry at the binding
+                self._sync.blobs[key] = share(text)
+            else:
+                drivers.put_pin(self._sync, self.store, key, text, self.store_key)
             self._update(pin_step(slug, key))
 
     def fold(
@@ -731,7 +854,7 @@ class Session:
             raise FoldError("fold() takes exactly one of slugs=... or message_range=(start, end)")
         slug_list = [slugs] if isinstance(slugs, str) else list(slugs or ())
         with self._lock:
-            self._update(fold_step(summary, slug_list, message_range, self._recheck))
+            self._update(fold_step(summary, slug_list, message_range, self._recheck, deferred=not self.bound))
 
     def _recheck(self, state: SessionState) -> None:
         """Dry-run the last request of this process on ``state``: invariants must still hold."""
@@ -744,7 +867,7 @@ class Session:
                 api,
                 body,
                 options,
-                pins=drivers.load_pins(self._sync, self.store, state),
+                pins=drivers.load_pins(self._sync, self.store, state, self.store_key),
                 now=self.clock(),
                 commit=False,
             )
@@ -782,7 +905,7 @@ class Session:
                     only_what_pays=config.only_what_pays,
                 )
             state = self.state
-            pins = drivers.load_pins(self._sync, self.store, state)
+            pins = drivers.load_pins(self._sync, self.store, state, self.store_key)
             result = run_turn(
                 state, api or "anthropic", body, options, pins=pins, now=self.clock(), commit=False
             )
@@ -807,20 +930,25 @@ class Session:
         """Remove everything this session left: what it taught the fleet (every fact it contributed
         to, the prompt shape it stored: ``fleet_io.erase``), its state and blobs in the store, and
         what this process holds of it (records, history memo, pending usage). The session id may be
-        used again: it starts afresh. Raises what the store raises (docs/security.md, "Erasure")."""
+        used again: it starts afresh. Raises what the store raises (docs/security.md, "Erasure").
+
+        The session's one entry: the one at ``store_key`` (its tenant's once bound; another tenant's
+        session of the same id, and a global one, are other sessions and stay). A session not bound
+        yet (no call, no ``bind``) uses the id's own key, as any use without a call does:
+        ``bind(client)`` first to erase a tenant's conversation from a process that makes no call."""
         with self._lock:
-            fleet_io.erase(self.store, self.id)
-            self.store.delete(self.id)
+            fleet_io.erase(self.store, self.store_key)
+            self.store.delete(self.store_key)
             self._forget_here()
 
     async def aerase(self) -> None:
         """``erase`` for async code."""
-        await fleet_io.aerase(self.store, self.id)
-        ops = store_ops(self.store)
-        if isinstance(self.store, AsyncSessionStore) and not ops.inline:
-            await self.store.adelete(self.id)
+        store, key = self.store, self.store_key
+        await fleet_io.aerase(store, key)
+        if isinstance(store, AsyncSessionStore) and not store_ops(store).inline:
+            await store.adelete(key)
         else:
-            self.store.delete(self.id)
+            store.delete(key)
         with self._lock:
             self._forget_here()
 
@@ -835,6 +963,7 @@ class Session:
         self._last_request = None
         self._last_prepared = None
         self._lengths, self._fleet_where, self._fleet_asked = (), None, False
+        self._local = None
         _release(self)
 
     # -- observability --------------------------------------------------------------------------------

@@ -47,7 +47,7 @@ from telos_wrap.ir.canon import MARKER_KEYS, canonical_bytes, tool_label
 from telos_wrap.ir.shared import BoundedMemo
 from telos_wrap.lift.user_split import DEFAULT_PATTERNS, SplitPatterns, split_text
 
-__all__ = ["conversation_key", "opening_message", "tells_users_apart", "tenant_digest"]
+__all__ = ["client_tenant", "conversation_key", "opening_message", "tells_users_apart", "tenant_digest"]
 
 #: Roles that carry instructions, not conversation (OpenAI ``developer`` replaces ``system``).
 _INSTRUCTION_ROLES = frozenset({"system", "developer"})
@@ -177,6 +177,18 @@ def tenant_digest(*signals: object) -> str:
     the client's credentials and base URL): they enter the implicit key hashed, never in clear."""
     material = "\x00".join(["" if s is None else s if type(s) is str else str(s) for s in signals])
     return hashlib.blake2b(material.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def client_tenant(client: Any, isolation: str | None = None) -> str:
+    """``tenant_digest`` of an SDK client's tenant signals (its credentials and base URL) and
+    ``isolation``: what the patch layer computes for each of its calls (``patch.turns.tenant_of``)."""
+    signals = [getattr(client, name, None) for name in ("api_key", "auth_token", "organization", "project")]
+    url = getattr(client, "base_url", None)
+    return tenant_digest(
+        isolation,
+        *(s if s is None or isinstance(s, str) else None for s in signals),
+        None if url is None else str(url),
+    )
 
 
 def tells_users_apart(api: str, body: Mapping[str, Any], isolation: str | None = None) -> bool:

@@ -22,6 +22,7 @@ from telos_wrap.sessions.core import CacheBreakCallback, Session
 from telos_wrap.sessions.identity import conversation_key
 from telos_wrap.sessions.live import _live, _registry_lock, _stack
 from telos_wrap.sessions.stores.store import SessionStore, default_store
+from telos_wrap.sessions.tenancy import SCOPES, SHARED
 from telos_wrap.sessions.views.stats import PriceMultipliers
 
 __all__ = [
@@ -87,6 +88,7 @@ def session(
     fleet_learning: bool | None = None,
     output_filter: Any = None,
     context: Any = None,
+    scope: str = "tenant",
 ) -> Session:
     """Create a session; use it as ``with telos_wrap.session(...):`` or ``async with``.
 
@@ -116,6 +118,10 @@ def session(
         context: fold old tool results under pressure (``TelosHints.context``): a dict written as
             Anthropic's ``clear_tool_uses_20250919`` edit or a ``ContextPolicy``; ``None``:
             ``patch(context=...)``, off by default (docs/sessions.md, "Context under pressure").
+        scope: ``"tenant"`` (default): the state is kept within the namespace of the tenant of the
+            session's first call (its client's credentials and base URL, the ``isolation`` hint), so
+            two tenants naming the same id never share it; ``"global"``: the id is global, every
+            tenant naming it on the store shares one state (docs/sessions.md, "Tenants").
 
     Raises ``TelosHintError`` saying what is valid for an invalid argument (a session id that is
     not a string, an unknown engine or ttl, ...) or hints (listing the valid keys).
@@ -132,6 +138,8 @@ def session(
         prices=prices,
         fleet_learning=fleet_learning,
     )
+    if scope not in SCOPES:
+        raise TelosHintError(f"session(scope=...) must be one of {SCOPES}, got {scope!r}")
     parsed = parse_hints(hints)
     if engine is not None or ttl is not None or output_filter is not None or context is not None:
         data = parsed.model_dump(exclude_unset=True)
@@ -156,6 +164,7 @@ def session(
         prices=prices,
         clock=clock,
         fleet_learning=fleet_learning,
+        scope=scope,
     )
 
 
@@ -166,7 +175,7 @@ def current_session() -> Session | None:
 
 
 _implicit: OrderedDict[str, Session] = OrderedDict()
-_named: OrderedDict[tuple[int, str], Session] = OrderedDict()
+_named: OrderedDict[tuple[int, str, str], Session] = OrderedDict()
 
 
 def _lru_get(
@@ -212,27 +221,37 @@ def implicit_session(
     )
 
 
-def named_session(session_id: str, *, store: SessionStore | None = None) -> Session:
+def named_session(session_id: str, *, store: SessionStore | None = None, space: str | None = None) -> Session:
     """The session a ``telos_hint={"session": id}`` or ``X-Telos-Session`` names, within ``store``.
 
     ``store``: the caller's own store (the patch layer passes the store of the session the call was
-    built in, else the default); ``None`` means the process default store. Returns the live session
-    with that id *on that store*, or a new one on it, whose state is whatever the store holds for
-    the id. A session with the same id on another store is never returned (docs/security.md).
+    built in, else the default); ``None`` means the process default store. ``space``: the call's
+    tenant namespace (``tenancy``; ``None``: no tenant signal). Returns the live session with that
+    id *on that store* that serves that tenant (bound to it, or global), or a new one on it bound to
+    the tenant, whose state is whatever the store holds for the id in the tenant's namespace. A
+    session with the same id on another store, or bound to another tenant, is never returned
+    (docs/security.md).
     """
     store = default_store() if store is None else store
     on_default = store is default_store()
     for key in ((id(store), session_id), *(((0, session_id),) if on_default else ())):
         live = _live.get(key)
-        if live is not None and live.store is store:
+        if live is not None and live.store is store and live.serves(space):
             return cast(Session, live)
+    tenant = space or SHARED
+
+    def make(on: SessionStore | None) -> Session:
+        made = Session(session_id, store=on, keep_requests=False)
+        made.bind_tenant(tenant)
+        return made
+
     if on_default:
-        return _lru_get(_named, (0, session_id), lambda: Session(session_id, keep_requests=False))
+        return _lru_get(_named, (0, tenant, session_id), lambda: make(None))
     # Keyed by the store's identity; an entry is valid only while it is that very store (an id may
     # be reused once a store is gone, but an entry here keeps its store alive through its session).
     return _lru_get(
         _named,
-        (id(store), session_id),
-        lambda: Session(session_id, store=store, keep_requests=False),
+        (id(store), tenant, session_id),
+        lambda: make(store),
         valid=lambda found: found.store is store,
     )

@@ -76,7 +76,8 @@ def _sync_call(ops: StoreOps, op: StoreOp, session_id: str, started: float | Non
 
 
 def run(plan: Generator[StoreOp, Any, T], store: SessionStore, breaker: StoreBreaker, session_id: str) -> T:
-    """Run a plan with the store's sync methods (the caller holds the session's lock)."""
+    """Run a plan with the store's sync methods (the caller holds the session's lock). ``session_id``:
+    the key the state is stored under (``Session.store_key``)."""
     ops = store_ops(store)
     clock = breaker.clock
     value: Any = None
@@ -128,12 +129,13 @@ async def arun(
             value = await _race_trip(call, breaker)
 
 
-def read_state(sync: StateSync, store: SessionStore, breaker: StoreBreaker) -> None:
+def read_state(sync: StateSync, store: SessionStore, breaker: StoreBreaker, key: str | None = None) -> None:
     """Adopt the store's current copy of the session into ``sync`` (when the breaker allows and no
-    outage state waits to be written); a failure opens the breaker, the held copy stays."""
+    outage state waits to be written); a failure opens the breaker, the held copy stays. ``key``:
+    the id the state is stored under (``Session.store_key``; default the session's id)."""
     if sync.dirty is None and breaker.allow():
         try:
-            loaded = store_ops(store).load(sync.id)
+            loaded = store_ops(store).load(key or sync.id)
         except Exception as exc:
             breaker.failure(exc)
         else:
@@ -141,13 +143,16 @@ def read_state(sync: StateSync, store: SessionStore, breaker: StoreBreaker) -> N
             sync.adopt(loaded)
 
 
-def load_pins(sync: StateSync, store: SessionStore, state: SessionState) -> dict[str, str]:
-    """The pinned texts of ``state``: from ``sync``'s blob cache, else read from the store (and kept)."""
+def load_pins(
+    sync: StateSync, store: SessionStore, state: SessionState, store_key: str | None = None
+) -> dict[str, str]:
+    """The pinned texts of ``state``: from ``sync``'s blob cache, else read from the store (and kept)
+    under ``store_key`` (``Session.store_key``; default the session's id)."""
     pins: dict[str, str] = {}
     for slug, key in state.pins.items():
         text = sync.blobs.get(key)
         if text is None:
-            text = store.get_blob(sync.id, key)
+            text = store.get_blob(store_key or sync.id, key)
             if text is None:
                 raise RefPoolError(f"pinned document {slug!r} is missing from the session store")
             sync.blobs[key] = share(text)
@@ -155,9 +160,10 @@ def load_pins(sync: StateSync, store: SessionStore, state: SessionState) -> dict
     return pins
 
 
-def put_pin(sync: StateSync, store: SessionStore, key: str, text: str) -> None:
-    """Store a pinned text under blob ``key`` (and keep it in ``sync``'s blob cache)."""
-    store.put_blob(sync.id, key, text)
+def put_pin(sync: StateSync, store: SessionStore, key: str, text: str, store_key: str | None = None) -> None:
+    """Store a pinned text under blob ``key`` of ``store_key`` (``Session.store_key``; default the
+    session's id), and keep it in ``sync``'s blob cache."""
+    store.put_blob(store_key or sync.id, key, text)
     sync.blobs[key] = share(text)
 
 
@@ -187,6 +193,9 @@ class Owner(Protocol):
     @property
     def store(self) -> SessionStore: ...
 
+    @property
+    def store_key(self) -> str: ...
+
     def flush(self) -> None: ...
 
 
@@ -211,7 +220,7 @@ class Host:
     def store_breaker(self) -> StoreBreaker:
         """The breaker of this session's store calls (on a cluster: its slot's node's)."""
         session = self._get()
-        return breaker_of(session.store, session.id)
+        return breaker_of(session.store, session.store_key)
 
     def store_inline(self) -> bool:
         return store_ops(self._get().store).inline

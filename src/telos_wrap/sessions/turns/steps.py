@@ -18,7 +18,7 @@ from telos_wrap.sessions.durable.state import SessionState
 from telos_wrap.sessions.turns.files import file_key
 from telos_wrap.sessions.turns.folds import validate_range
 
-__all__ = ["Step", "fold_step", "forget_volatility", "passthrough_step", "pin_step"]
+__all__ = ["Step", "fold_step", "forget_volatility", "passthrough_step", "pin_step", "unknown_slugs"]
 
 #: A step: the new state (``None``: unchanged) and the call's result.
 Step = Callable[[SessionState], tuple[Any, Any]]
@@ -63,14 +63,30 @@ def pin_step(slug: str, key: str) -> Callable[[SessionState], tuple[SessionState
     return step
 
 
+def unknown_slugs(state: SessionState, slug_list: Sequence[str]) -> None:
+    """Raise ``RefPoolError`` unless every slug of ``slug_list`` (not empty) is pinned in ``state`` or
+    a ``<file path=…>`` block of its last request."""
+    known = set(state.pins) | set(state.app.slugs if state.app else ())
+    unknown = [slug for slug in slug_list if slug not in known and file_key(slug) not in known]
+    if not slug_list or unknown:
+        raise RefPoolError(
+            f"cannot fold {unknown or list(slug_list)}: not in the ref-pool nor a <file path=…> block of "
+            f"the last request (ref-pool: {sorted(k for k in known if not k.startswith('file:'))})"
+        )
+
+
 def fold_step(
     summary: str,
     slug_list: Sequence[str],
     message_range: tuple[int, int] | None,
     recheck: Callable[[SessionState], None],
+    *,
+    deferred: bool = False,
 ) -> Callable[[SessionState], tuple[SessionState, None]]:
     """Record a fold of ``message_range`` (if given) or of the ref-pool entries ``slug_list``;
-    ``recheck`` raises if the folded state would break the last request's invariants."""
+    ``recheck`` raises if the folded state would break the last request's invariants. ``deferred``:
+    the state is a session's before its binding (``sessions/tenancy.py``), which cannot know the
+    slugs its tenant's stored state holds: the slugs are checked when the fold is carried over."""
 
     def step(state: SessionState) -> tuple[SessionState, None]:
         at = state.requests
@@ -80,13 +96,8 @@ def fold_step(
             folds = (*state.range_folds, RangeFold(start, end, digest, summary, at))
             new = replace(state, range_folds=folds)
         else:
-            known = set(state.pins) | set(state.app.slugs if state.app else ())
-            unknown = [slug for slug in slug_list if slug not in known and file_key(slug) not in known]
-            if not slug_list or unknown:
-                raise RefPoolError(
-                    f"cannot fold {unknown or slug_list}: not in the ref-pool nor a <file path=…> block of "
-                    f"the last request (ref-pool: {sorted(k for k in known if not k.startswith('file:'))})"
-                )
+            if not deferred or not slug_list:
+                unknown_slugs(state, slug_list)
             kept = tuple(f for f in state.slug_folds if f.slug not in slug_list)
             new = replace(state, slug_folds=(*kept, *(SlugFold(s, summary, at) for s in slug_list)))
         recheck(new)
