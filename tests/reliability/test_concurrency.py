@@ -23,6 +23,7 @@ import pytest
 
 import telos_wrap
 from telos_wrap.patch.calls import HINT_HEADER
+from telos_wrap.lift.user_split import SplitPatterns
 from telos_wrap.pipeline import PrepareOptions, SessionHooks, prepare
 
 from .harness import ANTHROPIC_USAGE, OPENAI_USAGE, Wire, client_for, kwargs_for
@@ -40,9 +41,20 @@ class _Forked(SessionHooks):
         return self.fork
 
 
-def _telos_body(sdk: str, kwargs: dict[str, Any], fork: int | None = None) -> dict[str, Any]:
+class _ClockInPlace(SessionHooks):
+    """A learning session on an engine without breakpoints: the system prompt's final clock to the
+    second stays where the caller wrote it until it changes (docs/sessions.md, *A clock that ends
+    the system prompt*)."""
+
+    def patterns(self, base: SplitPatterns) -> SplitPatterns:
+        return base.with_clock_in_place()
+
+
+def _telos_body(
+    sdk: str, kwargs: dict[str, Any], fork: int | None = None, clock_in_place: bool = False
+) -> dict[str, Any]:
     api, engine = _API[sdk]
-    hooks = None if fork is None else _Forked(fork)
+    hooks = _ClockInPlace() if clock_in_place else None if fork is None else _Forked(fork)
     return prepare(api, kwargs, PrepareOptions(engine=engine), hooks).body
 
 
@@ -107,10 +119,14 @@ def test_patch_and_unpatch_while_16_threads_call() -> None:
         original = kwargs_for(sdk, tag)
         # Each thread's requests share their first two messages and differ from the third on:
         # after the thread's first request, the Anthropic rewrite also anchors that shared prefix
-        # (BP-fork, docs/engines.md).
-        assert body in (original, _telos_body(sdk, original), _telos_body(sdk, original, fork=2)), (
-            "a body is the caller's or telos' rewrite of it"
+        # (BP-fork, docs/engines.md). On OpenAI (no breakpoints) the thread's session keeps the
+        # system prompt's final clock in place while it has not changed.
+        rewrites = (
+            (_telos_body(sdk, original), _telos_body(sdk, original, fork=2))
+            if sdk == "anthropic"
+            else (_telos_body(sdk, original, clock_in_place=True),)
         )
+        assert body in (original, *rewrites), "a body is the caller's or telos' rewrite of it"
         rewritten += body != original
     assert 0 < rewritten < len(wire.sent), "both patched and unpatched calls happened"
     assert telos_wrap.failure_counts() == {}, "a race made telos fail (and fall back)"

@@ -813,7 +813,10 @@ def clock_stays(engine: str, body: Mapping[str, Any]) -> bool:
     its tokens leave every request's cached prefix, and whole 128-token steps with them
     (docs/sessions.md, *A clock that ends the system prompt*). Where telos anchors the cache
     (breakpoints), a first change would miss the anchor: the line moves on sight as before."""
-    adapter = get_engine(engine)
+    try:
+        adapter = get_engine(engine)
+    except Exception:
+        return False  # an engine that cannot be built is the engine stage's failure, counted there
     if adapter.profile.caching != "automatic":
         return False
     anchored = getattr(adapter, "places_breakpoints", None)
