@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 import telos_wrap
-from telos_wrap.patch.calls import HINT_HEADER
 from telos_wrap.lift.user_split import SplitPatterns
+from telos_wrap.patch.calls import HINT_HEADER
 from telos_wrap.pipeline import PrepareOptions, SessionHooks, prepare
 
 from .harness import ANTHROPIC_USAGE, OPENAI_USAGE, Wire, client_for, kwargs_for
