@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-import threading
 import time
 import uuid
 from collections import OrderedDict
@@ -64,10 +63,12 @@ from telos_wrap.sessions.live import (
 )
 from telos_wrap.sessions.logs import note
 from telos_wrap.sessions.refresh import RefreshDecision, decide_refresh
+from telos_wrap.sessions.stores import budget
 from telos_wrap.sessions.stores.breaker import StoreBreaker, breaker_of
 from telos_wrap.sessions.stores.from_url import check_store
 from telos_wrap.sessions.stores.store import AsyncSessionStore, SessionStore, default_store, store_ops
 from telos_wrap.sessions.sync import drivers
+from telos_wrap.sessions.sync.known import Known, known_for
 from telos_wrap.sessions.sync.plans import StateSync, StoreOp, unchanged
 from telos_wrap.sessions.turns.folds import FoldError, validate_slug
 from telos_wrap.sessions.turns.steps import fold_step, forget_volatility, passthrough_step, pin_step
@@ -141,7 +142,15 @@ class Session:
         self.diagnostics = diagnostics
         self.prices = dict(prices or {})
         self.clock: Callable[[], float] = clock or time.time
-        self._lock = threading.RLock()
+        #: What the process knows of the session's stored state, shared by every object with this id
+        #: on this store (``sync/known.py``): its state sync and the locks its plans run under.
+        #: (An implicit session is one object per conversation already, kept by the registry: its own.)
+        self._known = (
+            Known(self._store, self.id, self.clock)
+            if implicit
+            else known_for(self._store, self.id, self.clock)
+        )
+        self._lock = self._known.lock
         self._records: OrderedDict[int, RequestRecord] = OrderedDict()
         self._fallbacks_here = 0  # requests of this session this process sent as built (fail open)
         #: Per request index, how many requests of that index this process made whose usage has not
@@ -162,8 +171,8 @@ class Session:
         #: few texts each): the only texts a later request's lift takes as references.
         self._own: dict[str, tuple[str, ...]] = {}
         #: What this process holds of the stored state, and the plans that keep it in step.
-        self._sync = StateSync(self.id, drivers.Host(self))
-        self._alocks = drivers.AsyncLocks()
+        self._sync: StateSync = self._known.sync
+        self._alocks = self._known.alocks
         _live[(_scope(store), self.id)] = self
 
     @property
@@ -227,6 +236,7 @@ class Session:
     async def _arun(self, plan: Generator[StoreOp, Any, T]) -> T:
         """Run a plan with the store's async methods, one plan per session at a time."""
         store = self.store
+        self._known.ran_async()
         return await drivers.arun(plan, store, breaker_of(store, self.id), self.id, self._alocks.get())
 
     def flush(self) -> None:
@@ -248,14 +258,21 @@ class Session:
 
     def _read(self) -> SessionState:
         """The store's current state (after writing this process's pending usage), else this process's."""
+        return self._read_known()[0]
+
+    def _read_known(self) -> tuple[SessionState, bool]:
+        """``_read``, and whether the state is known: ``False`` when the store could not be read and
+        this process knows nothing of the session (the state is then an empty one, not the session's)."""
         for other in _held():
-            if other.id == self.id and other is not self and other.store is self.store:
+            if other.id == self.id and other is not self._known and other.store is self.store:
                 other.flush()
         with self._lock:
             self.flush()
             drivers.read_state(self._sync, self.store, self._breaker())
             view = self._sync.view()
-            return self._sync.with_pending(view) if view is not None else SessionState(session_id=self.id)
+            if view is None:
+                return SessionState(session_id=self.id), False
+            return self._sync.with_pending(view), True
 
     @property
     def state(self) -> SessionState:
@@ -404,7 +421,19 @@ class Session:
         strict: bool | None = None,
         tenant: str | None = None,
     ) -> tuple[int, Prepared]:
-        """``prepare_request`` for async clients: the same turn, with the store's async I/O."""
+        """``prepare_request`` for async clients: the same turn, with the store's async I/O. The
+        store's ``timeout`` bounds the store time of the whole call (``stores/budget.py``)."""
+        with budget.opened(self.store):
+            return await self._prepare_request_async(api, body, options, strict, tenant)
+
+    async def _prepare_request_async(
+        self,
+        api: Api,
+        body: Mapping[str, Any],
+        options: PrepareOptions,
+        strict: bool | None,
+        tenant: str | None,
+    ) -> tuple[int, Prepared]:
         facts: tuple[fleet.Fact, ...] = ()
         note: str | None = None
         self._key = key = fleet_io.digest_key(options.hints, tenant)
@@ -492,7 +521,7 @@ class Session:
             if self._sync.pending and store_ops(self.store).inline:
                 self.flush()  # an in-process store: nothing to wait for, and the session is let go
             if not self._sync.pending and self._sync.dirty is None:
-                _release(self)  # nothing left to write (a store swapped meanwhile dropped it)
+                _release(self._known)  # nothing left to write (a store swapped meanwhile dropped it)
         finally:
             self._lock.release()
 
@@ -664,7 +693,7 @@ class Session:
             if len(self._usage_due) > 4 * self._history_limit:
                 self._trim_usage_due()
             self._sync.pending.append((index, report, response_id))
-            _hold(self)
+            _hold(self._known)
             record = self._records.get(index)
             if record is not None:
                 self._records[index] = replace(record, usage=report)
@@ -840,8 +869,15 @@ class Session:
 
     @property
     def stats(self) -> SessionStats:
-        """Exact counters of the session across every worker (read from the store)."""
-        return SessionStats.of(self.state, self.prices)
+        """Exact counters of the session across every worker (read from the store).
+
+        While the store cannot be read (its circuit breaker's back-off window), the state this process
+        last knew of the session, from any ``Session`` object with its id (``sync/known.py``); if it
+        knows nothing, the stats say so: ``known`` is ``False`` (never zeros taken for the session's).
+        """
+        state, known = self._read_known()
+        stats = SessionStats.of(state, self.prices)
+        return stats if known else replace(stats, known=False)
 
     def request_record(self, index: int) -> RequestRecord | None:
         """What this process remembers of request ``index`` (``None``: not prepared here, or too old).

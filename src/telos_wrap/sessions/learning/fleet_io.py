@@ -43,6 +43,7 @@ from telos_wrap.sessions.learning.fleet import (
 )
 from telos_wrap.sessions.learning.lengths import MAX_TRACKED, NO_LENGTHS, Lengths, count_reached
 from telos_wrap.sessions.stores.breaker import breaker_of
+from telos_wrap.sessions.stores.budget import bounded
 from telos_wrap.sessions.stores.store import AsyncSessionStore, SessionStore
 
 __all__ = [
@@ -106,9 +107,9 @@ async def alookup_entry(store: SessionStore, space: str, template: str) -> Entry
         return _NONE
     try:
         if isinstance(store, AsyncSessionStore):
-            text = await store.aget_blob(fleet_id(space, template), FACTS)
+            text = await bounded(store.aget_blob(fleet_id(space, template), FACTS))
         else:
-            text = await asyncio.to_thread(store.get_blob, fleet_id(space, template), FACTS)
+            text = await bounded(asyncio.to_thread(store.get_blob, fleet_id(space, template), FACTS))
     except Exception as exc:
         breaker.failure(exc)
         logger.debug("telos_wrap: fleet facts could not be read", exc_info=True)
@@ -193,18 +194,22 @@ async def apublish(
     if not (new or shape or reached) or breaker.is_open:
         return
     if not isinstance(store, AsyncSessionStore):
-        await asyncio.to_thread(publish, store, space, template, new, shape, reached, session_id)
+        try:
+            await bounded(asyncio.to_thread(publish, store, space, template, new, shape, reached, session_id))
+        except Exception as exc:  # the call's store budget ran out (publish fails open itself)
+            breaker.failure(exc)
+            logger.debug("telos_wrap: fleet facts could not be written", exc_info=True)
         return
     key = fleet_id(space, template)
     by = contributor(space_key(space), session_id) if session_id is not None else ""
     try:
-        entry = _updated(decode_entry(await store.aget_blob(key, FACTS)), new, shape, reached, by)
+        entry = _updated(decode_entry(await bounded(store.aget_blob(key, FACTS))), new, shape, reached, by)
         if entry is not None:
-            await store.aput_blob(key, FACTS, entry.encode())
+            await bounded(store.aput_blob(key, FACTS, entry.encode()))
             if by and session_id is not None and (new or shape):
-                text = _listed(await store.aget_blob(session_id, CONTRIBUTED), key, by)
+                text = _listed(await bounded(store.aget_blob(session_id, CONTRIBUTED)), key, by)
                 if text is not None:
-                    await store.aput_blob(session_id, CONTRIBUTED, text)
+                    await bounded(store.aput_blob(session_id, CONTRIBUTED, text))
     except Exception as exc:
         breaker.failure(exc)
         logger.debug("telos_wrap: fleet facts could not be written", exc_info=True)

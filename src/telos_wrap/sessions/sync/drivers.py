@@ -17,11 +17,13 @@ import weakref
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any, Protocol, TypeVar
 
-from telos_wrap.errors import RefPoolError
+from telos_wrap.errors import RefPoolError, TelosStageError
 from telos_wrap.ir.shared import share
 from telos_wrap.sessions.durable.state import SessionState
 from telos_wrap.sessions.live import _hold, _release
+from telos_wrap.sessions.stores import budget
 from telos_wrap.sessions.stores.breaker import StoreBreaker, StoreEvent, breaker_of
+from telos_wrap.sessions.stores.budget import StoreBudgetExceeded
 from telos_wrap.sessions.stores.store import SessionStore, StoreOps, store_ops
 from telos_wrap.sessions.sync.plans import ABANDONED, LOAD, Failed, GetBlob, Sleep, StateSync, StoreOp, Swap
 
@@ -33,10 +35,14 @@ T = TypeVar("T")
 async def _race_trip(call: Coroutine[Any, Any, Any], breaker: StoreBreaker) -> Any:
     """Await a store call; if the breaker trips first (another call failed), give up on it."""
     started = breaker.clock()
+    left = budget.remaining()
+    if left is not None and left <= 0:
+        call.close()
+        return Failed(StoreBudgetExceeded("the call's store time budget ran out"), started)
     task = asyncio.ensure_future(call)
     trip = breaker.trip_future()
     try:
-        await asyncio.wait((task, trip), return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait((task, trip), timeout=left, return_when=asyncio.FIRST_COMPLETED)
     except asyncio.CancelledError:
         task.cancel()
         raise
@@ -50,6 +56,10 @@ async def _race_trip(call: Coroutine[Any, Any, Any], breaker: StoreBreaker) -> A
     # ConnectionError from a connect it was cancelled in): read it, so asyncio does not log it
     # as "never retrieved".
     task.add_done_callback(_retrieve)
+    if not trip.done():
+        # The call's budget (the store's timeout, ``stores/budget.py``) ran out: the store is too
+        # slow to wait for, a failure of its own (it opens the breaker).
+        return Failed(StoreBudgetExceeded("the call's store time budget ran out"), started)
     breaker.abandoned()
     return ABANDONED
 
@@ -101,7 +111,12 @@ async def arun(
 ) -> T:
     """Run a plan with the store's async methods, under ``lock`` (one plan per session at a time)."""
     ops = store_ops(store)
-    async with lock:
+    try:
+        await budget.acquire(lock)
+    except StoreBudgetExceeded as exc:
+        plan.close()
+        raise TelosStageError("session.store", exc) from exc
+    try:
         value: Any = None
         while True:
             try:
@@ -126,6 +141,8 @@ async def arun(
                 assert isinstance(op, GetBlob)
                 call = ops.aget_blob(session_id, op.key)
             value = await _race_trip(call, breaker)
+    finally:
+        lock.release()
 
 
 def read_state(sync: StateSync, store: SessionStore, breaker: StoreBreaker) -> None:

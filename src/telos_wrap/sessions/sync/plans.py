@@ -339,11 +339,16 @@ class StateSync:
         strict: bool | None,
         *,
         readonly: bool = False,
+        counted: bool = True,
     ) -> Generator[StoreOp, Any, T]:
-        """Run ``step`` on the newest state and make its result durable (see the module docstring)."""
+        """Run ``step`` on the newest state and make its result durable (see the module docstring).
+
+        ``counted``: a store failure is counted in ``failure_counts()`` (once per plan); ``False``
+        for writes no call of the application waits for (the background flush, ``sync/known.py``):
+        the breaker still hears of the failure, the application's failure counts do not."""
         self.bind_store()
         breaker = self.host.store_breaker()
-        reported: list[bool] = []
+        reported: list[bool] = [] if counted else [True]
         restoring = False
         rewound = False
         for attempt in range(MAX_ATTEMPTS):

@@ -1,0 +1,151 @@
+"""What this process last knew of each session: one ``StateSync`` per (store, session id), shared by
+every ``Session`` object with that id on that store.
+
+The documented per-request pattern (``async with telos_wrap.session(conv_id, store=...)`` around
+each request) makes a new ``Session`` object per request. Each used to start knowing nothing: while
+the store could not be read (a restart, a circuit breaker's back-off window, a Redis out of memory
+refusing writes) its turn ran on an empty state and read nothing from the vendor's cache, the usage
+of the previous request waited in the dropped object until exit, and ``.stats`` read zeros. Here
+the objects of one conversation share what the process knows (the stored copy last seen, the state
+kept during an outage, the usage not yet written) and its locks, so a new object behaves like the
+one long-lived object would have: it works on the last-known state while the store cannot be read,
+and the store's answer reconciles it (``plans.StateSync``).
+
+The table is bounded (``LIMIT`` entries, least recently used dropped first). A dropped entry that
+still holds something the store lacks stays in ``live._holding`` until it is written (the
+background flush, ``flusher``); a session object keeps its entry for as long as it lives.
+Entries hold positions, digests and counters (a ``SessionState``), never the caller's texts
+beyond pinned documents the session pinned itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from telos_wrap.errors import TelosError
+from telos_wrap.sessions import live
+from telos_wrap.sessions.stores import budget
+from telos_wrap.sessions.stores.breaker import breaker_of
+from telos_wrap.sessions.stores.store import SessionStore, default_store
+from telos_wrap.sessions.sync import drivers, flusher
+from telos_wrap.sessions.sync.plans import StateSync, unchanged
+
+__all__ = ["LIMIT", "Known", "clear", "known_for"]
+
+#: Sessions whose last-known state the process keeps (``set_memory_limits(known_sessions=...)``).
+LIMIT = 4096
+
+
+class Known:
+    """The last-known state of one session id on one store, and the locks its plans run under.
+
+    ``store``: the store given to the session (``None``: the process default at the time of use).
+    ``id``: the id the state is stored under. ``clock``: seconds clock for the events it records.
+    """
+
+    __slots__ = ("__weakref__", "_given", "alocks", "clock", "id", "lock", "loop", "sync")
+
+    def __init__(self, store: SessionStore | None, session_id: str, clock: Callable[[], float]) -> None:
+        self._given = store
+        self.id = session_id
+        self.clock = clock
+        self.lock = threading.RLock()
+        self.alocks = drivers.AsyncLocks()
+        #: The event loop of the last async plan run on this state (the background flush writes
+        #: through that loop's client, under its lock): a weak reference, or ``None``.
+        self.loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
+        self.sync = StateSync(session_id, drivers.Host(self))
+
+    @property
+    def store(self) -> SessionStore:
+        return self._given if self._given is not None else default_store()
+
+    @property
+    def unwritten(self) -> bool:
+        """Whether it holds usage or outage state the store does not have yet."""
+        return bool(self.sync.pending) or self.sync.dirty is not None
+
+    def flush(self) -> None:
+        """Write what the store does not have yet with the store's sync client (fail open)."""
+        with self.lock:
+            if self.unwritten:
+                store = self.store
+                with contextlib.suppress(TelosError):
+                    drivers.run(
+                        self.sync.plan(unchanged, strict=False, counted=False),
+                        store,
+                        breaker_of(store, self.id),
+                        self.id,
+                    )
+
+    async def aflush(self) -> None:
+        """``flush`` through the running loop's async client, under the loop's plan lock."""
+        if self.unwritten:
+            store = self.store
+            with contextlib.suppress(TelosError), budget.opened(store):
+                await drivers.arun(
+                    self.sync.plan(unchanged, strict=False, counted=False),
+                    store,
+                    breaker_of(store, self.id),
+                    self.id,
+                    self.alocks.get(),
+                )
+
+    def ran_async(self) -> None:
+        """An async plan runs on this state now: remember its loop (for the background flush)."""
+        loop = asyncio.get_running_loop()
+        if self.loop is None or self.loop() is not loop:
+            self.loop = weakref.ref(loop)
+
+    def __repr__(self) -> str:
+        return "<telos_wrap last-known session state>"
+
+
+live.on_hold = flusher.ensure_running
+
+#: Guards the table (its own lock: the registry makes sessions while it holds ``live._registry_lock``).
+_table_lock = threading.Lock()
+_table: OrderedDict[tuple[int, str], Known] = OrderedDict()
+
+
+def _scope(store: object | None) -> int:
+    return 0 if store is None else id(store)
+
+
+def known_for(store: SessionStore | None, session_id: str, clock: Callable[[], float]) -> Known:
+    """The last-known state of ``session_id`` on ``store`` (made if the process has none).
+
+    An entry holds its store: an id of a store cannot be reused while an entry names it.
+    """
+    key = (_scope(store), session_id)
+    with _table_lock:
+        found = _table.get(key)
+        if found is not None:
+            _table.move_to_end(key)
+            return found
+        found = _table[key] = Known(store, session_id, clock)
+        while len(_table) > LIMIT:
+            _table.popitem(last=False)  # one holding unwritten state is still in live._holding
+        return found
+
+
+def clear() -> None:
+    """Forget every entry (tests; what is unwritten stays held for its flush)."""
+    with _table_lock:
+        _table.clear()
+
+
+def known_count() -> int:
+    with _table_lock:
+        return len(_table)
+
+
+def _entries() -> list[Any]:
+    with _table_lock:
+        return list(_table.values())
