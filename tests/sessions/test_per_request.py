@@ -22,6 +22,7 @@ import telos_wrap
 from telos_wrap.emulator import Emulator
 from telos_wrap.patch import calls
 from telos_wrap.sessions import MemoryStore, Session, live
+from telos_wrap.sessions.stores.breaker import breaker_of
 from telos_wrap.sessions.sync import flusher, known
 from tests.sdk_http import AsyncEmulatorTransport, EmulatorTransport, sdk_http
 
@@ -97,7 +98,7 @@ def test_calls_that_fail_or_stream_keep_no_session_alive(patched: None) -> None:
             with pytest.raises(anthropic.InternalServerError):
                 failing.messages.create(model=MODEL, max_tokens=8, messages=messages_for(0))
             with pytest.raises(TypeError):  # refused by the SDK before any request is built
-                working.messages.create(model=MODEL, messages=messages_for(0))  # type: ignore[call-arg]
+                working.messages.create(model=MODEL, messages=messages_for(0))
             with working.messages.stream(model=MODEL, max_tokens=8, messages=messages_for(i % 3)) as stream:
                 stream.until_done()
     assert not calls._pending
@@ -149,7 +150,7 @@ def test_a_new_session_object_uses_the_last_known_state_while_the_store_cannot_b
             setattr(store, fault, True)
         if turn == 8:
             setattr(store, fault, False)
-            store.breaker._open_until = 0.0  # the back-off window is over: the next call probes
+            breaker_of(store)._open_until = 0.0  # the back-off window is over: the next call probes
         response = _turn(lenient, "conv-blip", turn, store)
         reads.append(response.usage.cache_read_input_tokens or 0)
     # From turn 2 on (the clock line is learned after it changed once) every turn reads the cache.
@@ -166,7 +167,7 @@ def test_stats_of_a_fresh_object_never_read_zeros_in_a_back_off_window(
         _turn(lenient, "conv-stats", turn, store)
     store.down = True
     _turn(lenient, "conv-stats", 3, store)  # fails: the breaker opens
-    assert store.breaker.is_open
+    assert breaker_of(store).is_open
     stats = telos_wrap.session("conv-stats", store=store).stats
     assert (stats.requests, stats.known) == (4, True)
     # A conversation this process never saw: unknown, not zeros taken for its counters.
@@ -185,7 +186,7 @@ def test_the_background_flush_writes_outage_state_and_usage_without_a_later_visi
     store.refuse_writes = False
     # The conversation ended: nobody visits it again. The store lacks turns 2-3 and their usage.
     assert store.load("conv-ended") is not None
-    store.breaker._open_until = 0.0
+    breaker_of(store)._open_until = 0.0
     assert flusher.flush_due(delay=0.0) >= 1
     from telos_wrap.sessions.durable.state import SessionState
 
