@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -250,3 +251,42 @@ def test_the_flush_probes_a_store_within_its_first_window_however_long_the_windo
     breaker.success()
     stats = breaker.stats()
     assert stats.state == "closed" and breaker._window == 5.0
+
+
+def test_the_flush_makes_no_task_on_a_loop_that_asyncio_run_is_ending() -> None:
+    """A task made on a loop ``asyncio.run`` is shutting down may never run (destroyed pending, its
+    coroutine never awaited: seen in test_concurrency's 500 tasks): the background flush asks
+    ``_ending`` on the loop first, and flushes such a session from its thread once the loop closed."""
+    seen: list[tuple[str, bool]] = []
+
+    async def generator() -> Any:
+        try:
+            yield 1
+        finally:  # closed by asyncio.run's shutdown_asyncgens
+            seen.append(("closing generators", flusher._ending(asyncio.get_running_loop())))
+
+    kept: list[Any] = []  # the straggler task and the generator live until asyncio.run ends them
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        seen.append(("main", flusher._ending(loop)))
+
+        async def straggler() -> None:
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:  # asyncio.run cancels what its main task left
+                seen.append(("cancelling", flusher._ending(loop)))
+                raise
+
+        kept.append(asyncio.ensure_future(straggler()))
+        kept.append(generator())
+        await kept[-1].__anext__()
+        await asyncio.sleep(0)
+        seen.append(("main, other tasks", flusher._ending(loop)))
+
+    asyncio.run(main())
+    expected = {"main": False, "main, other tasks": False, "closing generators": True}
+    if sys.version_info >= (3, 11):  # Task.cancelling
+        expected["cancelling"] = True
+    assert {k: v for k, v in seen if k in expected} == expected
+    assert len(seen) == 4

@@ -42,8 +42,8 @@ from telos_wrap.sessions.learning.fleet import (
     with_contributor,
 )
 from telos_wrap.sessions.learning.lengths import MAX_TRACKED, NO_LENGTHS, Lengths, count_reached
-from telos_wrap.sessions.stores.breaker import breaker_of
-from telos_wrap.sessions.stores.budget import bounded
+from telos_wrap.sessions.stores.breaker import StoreBreaker, breaker_of
+from telos_wrap.sessions.stores.budget import StoreTimeSpent, bounded
 from telos_wrap.sessions.stores.store import AsyncSessionStore, SessionStore
 
 __all__ = [
@@ -95,6 +95,13 @@ def lookup_entry(store: SessionStore, space: str, template: str) -> Entry:
     return decode_entry(text)
 
 
+def _failed(breaker: StoreBreaker, exc: BaseException) -> None:
+    """An async fleet store call failed: the breaker hears of it, unless nothing was sent (the
+    call had no store time left: ``stores/budget.py``), which says nothing of the store."""
+    if not isinstance(exc, StoreTimeSpent):
+        breaker.failure(exc)
+
+
 async def alookup(store: SessionStore, space: str, template: str) -> tuple[Fact, ...]:
     """``lookup`` for async code."""
     return (await alookup_entry(store, space, template)).facts
@@ -111,7 +118,7 @@ async def alookup_entry(store: SessionStore, space: str, template: str) -> Entry
         else:
             text = await bounded(asyncio.to_thread(store.get_blob, fleet_id(space, template), FACTS))
     except Exception as exc:
-        breaker.failure(exc)
+        _failed(breaker, exc)
         logger.debug("telos_wrap: fleet facts could not be read", exc_info=True)
         return _NONE
     breaker.success()
@@ -197,7 +204,7 @@ async def apublish(
         try:
             await bounded(asyncio.to_thread(publish, store, space, template, new, shape, reached, session_id))
         except Exception as exc:  # the call's store budget ran out (publish fails open itself)
-            breaker.failure(exc)
+            _failed(breaker, exc)
             logger.debug("telos_wrap: fleet facts could not be written", exc_info=True)
         return
     key = fleet_id(space, template)
@@ -211,7 +218,7 @@ async def apublish(
                 if text is not None:
                     await bounded(store.aput_blob(session_id, CONTRIBUTED, text))
     except Exception as exc:
-        breaker.failure(exc)
+        _failed(breaker, exc)
         logger.debug("telos_wrap: fleet facts could not be written", exc_info=True)
         return
     breaker.success()

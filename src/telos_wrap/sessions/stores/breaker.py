@@ -182,6 +182,15 @@ class StoreBreaker:
         with self._lock:
             self._busy += 1
 
+    def unused(self) -> None:
+        """A call ``allow`` let through was never made (the call's store time ran out before it:
+        ``stores/budget.py``). It says nothing of the store: no window; if it was the probe, the
+        probe is given back, so the next call makes it (else the breaker would stay half-open)."""
+        if not self._is_open:
+            return
+        with self._lock:
+            self._probing = False
+
     def failure(self, exc: BaseException, *, started: float | None = None) -> None:
         """A store call failed or timed out: open a window (warn once per window).
 

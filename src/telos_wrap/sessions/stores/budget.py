@@ -8,7 +8,11 @@ refreshed slot map). Each was bounded by the store's timeout, so a Redis that st
 1 s timeout: issue 44). ``Session.prepare_request_async`` opens a budget of the store's ``timeout``
 (``opened``); every awaited store call of that call takes what is left (``bounded``; the session
 drivers race theirs against it too), and a call that runs out is given up as a timeout of the store
-(the circuit breaker opens: docs/sessions.md, "When the store is unavailable").
+(the circuit breaker opens: docs/sessions.md, "When the store is unavailable"). A call with no
+store time left sends nothing more (``StoreTimeSpent``): that says nothing of the store, so no
+window opens, and the session's plan still runs, on this process's state, so the request is
+counted and its work written later (the plan's lock is waited for, not given up: whoever holds it
+runs under a budget of its own).
 
 The sync path cannot cut a blocking socket read short without a thread per call: it is bounded per
 command by the client's socket timeout, and the breaker skips the store for the rest of the call
@@ -23,7 +27,7 @@ import contextvars
 from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
 
-__all__ = ["GRACE", "StoreBudgetExceeded", "acquire", "bounded", "opened", "remaining"]
+__all__ = ["GRACE", "StoreBudgetExceeded", "StoreTimeSpent", "bounded", "opened", "remaining"]
 
 T = TypeVar("T")
 
@@ -41,6 +45,10 @@ _deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
 
 class StoreBudgetExceeded(TimeoutError):
     """The call's store time budget (the store's timeout) ran out: the store is too slow to wait for."""
+
+
+class StoreTimeSpent(StoreBudgetExceeded):
+    """The call had no store time left before a store call was sent: nothing reached the store."""
 
 
 @contextlib.contextmanager
@@ -82,7 +90,7 @@ async def bounded(call: Coroutine[Any, Any, T]) -> T:
         return await call
     if left <= 0:
         call.close()
-        raise StoreBudgetExceeded("the call's store time budget ran out")
+        raise StoreTimeSpent("the call's store time budget ran out before this store call")
     task = asyncio.ensure_future(call)
     try:
         await asyncio.wait((task,), timeout=left)
@@ -99,16 +107,3 @@ async def bounded(call: Coroutine[Any, Any, T]) -> T:
 def _retrieve(task: asyncio.Future[Any]) -> None:
     if not task.cancelled():
         task.exception()
-
-
-async def acquire(lock: asyncio.Lock) -> None:
-    """Acquire ``lock`` within what is left of the budget (another call of the session holds it
-    while it waits on the store); ``StoreBudgetExceeded`` past it."""
-    left = remaining()
-    if left is None:
-        await lock.acquire()
-        return
-    try:
-        await asyncio.wait_for(lock.acquire(), max(left, 0.0))
-    except asyncio.TimeoutError:
-        raise StoreBudgetExceeded("the call's store time budget ran out waiting for its session") from None

@@ -17,13 +17,13 @@ import weakref
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any, Protocol, TypeVar
 
-from telos_wrap.errors import RefPoolError, TelosStageError
+from telos_wrap.errors import RefPoolError
 from telos_wrap.ir.shared import share
 from telos_wrap.sessions.durable.state import SessionState
 from telos_wrap.sessions.live import _hold, _release
 from telos_wrap.sessions.stores import budget
 from telos_wrap.sessions.stores.breaker import StoreBreaker, StoreEvent, breaker_of
-from telos_wrap.sessions.stores.budget import StoreBudgetExceeded
+from telos_wrap.sessions.stores.budget import StoreBudgetExceeded, StoreTimeSpent
 from telos_wrap.sessions.stores.store import SessionStore, StoreOps, store_ops
 from telos_wrap.sessions.sync.plans import ABANDONED, LOAD, Failed, GetBlob, Sleep, StateSync, StoreOp, Swap
 
@@ -37,8 +37,11 @@ async def _race_trip(call: Coroutine[Any, Any, Any], breaker: StoreBreaker) -> A
     started = breaker.clock()
     left = budget.remaining()
     if left is not None and left <= 0:
+        # No store time left: the operation is not sent (the plan keeps its work in this process,
+        # the request is counted; nothing is said of the store).
         call.close()
-        return Failed(StoreBudgetExceeded("the call's store time budget ran out"), started)
+        spent = StoreTimeSpent("the call's store time budget ran out before this store call")
+        return Failed(spent, started, sent=False)
     task = asyncio.ensure_future(call)
     trip = breaker.trip_future()
     try:
@@ -109,40 +112,50 @@ async def arun(
     session_id: str,
     lock: asyncio.Lock,
 ) -> T:
-    """Run a plan with the store's async methods, under ``lock`` (one plan per session at a time)."""
+    """Run a plan with the store's async methods, under ``lock`` (one plan per session at a time).
+
+    The plan's store time is bounded (``stores/budget.py``: the call's budget, else one of its own),
+    so whoever holds ``lock`` lets go within the store's timeout: the lock is waited for, never
+    given up. A plan always runs: with no store time left it sends nothing and keeps its work in
+    this process (the request is counted, its state written later), never dropped.
+    """
     ops = store_ops(store)
-    try:
-        await budget.acquire(lock)
-    except StoreBudgetExceeded as exc:
-        plan.close()
-        raise TelosStageError("session.store", exc) from exc
-    try:
-        value: Any = None
-        while True:
-            try:
-                op = plan.send(value)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            if isinstance(op, Sleep):
-                await asyncio.sleep(op.seconds)
-                value = None
-                continue
-            if ops.inline:
-                # An in-memory store never waits: its async twins are its sync methods, so the
-                # race against the breaker (a task and a loop iteration, ~25 us) cannot matter.
-                value = _sync_call(ops, op, session_id, breaker.clock())
-                continue
-            call: Coroutine[Any, Any, Any]
-            if op is LOAD:
-                call = ops.aload(session_id)
-            elif isinstance(op, Swap):
-                call = ops.aswap(session_id, op.expected, op.text)
-            else:
-                assert isinstance(op, GetBlob)
-                call = ops.aget_blob(session_id, op.key)
-            value = await _race_trip(call, breaker)
-    finally:
-        lock.release()
+    if ops.inline:  # an in-memory store never waits: nothing to bound
+        async with lock:
+            return await _arun_locked(plan, ops, breaker, session_id)
+    with budget.opened(store):
+        async with lock:
+            return await _arun_locked(plan, ops, breaker, session_id)
+
+
+async def _arun_locked(
+    plan: Generator[StoreOp, Any, T], ops: StoreOps, breaker: StoreBreaker, session_id: str
+) -> T:
+    """``arun``'s loop, under the session's lock."""
+    value: Any = None
+    while True:
+        try:
+            op = plan.send(value)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        if isinstance(op, Sleep):
+            await asyncio.sleep(op.seconds)
+            value = None
+            continue
+        if ops.inline:
+            # An in-memory store never waits: its async twins are its sync methods, so the
+            # race against the breaker (a task and a loop iteration, ~25 us) cannot matter.
+            value = _sync_call(ops, op, session_id, breaker.clock())
+            continue
+        call: Coroutine[Any, Any, Any]
+        if op is LOAD:
+            call = ops.aload(session_id)
+        elif isinstance(op, Swap):
+            call = ops.aswap(session_id, op.expected, op.text)
+        else:
+            assert isinstance(op, GetBlob)
+            call = ops.aget_blob(session_id, op.key)
+        value = await _race_trip(call, breaker)
 
 
 def read_state(sync: StateSync, store: SessionStore, breaker: StoreBreaker) -> None:

@@ -114,6 +114,9 @@ def _flush_one(held: Any) -> None:
         done: concurrent.futures.Future[None] = concurrent.futures.Future()
 
         def start() -> None:
+            if _ending(loop):
+                done.set_result(None)  # a later round flushes it once the loop is closed
+                return
             task = loop.create_task(held.aflush())
             task.add_done_callback(finished)
 
@@ -134,3 +137,25 @@ def _flush_one(held: Any) -> None:
             logger.debug("telos_wrap: background flush through the event loop did not finish in time")
         return
     held.flush()
+
+
+#: ``BaseEventLoop``'s marks of its last steps (``shutdown_asyncgens``, ``shutdown_default_executor``).
+_SHUTDOWN_FLAGS = ("_asyncgens_shutdown_called", "_executor_shutdown_called")
+
+
+def _ending(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether ``loop`` is being shut down (``asyncio.run`` after its main task: cancelling what is
+    left, then closing async generators and the default executor). A task made then may never run
+    (destroyed pending, its coroutine never awaited): the session is flushed from this thread once
+    the loop is closed instead. Called on the loop."""
+    if any(getattr(loop, flag, False) for flag in _SHUTDOWN_FLAGS):
+        return True
+    live = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    # Every task left is being cancelled: asyncio.run's first step once its main task ended
+    # (``Task.cancelling`` is Python 3.11's; on 3.10 only the steps above are seen).
+    return bool(live) and all(_cancelling(task) for task in live)
+
+
+def _cancelling(task: asyncio.Task[Any]) -> bool:
+    cancelling = getattr(task, "cancelling", None)
+    return cancelling is not None and bool(cancelling())

@@ -117,10 +117,13 @@ class Sleep(StoreOp):
 @dataclass(frozen=True, slots=True)
 class Failed:
     """What a driver sends back into a plan when a store operation raised (``started``: when the
-    operation began, on the breaker's clock)."""
+    operation began, on the breaker's clock). ``sent``: ``False`` when the operation never reached
+    the store (the call had no store time left: ``stores/budget.py``), which says nothing of the
+    store: no breaker window, and a write that was never sent cannot have landed."""
 
     exc: BaseException | None
     started: float | None = None
+    sent: bool = True
 
 
 #: An async store call given up because the breaker tripped meanwhile (not a new failure).
@@ -141,6 +144,8 @@ class Breaker(Protocol):
     def success(self) -> None: ...
 
     def busy(self) -> None: ...
+
+    def unused(self) -> None: ...
 
     def failure(self, exc: BaseException, *, started: float | None = None) -> None: ...
 
@@ -309,14 +314,20 @@ class StateSync:
         reported: list[bool],
         started: float | None = None,
         breaker: Breaker | None = None,
+        *,
+        sent: bool = True,
     ) -> None:
         """The store cannot be used for this call: open the breaker (if it just failed) and count it.
 
         ``breaker``: the one the plan asked before the call (on a cluster, the breaker of the node
-        the call went to: the slot map may have moved on since, and the failure is that node's)."""
+        the call went to: the slot map may have moved on since, and the failure is that node's).
+        ``sent``: ``False`` for an operation the call had no store time left to send (no window; a
+        probe it was is given back)."""
         if breaker is None:
             breaker = self.host.store_breaker()
-        if isinstance(exc, StoreBusyError):
+        if not sent:
+            breaker.unused()
+        elif isinstance(exc, StoreBusyError):
             breaker.busy()  # this process is saturated, the store is not sick: no window
         elif exc is not None:
             breaker.failure(exc, started=started)
@@ -359,7 +370,9 @@ class StateSync:
                         breaker.success()  # the store answered: only this session's entry is bad
                         self.reset(str(loaded.exc))
                     elif isinstance(loaded, Failed):
-                        self.unavailable(loaded.exc, strict, reported, loaded.started, breaker=breaker)
+                        self.unavailable(
+                            loaded.exc, strict, reported, loaded.started, breaker=breaker, sent=loaded.sent
+                        )
                     else:
                         breaker.success()
                         self.adopt(loaded)
@@ -372,7 +385,9 @@ class StateSync:
                 if key not in self.blobs and self.parsed is not None and breaker.allow():
                     blob = yield GetBlob(key)
                     if isinstance(blob, Failed):
-                        self.unavailable(blob.exc, strict, reported, blob.started, breaker=breaker)
+                        self.unavailable(
+                            blob.exc, strict, reported, blob.started, breaker=breaker, sent=blob.sent
+                        )
                     elif blob is not None:
                         breaker.success()
                         self.blobs[key] = share(blob)  # one copy of a document pinned by many
@@ -394,8 +409,12 @@ class StateSync:
             swap = Swap(self.parsed[0], target)
             outcome = yield swap
             if isinstance(outcome, Failed):
-                self.unavailable(outcome.exc, strict, reported, outcome.started, breaker=breaker)
+                self.unavailable(
+                    outcome.exc, strict, reported, outcome.started, breaker=breaker, sent=outcome.sent
+                )
                 self.keep_local(target, pending, base)
+                if not outcome.sent:
+                    return result  # never reached the store: nothing of it can have landed
                 self.attempts.append((self.seq, self.delta))
                 del self.attempts[:-UNCONFIRMED_LIMIT]
                 # The write may still have landed (only its answer was lost): recognized later.
