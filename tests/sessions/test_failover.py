@@ -52,10 +52,13 @@ def _slot_owner(cluster: RedisClusterProcesses, store: RedisStore, ids: list[str
     from redis.crc import key_slot
 
     for port in cluster.ports:
+        node = cluster.client(port)
         try:
-            ranges = cluster.client(port).execute_command("CLUSTER", "SLOTS")
+            ranges = node.execute_command("CLUSTER", "SLOTS")
         except Exception:
             continue
+        finally:
+            node.close()  # else its socket is left to the collector (a ResourceWarning fails the run)
         owners = {}
         for sid in ids:
             slot = key_slot(store.keys_of(sid)[0].encode())
