@@ -69,7 +69,7 @@ from telos_wrap.sessions.stores.from_url import check_store
 from telos_wrap.sessions.stores.store import AsyncSessionStore, SessionStore, default_store, store_ops
 from telos_wrap.sessions.sync import drivers
 from telos_wrap.sessions.sync.known import Known, known_for
-from telos_wrap.sessions.sync.plans import StateSync, StoreOp, unchanged
+from telos_wrap.sessions.sync.plans import Deferred, StateSync, StoreOp, unchanged
 from telos_wrap.sessions.turns.folds import FoldError, validate_slug
 from telos_wrap.sessions.turns.steps import fold_step, forget_volatility, passthrough_step, pin_step
 from telos_wrap.sessions.turns.turn import StateHooks, TurnResult, run_turn
@@ -236,8 +236,13 @@ class Session:
     async def _arun(self, plan: Generator[StoreOp, Any, T]) -> T:
         """Run a plan with the store's async methods, one plan per session at a time."""
         store = self.store
-        self._known.ran_async()
-        return await drivers.arun(plan, store, breaker_of(store, self.id), self.id, self._alocks.get())
+        known = self._known
+        known.ran_async()
+        known.plans += 1  # a sync flush or read leaves the store alone meanwhile (``Known.plans``)
+        try:
+            return await drivers.arun(plan, store, breaker_of(store, self.id), self.id, self._alocks.get())
+        finally:
+            known.plans -= 1
 
     def flush(self) -> None:
         """Write what this process holds and the store does not yet (pending usage, outage state).
@@ -246,7 +251,9 @@ class Session:
         it now. No store round trip when there is nothing to write. Never raises (fail open).
         """
         with self._lock:
-            if self._sync.pending or self._sync.dirty is not None:
+            # An async plan of the session in flight writes what it holds (``Known.plans``); what it
+            # does not stays held for the next write or the background flush.
+            if (self._sync.pending or self._sync.dirty is not None) and not self._known.plans:
                 with contextlib.suppress(TelosError):
                     self._run(self._plan(unchanged, strict=False))
 
@@ -267,8 +274,9 @@ class Session:
             if other.id == self.id and other is not self._known and other.store is self.store:
                 other.flush()
         with self._lock:
-            self.flush()
-            drivers.read_state(self._sync, self.store, self._breaker())
+            if not self._known.plans:  # else the in-flight async plan's state is the newest here
+                self.flush()
+                drivers.read_state(self._sync, self.store, self._breaker())
             view = self._sync.view()
             if view is None:
                 return SessionState(session_id=self.id), False
@@ -634,6 +642,35 @@ class Session:
         try:
             index = await self._arun(self._plan(step, strict=False))
             with self._lock:
+                self._remember_passthrough(api, engine, body, index)
+            return index
+        except Exception:
+            logger.debug(
+                "telos_wrap: session %s could not record a pass-through request",
+                session_hash(self.id),
+                exc_info=True,
+            )
+            return -1
+
+    def note_passthrough_deferred(
+        self, api: Api, engine: str, body: Mapping[str, Any], *, failed: TelosStageError
+    ) -> int:
+        """Count a request sent as built because its call had no store time left for the session's
+        plan (the store budget ran out before it, or waiting for the plan's lock: ``drivers.arun``).
+        No store call and no wait for the plan's lock: the request joins the usage not yet written
+        and is applied by the session's next write (``plans.Deferred``), so it is counted once,
+        never dropped. Its index is what this process knows (the last-known count plus the requests
+        deferred before it): the bookkeeping of its usage here. Never raises; -1 if not recorded."""
+        self._fell_back(failed)
+        step = passthrough_step(engine, body, self.clock(), fallback=True)
+        try:
+            with self._lock:
+                self._sync.bind_store()  # bound first: a plan binding the store later clears pending
+                view = self._sync.view()
+                deferred = sum(1 for entry in self._sync.pending if isinstance(entry[1], Deferred))
+                index = (view.requests if view is not None else 0) + deferred
+                self._sync.pending.append((index, Deferred(step), None))
+                _hold(self._known)
                 self._remember_passthrough(api, engine, body, index)
             return index
         except Exception:

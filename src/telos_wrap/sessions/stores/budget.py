@@ -10,9 +10,9 @@ refreshed slot map). Each was bounded by the store's timeout, so a Redis that st
 drivers race theirs against it too), and a call that runs out is given up as a timeout of the store
 (the circuit breaker opens: docs/sessions.md, "When the store is unavailable"). A call with no
 store time left sends nothing more (``StoreTimeSpent``): that says nothing of the store, so no
-window opens, and the session's plan still runs, on this process's state, so the request is
-counted and its work written later (the plan's lock is waited for, not given up: whoever holds it
-runs under a budget of its own).
+window opens. A call whose budget ran out before its session's plan (or while it waited for the
+plan's lock) is still counted: the patch layer records it without the store
+(``Session.note_passthrough_deferred``), written with the session's next write.
 
 The sync path cannot cut a blocking socket read short without a thread per call: it is bounded per
 command by the client's socket timeout, and the breaker skips the store for the rest of the call
@@ -27,7 +27,7 @@ import contextvars
 from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
 
-__all__ = ["GRACE", "StoreBudgetExceeded", "StoreTimeSpent", "bounded", "opened", "remaining"]
+__all__ = ["GRACE", "StoreBudgetExceeded", "StoreTimeSpent", "acquire", "bounded", "opened", "remaining"]
 
 T = TypeVar("T")
 
@@ -107,3 +107,16 @@ async def bounded(call: Coroutine[Any, Any, T]) -> T:
 def _retrieve(task: asyncio.Future[Any]) -> None:
     if not task.cancelled():
         task.exception()
+
+
+async def acquire(lock: asyncio.Lock) -> None:
+    """Acquire ``lock`` within what is left of the budget (another call of the session holds it
+    while it waits on the store); ``StoreBudgetExceeded`` past it."""
+    left = remaining()
+    if left is None:
+        await lock.acquire()
+        return
+    try:
+        await asyncio.wait_for(lock.acquire(), max(left, 0.0))
+    except asyncio.TimeoutError:
+        raise StoreBudgetExceeded("the call's store time budget ran out waiting for its session") from None

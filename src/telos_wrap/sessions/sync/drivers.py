@@ -17,7 +17,7 @@ import weakref
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any, Protocol, TypeVar
 
-from telos_wrap.errors import RefPoolError
+from telos_wrap.errors import RefPoolError, TelosStageError
 from telos_wrap.ir.shared import share
 from telos_wrap.sessions.durable.state import SessionState
 from telos_wrap.sessions.live import _hold, _release
@@ -114,18 +114,29 @@ async def arun(
 ) -> T:
     """Run a plan with the store's async methods, under ``lock`` (one plan per session at a time).
 
-    The plan's store time is bounded (``stores/budget.py``: the call's budget, else one of its own),
-    so whoever holds ``lock`` lets go within the store's timeout: the lock is waited for, never
-    given up. A plan always runs: with no store time left it sends nothing and keeps its work in
-    this process (the request is counted, its state written later), never dropped.
+    Within a call's store budget (``stores/budget.py``) the lock is waited for only as long as the
+    budget lasts: past it (or with the budget spent before the plan), ``TelosStageError`` with a
+    ``StoreTimeSpent`` cause and the plan is not run. The patch layer then sends the request as
+    built and counts it without the store or the lock (``Session.note_passthrough_deferred``): the
+    request and its usage are written with the session's next write, never dropped.
     """
     ops = store_ops(store)
-    if ops.inline:  # an in-memory store never waits: nothing to bound
-        async with lock:
+    left = budget.remaining()
+    if left is not None and not ops.inline:
+        try:
+            if left <= 0:
+                raise StoreTimeSpent("the call's store time budget ran out before its session's plan")
+            await budget.acquire(lock)
+        except StoreBudgetExceeded as exc:
+            plan.close()
+            spent = exc if isinstance(exc, StoreTimeSpent) else StoreTimeSpent(str(exc))
+            raise TelosStageError("session.store", spent) from spent
+        try:
             return await _arun_locked(plan, ops, breaker, session_id)
-    with budget.opened(store):
-        async with lock:
-            return await _arun_locked(plan, ops, breaker, session_id)
+        finally:
+            lock.release()
+    async with lock:
+        return await _arun_locked(plan, ops, breaker, session_id)
 
 
 async def _arun_locked(

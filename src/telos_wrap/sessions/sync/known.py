@@ -49,7 +49,7 @@ class Known:
     ``id``: the id the state is stored under. ``clock``: seconds clock for the events it records.
     """
 
-    __slots__ = ("__weakref__", "_given", "alocks", "clock", "id", "lock", "loop", "sync")
+    __slots__ = ("__weakref__", "_given", "alocks", "clock", "id", "lock", "loop", "plans", "sync")
 
     def __init__(self, store: SessionStore | None, session_id: str, clock: Callable[[], float]) -> None:
         self._given = store
@@ -60,6 +60,10 @@ class Known:
         #: The event loop of the last async plan run on this state (the background flush writes
         #: through that loop's client, under its lock): a weak reference, or ``None``.
         self.loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
+        #: Async plans of this state in flight (waiting for their loop's lock or running). A sync
+        #: flush or read (another thread, or ``.stats`` in async code) leaves the store alone
+        #: meanwhile: two plans at once on one state would write pending usage twice, or drop it.
+        self.plans = 0
         self.sync = StateSync(session_id, drivers.Host(self))
 
     @property
@@ -74,7 +78,7 @@ class Known:
     def flush(self) -> None:
         """Write what the store does not have yet with the store's sync client (fail open)."""
         with self.lock:
-            if self.unwritten:
+            if self.unwritten and not self.plans:
                 store = self.store
                 with contextlib.suppress(TelosError):
                     drivers.run(
@@ -88,14 +92,18 @@ class Known:
         """``flush`` through the running loop's async client, under the loop's plan lock."""
         if self.unwritten:
             store = self.store
-            with contextlib.suppress(TelosError), budget.opened(store):
-                await drivers.arun(
-                    self.sync.plan(unchanged, strict=False, counted=False),
-                    store,
-                    breaker_of(store, self.id),
-                    self.id,
-                    self.alocks.get(),
-                )
+            self.plans += 1
+            try:
+                with contextlib.suppress(TelosError), budget.opened(store):
+                    await drivers.arun(
+                        self.sync.plan(unchanged, strict=False, counted=False),
+                        store,
+                        breaker_of(store, self.id),
+                        self.id,
+                        self.alocks.get(),
+                    )
+            finally:
+                self.plans -= 1
 
     def ran_async(self) -> None:
         """An async plan runs on this state now: remember its loop (for the background flush)."""

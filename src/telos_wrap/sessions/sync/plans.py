@@ -46,6 +46,7 @@ __all__ = [
     "LOAD",
     "MAX_ATTEMPTS",
     "Breaker",
+    "Deferred",
     "Failed",
     "GetBlob",
     "Sleep",
@@ -128,6 +129,15 @@ class Failed:
 
 #: An async store call given up because the breaker tripped meanwhile (not a new failure).
 ABANDONED = Failed(None)
+
+
+@dataclass(frozen=True, slots=True)
+class Deferred:
+    """A request counted without the store (``Session.note_passthrough_deferred``: its call had no
+    store time left for the session's plan). Kept in ``StateSync.pending`` beside the usage not
+    yet written, in order, and applied with it by the session's next write (its ``step``)."""
+
+    step: Callable[[SessionState], tuple[SessionState, Any]]
 
 
 # -- what a plan needs of the world -------------------------------------------------------------------
@@ -226,8 +236,9 @@ class StateSync:
         #: The store's (revision, text) that this process's last confirmed write replaced: a
         #: failover that loses that write puts exactly this back (see ``plan``).
         self.before: tuple[int, str] | None = None
-        #: Usage recorded here, written with the session's next write.
-        self.pending: list[tuple[int, UsageReport | None, str | None]] = []
+        #: Usage recorded here (and requests counted without the store: ``Deferred``), written
+        #: with the session's next write.
+        self.pending: list[tuple[int, UsageReport | Deferred | None, str | None]] = []
         #: This worker's name in the states' ``applied`` marks, and its last write's number.
         self.writer = uuid.uuid4().hex[:12]
         self.seq = 0
@@ -304,7 +315,10 @@ class StateSync:
 
     def with_pending(self, state: SessionState) -> SessionState:
         for index, report, response_id in self.pending:
-            state = apply_usage(state, index, report, response_id)
+            if isinstance(report, Deferred):
+                state = report.step(state)[0]
+            else:
+                state = apply_usage(state, index, report, response_id)
         return state
 
     def unavailable(
