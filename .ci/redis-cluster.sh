@@ -33,7 +33,7 @@ start_node() {
     redis-server --port "$port" --bind 127.0.0.1 --cluster-enabled yes \
         --cluster-config-file "$node/nodes.conf" --cluster-node-timeout "$timeout_ms" \
         --cluster-require-full-coverage "$full_coverage" \
-        --save '' --appendonly no --repl-diskless-sync-delay 0 --dir "$node" \
+        --save '' --appendonly no --repl-diskless-sync-delay 0 --dir "$node" --enable-debug-command local \
         --daemonize yes --pidfile "$node/redis.pid" --logfile "$node/redis.log"
 }
 

@@ -53,10 +53,13 @@ def _slot_owner(cluster: RedisClusterProcesses, store: RedisStore, ids: list[str
     from redis.crc import key_slot
 
     for port in cluster.ports:
+        node = cluster.client(port)
         try:
-            ranges = cluster.client(port).execute_command("CLUSTER", "SLOTS")
+            ranges = node.execute_command("CLUSTER", "SLOTS")
         except Exception:
             continue
+        finally:
+            node.close()  # else its socket is left to the collector (a ResourceWarning fails the run)
         owners = {}
         for sid in ids:
             slot = key_slot(store.keys_of(key_of(sid))[0].encode())  # the workers' tenant's key
@@ -232,4 +235,7 @@ def test_sessions_go_on_when_a_cluster_primary_is_killed_and_restarted(
                 process.kill()
                 process.wait()
         store.close()
+        # The cluster client's node pools too (its slot map was read from every node; a socket left
+        # to the collector fails the run with a ResourceWarning after it passed).
+        store.redis.disconnect_connection_pools()
         cluster.stop()

@@ -285,7 +285,11 @@ def test_a_lost_write_another_worker_built_on_stays_lost(store_url: str, redis_p
     replica's 3 requests, the other worker's and this call. (No event: the other worker's write
     brought the count back to what this worker had seen, so nothing tells the two apart.)"""
     store = RedisStore(store_url, prefix=redis_prefix)
-    first, second = telos_wrap.session("fork", store=store), telos_wrap.session("fork", store=store)
+    # The other worker is another process: its own store client, so its own last-known state of the
+    # session (``sync/known.py``: every ``Session`` object of one id on one store object in a process
+    # shares what that process knows, as the objects of one worker do).
+    other_worker = RedisStore(store_url, prefix=redis_prefix)
+    first, second = telos_wrap.session("fork", store=store), telos_wrap.session("fork", store=other_worker)
     assert first is not second
     for _ in range(3):
         _call(first)
@@ -298,6 +302,7 @@ def test_a_lost_write_another_worker_built_on_stays_lost(store_url: str, redis_p
     assert _requests(store, "fork") == 5
     assert store.breaker.stats().recent == ()
     store.close()
+    other_worker.close()
 
 
 def test_a_sentinel_managed_primary(tmp_path: Path, redis_prefix: str) -> None:

@@ -14,6 +14,7 @@ from telos_wrap.pipeline import PrepareOptions
 from telos_wrap.sessions import MemoryStore, Session, SessionState
 from telos_wrap.sessions.durable.state import ints, pack_ints, unpack_ints
 from telos_wrap.sessions.stores.store import Versioned
+from telos_wrap.sessions.sync import known
 from telos_wrap.sessions.turns.turn import run_turn
 
 
@@ -143,7 +144,13 @@ def test_reading_a_state_this_session_wrote_to_a_memory_store_parses_nothing(
 
     monkeypatch.setattr(SessionState, "loads", staticmethod(counted))
     assert sess.state.pins.keys() == {"doc"} and parsed == []
-    other = Session("kept", store=sess.store).bind()  # another Session object on the same id: parses it
+    # Another Session object on the same id and tenant in this process shares what the process
+    # knows of the session (``sync/known.py``): it parses nothing either.
+    again = Session("kept", store=sess.store).bind()
+    assert again.state == sess.state and parsed == []
+    # A process that knows nothing of the session (its last-known table dropped it) parses it.
+    known.clear()
+    other = Session("kept", store=sess.store).bind()
     assert other.state == sess.state and len(parsed) == 1
 
 

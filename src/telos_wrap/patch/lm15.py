@@ -57,6 +57,7 @@ from telos_wrap.pipeline import Prepared, PrepareOptions, time_budget
 from telos_wrap.private_api import lm15_inner_adapter
 from telos_wrap.sessions import Session
 from telos_wrap.sessions.identity import tenant_digest
+from telos_wrap.sessions.stores.budget import StoreTimeSpent
 from telos_wrap.usage import json_mapping
 
 __all__ = ["async_send_wrapper", "async_stream_wrapper", "send_wrapper", "stream_wrapper"]
@@ -221,6 +222,12 @@ async def _aprepare(instance: Any, request: Any) -> _Call | None:
             call.index = await turn.session.note_passthrough_async(
                 turn.route.api, turn.route.engine, turn.body, failed=error
             )
+        elif turn is not None and isinstance(error.__cause__, StoreTimeSpent):
+            # No store time left for the session's plan: counted without the store (written later).
+            index = turn.session.note_passthrough_deferred(
+                turn.route.api, turn.route.engine, turn.body, failed=error
+            )
+            call = _Call(request, turn.session, index, turn.route.engine, _strict(turn.session))
         return call
 
 

@@ -47,6 +47,7 @@ from telos_wrap.pipeline import Prepared, PrepareOptions, prepare, time_budget
 from telos_wrap.private_api import asyncio_loop_running, client_custom_headers, sdk_omit_type
 from telos_wrap.sessions import Session, current_session, default_store, implicit_session, named_session
 from telos_wrap.sessions.identity import tenant_digest
+from telos_wrap.sessions.stores.budget import StoreTimeSpent
 from telos_wrap.sessions.tenancy import space_of
 
 __all__ = ["SESSION_HEADER", "aprepare_for_sending", "prepare_for_sending", "resolve_session", "tenant_of"]
@@ -437,11 +438,13 @@ async def _aprepare_turn(turn: _Turn, *, again: bool) -> tuple[Any, CallContext 
         if read is not None:
             return await _aprepare_turn(read, again=False)
         record = turn.failed(error)
-        index = (
-            await session.note_passthrough_async(turn.api, turn.engine_name, turn.body, failed=error)
-            if record
-            else -1
-        )
+        if record:
+            index = await session.note_passthrough_async(turn.api, turn.engine_name, turn.body, failed=error)
+        elif turn.is_turn and isinstance(error.__cause__, StoreTimeSpent):
+            # No store time left for the session's plan: counted without the store (written later).
+            index = session.note_passthrough_deferred(turn.api, turn.engine_name, turn.body, failed=error)
+        else:
+            index = -1
         return options, turn.context(index)
 
 

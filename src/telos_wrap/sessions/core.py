@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-import threading
 import time
 import uuid
 from collections import OrderedDict
@@ -66,11 +65,13 @@ from telos_wrap.sessions.live import (
 )
 from telos_wrap.sessions.logs import note
 from telos_wrap.sessions.refresh import RefreshDecision, decide_refresh
+from telos_wrap.sessions.stores import budget
 from telos_wrap.sessions.stores.breaker import StoreBreaker, breaker_of
 from telos_wrap.sessions.stores.from_url import check_store
 from telos_wrap.sessions.stores.store import AsyncSessionStore, SessionStore, default_store, store_ops
 from telos_wrap.sessions.sync import drivers
-from telos_wrap.sessions.sync.plans import StateSync, StoreOp, unchanged
+from telos_wrap.sessions.sync.known import Known, SessionLocks, known_for, locks_for
+from telos_wrap.sessions.sync.plans import Deferred, StateSync, StoreOp, unchanged
 from telos_wrap.sessions.turns.folds import FoldError, validate_slug
 from telos_wrap.sessions.turns.steps import fold_step, forget_volatility, passthrough_step, pin_step
 from telos_wrap.sessions.turns.turn import StateHooks, TurnResult, run_turn
@@ -159,7 +160,19 @@ class Session:
         self.diagnostics = diagnostics
         self.prices = dict(prices or {})
         self.clock: Callable[[], float] = clock or time.time
-        self._lock = threading.RLock()
+        #: What the process knows of the session's stored state (``sync/known.py``): its state sync,
+        #: shared by every object whose state lives at ``store_key`` of this store, and the locks its
+        #: plans run under, shared by the id. A session not bound to a tenant yet works on an entry of
+        #: its own until its binding; an implicit session is one object per conversation already,
+        #: kept by the registry: its own for good.
+        locks = SessionLocks() if implicit else locks_for(self._store, self.id)
+        self._known: Known = (
+            known_for(self._store, self.id, self.store_key, self.clock)
+            if self.bound and not implicit
+            else Known(self._store, self.id, self.store_key, self.clock, locks)
+        )
+        self._lock = locks.lock
+        self._alocks = locks.alocks
         self._records: OrderedDict[int, RequestRecord] = OrderedDict()
         self._fallbacks_here = 0  # requests of this session this process sent as built (fail open)
         #: Per request index, how many requests of that index this process made whose usage has not
@@ -179,15 +192,17 @@ class Session:
         #: The ref-pool stubs and entries this process emitted for the session (by slug, the latest
         #: few texts each): the only texts a later request's lift takes as references.
         self._own: dict[str, tuple[str, ...]] = {}
-        #: What this process holds of the stored state, and the plans that keep it in step.
-        self._sync = StateSync(self.id, drivers.Host(self))
-        self._alocks = drivers.AsyncLocks()
         _live[(_scope(store), self.id)] = self
 
     @property
     def store(self) -> SessionStore:
         """The session's store: the one given, else the process default at the time of use."""
         return self._store if self._store is not None else default_store()
+
+    @property
+    def _sync(self) -> StateSync:
+        """What this process holds of the stored state, and the plans that keep it in step."""
+        return self._known.sync
 
     def __repr__(self) -> str:
         return f"<telos_wrap.Session {self.id!r}>"
@@ -210,6 +225,10 @@ class Session:
                 self.store_key = tenancy.store_key(self.id, space)
                 self._space = space
                 self.bound = True
+                # From now on the process's entry at the tenant's key (``sync/known.py``).
+                before = self._known
+                self._known = known_for(self._store, self.id, self.store_key, self.clock)
+                self._known.adopt(before)
 
     def bind(self, client: Any = None, *, isolation: str | None = None) -> Session:
         """Bind the session, before any call, to the tenant of ``client`` (an SDK client: its
@@ -331,7 +350,13 @@ class Session:
             await self._asettle()
         store = self.store
         key = self.store_key
-        return await drivers.arun(plan, store, breaker_of(store, key), key, self._alocks.get())
+        known = self._known
+        known.ran_async()
+        known.plans += 1  # a sync flush or read leaves the store alone meanwhile (``Known.plans``)
+        try:
+            return await drivers.arun(plan, store, breaker_of(store, key), key, self._alocks.get())
+        finally:
+            known.plans -= 1
 
     def flush(self) -> None:
         """Write what this process holds and the store does not yet (pending usage, outage state).
@@ -340,7 +365,9 @@ class Session:
         it now. No store round trip when there is nothing to write. Never raises (fail open).
         """
         with self._lock:
-            if self._sync.pending or self._sync.dirty is not None:
+            # An async plan of the session in flight writes what it holds (``Known.plans``); what it
+            # does not stays held for the next write or the background flush.
+            if (self._sync.pending or self._sync.dirty is not None) and not self._known.plans:
                 with contextlib.suppress(TelosError):
                     self._run(self._plan(unchanged, strict=False))
 
@@ -352,26 +379,32 @@ class Session:
 
     def _read(self) -> SessionState:
         """The store's current state (after writing this process's pending usage), else this process's."""
+        return self._read_known()[0]
+
+    def _read_known(self) -> tuple[SessionState, bool]:
+        """``_read``, and whether the state is known: ``False`` when the store could not be read and
+        this process knows nothing of the session (the state is then an empty one, not the session's)."""
         if self._space is None:  # not bound to a tenant yet: what this process recorded, nothing stored
             with self._lock:
-                return self._local_state()
+                return self._local_state(), True
         for other in _held():
-            if (
-                getattr(other, "store_key", None) == self.store_key
-                and other is not self
-                and other.store is self.store
-            ):
+            if other.store_key == self.store_key and other is not self._known and other.store is self.store:
                 other.flush()
         with self._lock:
-            self.flush()
-            if self._local is not None:
-                try:
-                    self._settle()
-                except Exception:
-                    logger.debug("telos_wrap: session %s: not settled", session_hash(self.id), exc_info=True)
-            drivers.read_state(self._sync, self.store, self._breaker(), self.store_key)
+            if not self._known.plans:  # else the in-flight async plan's state is the newest here
+                self.flush()
+                if self._local is not None:
+                    try:
+                        self._settle()
+                    except Exception:
+                        logger.debug(
+                            "telos_wrap: session %s: not settled", session_hash(self.id), exc_info=True
+                        )
+                drivers.read_state(self._sync, self.store, self._breaker(), self.store_key)
             view = self._sync.view()
-            return self._sync.with_pending(view) if view is not None else SessionState(session_id=self.id)
+            if view is None:
+                return SessionState(session_id=self.id), False
+            return self._sync.with_pending(view), True
 
     @property
     def state(self) -> SessionState:
@@ -524,7 +557,19 @@ class Session:
         strict: bool | None = None,
         tenant: str | None = None,
     ) -> tuple[int, Prepared]:
-        """``prepare_request`` for async clients: the same turn, with the store's async I/O."""
+        """``prepare_request`` for async clients: the same turn, with the store's async I/O. The
+        store's ``timeout`` bounds the store time of the whole call (``stores/budget.py``)."""
+        with budget.opened(self.store):
+            return await self._prepare_request_async(api, body, options, strict, tenant)
+
+    async def _prepare_request_async(
+        self,
+        api: Api,
+        body: Mapping[str, Any],
+        options: PrepareOptions,
+        strict: bool | None,
+        tenant: str | None,
+    ) -> tuple[int, Prepared]:
         facts: tuple[fleet.Fact, ...] = ()
         note: str | None = None
         if self._space is None:
@@ -614,7 +659,7 @@ class Session:
             if self._sync.pending and store_ops(self.store).inline:
                 self.flush()  # an in-process store: nothing to wait for, and the session is let go
             if not self._sync.pending and self._sync.dirty is None:
-                _release(self)  # nothing left to write (a store swapped meanwhile dropped it)
+                _release(self._known)  # nothing left to write (a store swapped meanwhile dropped it)
         finally:
             self._lock.release()
 
@@ -737,6 +782,35 @@ class Session:
             )
             return -1
 
+    def note_passthrough_deferred(
+        self, api: Api, engine: str, body: Mapping[str, Any], *, failed: TelosStageError
+    ) -> int:
+        """Count a request sent as built because its call had no store time left for the session's
+        plan (the store budget ran out before it, or waiting for the plan's lock: ``drivers.arun``).
+        No store call and no wait for the plan's lock: the request joins the usage not yet written
+        and is applied by the session's next write (``plans.Deferred``), so it is counted once,
+        never dropped. Its index is what this process knows (the last-known count plus the requests
+        deferred before it): the bookkeeping of its usage here. Never raises; -1 if not recorded."""
+        self._fell_back(failed)
+        step = passthrough_step(engine, body, self.clock(), fallback=True)
+        try:
+            with self._lock:
+                self._sync.bind_store()  # bound first: a plan binding the store later clears pending
+                view = self._sync.view()
+                deferred = sum(1 for entry in self._sync.pending if isinstance(entry[1], Deferred))
+                index = (view.requests if view is not None else 0) + deferred
+                self._sync.pending.append((index, Deferred(step), None))
+                _hold(self._known)
+                self._remember_passthrough(api, engine, body, index)
+            return index
+        except Exception:
+            logger.debug(
+                "telos_wrap: session %s could not record a pass-through request",
+                session_hash(self.id),
+                exc_info=True,
+            )
+            return -1
+
     #: Fallbacks of one session in this process before it is said loudly: the first is warned about at
     #: its call site (``failopen``), a second may be a retry of the same request; at the third the
     #: conversation keeps going out without a saving.
@@ -786,7 +860,7 @@ class Session:
             if len(self._usage_due) > 4 * self._history_limit:
                 self._trim_usage_due()
             self._sync.pending.append((index, report, response_id))
-            _hold(self)
+            _hold(self._known)
             record = self._records.get(index)
             if record is not None:
                 self._records[index] = replace(record, usage=report)
@@ -954,7 +1028,7 @@ class Session:
 
     def _forget_here(self) -> None:
         _forget_warm(self)
-        self._sync = StateSync(self.id, drivers.Host(self))
+        self._known.reset()
         self._memo = HistoryMemo()
         self._ledger = WireLedger()
         self._records.clear()
@@ -964,14 +1038,21 @@ class Session:
         self._last_prepared = None
         self._lengths, self._fleet_where, self._fleet_asked = (), None, False
         self._local = None
-        _release(self)
+        _release(self._known)
 
     # -- observability --------------------------------------------------------------------------------
 
     @property
     def stats(self) -> SessionStats:
-        """Exact counters of the session across every worker (read from the store)."""
-        return SessionStats.of(self.state, self.prices)
+        """Exact counters of the session across every worker (read from the store).
+
+        While the store cannot be read (its circuit breaker's back-off window), the state this process
+        last knew of the session, from any ``Session`` object with its id (``sync/known.py``); if it
+        knows nothing, the stats say so: ``known`` is ``False`` (never zeros taken for the session's).
+        """
+        state, known = self._read_known()
+        stats = SessionStats.of(state, self.prices)
+        return stats if known else replace(stats, known=False)
 
     def request_record(self, index: int) -> RequestRecord | None:
         """What this process remembers of request ``index`` (``None``: not prepared here, or too old).

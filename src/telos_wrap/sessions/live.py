@@ -10,17 +10,23 @@ from __future__ import annotations
 import atexit
 import contextvars
 import threading
+import time
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any, Protocol
 
 __all__ = ["LiveSession"]
 
 
 class LiveSession(Protocol):
-    """What the tables need of a session (``core.Session``)."""
+    """What the tables need of a session (``core.Session``) or of its last-known state
+    (``sync.known.Known``): its id, the key its state is stored under, its store, a flush."""
 
     id: str
+
+    @property
+    def store_key(self) -> str: ...
 
     @property
     def store(self) -> object: ...
@@ -49,13 +55,22 @@ def _scope(store: object | None) -> int:
 #: of that session id here, when more than ``_HOLD_LIMIT`` wait, or at interpreter exit).
 _holding: OrderedDict[int, LiveSession] = OrderedDict()
 _HOLD_LIMIT = 10_000
+#: When each held session started holding something unwritten (``time.monotonic``), by ``id``:
+#: the background flush (``sync/flusher.py``) writes what waited longer than its delay.
+_held_since: dict[int, float] = {}
+#: Called (outside the lock) when a session starts holding: starts the background flush.
+on_hold: Callable[[], None] | None = None
 
 
 def _hold(held: LiveSession) -> None:
     with _registry_lock:
         _holding[id(held)] = held
         _holding.move_to_end(id(held))
+        _held_since.setdefault(id(held), time.monotonic())
         oldest = next(iter(_holding.values())) if len(_holding) > _HOLD_LIMIT else None
+    hook = on_hold
+    if hook is not None:
+        hook()
     if oldest is not None:
         oldest.flush()
 
@@ -63,13 +78,22 @@ def _hold(held: LiveSession) -> None:
 def _release(held: LiveSession) -> None:
     with _registry_lock:
         _holding.pop(id(held), None)
+        _held_since.pop(id(held), None)
+
+
+def _held_for() -> list[tuple[LiveSession, float]]:
+    """The held sessions with when each started holding (oldest hold first)."""
+    with _registry_lock:
+        return [(held, _held_since.get(key, 0.0)) for key, held in _holding.items()]
 
 
 #: Sessions holding texts in this process (history memo, wire ledger, last request), least recently
 #: used first, with the bytes each holds. Bounded in bytes (``WARM_BYTES``, ``set_memory_limits``):
 #: past it the least recently used sessions drop those texts (``Session._cool``), which changes no
 #: byte that is sent (docs/sessions.md, "What a session keeps in this process").
-_warm: OrderedDict[int, tuple[Any, int]] = OrderedDict()
+#: Weak references: a session the application dropped frees its texts with it (its entry is dropped
+#: when it comes up here), so the table never keeps a per-request session object alive.
+_warm: OrderedDict[int, tuple[weakref.ref[Any], int]] = OrderedDict()
 _warm_total = 0
 WARM_BYTES = 32 << 20
 
@@ -82,12 +106,14 @@ def _warm_up(session: Any, held: int) -> None:
         previous = _warm.pop(id(session), None)
         if previous is not None:
             _warm_total -= previous[1]
-        _warm[id(session)] = (session, held)
+        _warm[id(session)] = (weakref.ref(session), held)
         _warm_total += held
         while _warm_total > WARM_BYTES and len(_warm) > 1:
             _, (oldest, size) = _warm.popitem(last=False)
             _warm_total -= size
-            cold.append(oldest)
+            alive = oldest()
+            if alive is not None:
+                cold.append(alive)
     for oldest in cold:
         oldest._cool()
 
@@ -97,7 +123,7 @@ def _forget_warm(session: Any) -> None:
     global _warm_total
     with _registry_lock:
         found = _warm.get(id(session))
-        if found is not None and found[0] is session:
+        if found is not None and found[0]() is session:
             del _warm[id(session)]
             _warm_total -= found[1]
 

@@ -22,6 +22,7 @@ from telos_wrap.sessions.core import CacheBreakCallback, Session
 from telos_wrap.sessions.identity import conversation_key
 from telos_wrap.sessions.live import _live, _registry_lock, _stack
 from telos_wrap.sessions.stores.store import SessionStore, default_store
+from telos_wrap.sessions.sync import known
 from telos_wrap.sessions.tenancy import SCOPES, SHARED
 from telos_wrap.sessions.views.stats import PriceMultipliers
 
@@ -42,23 +43,33 @@ def memory_limits() -> dict[str, int]:
     """The process's memory bounds for sessions (docs/sessions.md, "Memory"): ``implicit_sessions``
     (sessions in each of the registry's tables), ``session_texts`` (bytes of texts live sessions
     hold in this process: history memos, wire ledgers, last requests), ``shared_texts`` (bytes of
-    the texts held once for every conversation that sends them). The default store's own bound is
-    its ``max_bytes`` / ``max_sessions`` (``MemoryStore``)."""
+    the texts held once for every conversation that sends them), ``known_sessions`` (sessions whose
+    last-known state the process keeps for every ``Session`` object with their id: ``sync/known.py``).
+    The default store's own bound is its ``max_bytes`` / ``max_sessions`` (``MemoryStore``)."""
     return {
         "implicit_sessions": _IMPLICIT_LIMIT,
+        "known_sessions": known.LIMIT,
         "session_texts": live.WARM_BYTES,
         "shared_texts": shared_texts.max_bytes,
     }
 
 
 def set_memory_limits(
-    *, implicit_sessions: int | None = None, session_texts: int | None = None, shared: int | None = None
+    *,
+    implicit_sessions: int | None = None,
+    session_texts: int | None = None,
+    shared: int | None = None,
+    known_sessions: int | None = None,
 ) -> dict[str, int]:
     """Change the bounds ``memory_limits`` reports (``None`` keeps one); returns the previous ones.
     Lower bounds apply from the next request on."""
     global _IMPLICIT_LIMIT
     previous = memory_limits()
-    for name, value in (("implicit_sessions", implicit_sessions), ("session_texts", session_texts)):
+    for name, value in (
+        ("implicit_sessions", implicit_sessions),
+        ("session_texts", session_texts),
+        ("known_sessions", known_sessions),
+    ):
         if value is not None and (not isinstance(value, int) or value < 1):
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
     if shared is not None and (not isinstance(shared, int) or shared < 0):
@@ -67,6 +78,8 @@ def set_memory_limits(
         _IMPLICIT_LIMIT = implicit_sessions
     if session_texts is not None:
         live.WARM_BYTES = session_texts
+    if known_sessions is not None:
+        known.LIMIT = known_sessions
     if shared is not None:
         shared_texts.max_bytes = shared
     return previous

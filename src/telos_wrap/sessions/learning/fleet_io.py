@@ -42,7 +42,8 @@ from telos_wrap.sessions.learning.fleet import (
     with_contributor,
 )
 from telos_wrap.sessions.learning.lengths import MAX_TRACKED, NO_LENGTHS, Lengths, count_reached
-from telos_wrap.sessions.stores.breaker import breaker_of
+from telos_wrap.sessions.stores.breaker import StoreBreaker, breaker_of
+from telos_wrap.sessions.stores.budget import StoreTimeSpent, bounded
 from telos_wrap.sessions.stores.store import AsyncSessionStore, SessionStore
 
 __all__ = [
@@ -94,6 +95,13 @@ def lookup_entry(store: SessionStore, space: str, template: str) -> Entry:
     return decode_entry(text)
 
 
+def _failed(breaker: StoreBreaker, exc: BaseException) -> None:
+    """An async fleet store call failed: the breaker hears of it, unless nothing was sent (the
+    call had no store time left: ``stores/budget.py``), which says nothing of the store."""
+    if not isinstance(exc, StoreTimeSpent):
+        breaker.failure(exc)
+
+
 async def alookup(store: SessionStore, space: str, template: str) -> tuple[Fact, ...]:
     """``lookup`` for async code."""
     return (await alookup_entry(store, space, template)).facts
@@ -106,11 +114,11 @@ async def alookup_entry(store: SessionStore, space: str, template: str) -> Entry
         return _NONE
     try:
         if isinstance(store, AsyncSessionStore):
-            text = await store.aget_blob(fleet_id(space, template), FACTS)
+            text = await bounded(store.aget_blob(fleet_id(space, template), FACTS))
         else:
-            text = await asyncio.to_thread(store.get_blob, fleet_id(space, template), FACTS)
+            text = await bounded(asyncio.to_thread(store.get_blob, fleet_id(space, template), FACTS))
     except Exception as exc:
-        breaker.failure(exc)
+        _failed(breaker, exc)
         logger.debug("telos_wrap: fleet facts could not be read", exc_info=True)
         return _NONE
     breaker.success()
@@ -193,20 +201,24 @@ async def apublish(
     if not (new or shape or reached) or breaker.is_open:
         return
     if not isinstance(store, AsyncSessionStore):
-        await asyncio.to_thread(publish, store, space, template, new, shape, reached, session_id)
+        try:
+            await bounded(asyncio.to_thread(publish, store, space, template, new, shape, reached, session_id))
+        except Exception as exc:  # the call's store budget ran out (publish fails open itself)
+            _failed(breaker, exc)
+            logger.debug("telos_wrap: fleet facts could not be written", exc_info=True)
         return
     key = fleet_id(space, template)
     by = contributor(space_key(space), session_id) if session_id is not None else ""
     try:
-        entry = _updated(decode_entry(await store.aget_blob(key, FACTS)), new, shape, reached, by)
+        entry = _updated(decode_entry(await bounded(store.aget_blob(key, FACTS))), new, shape, reached, by)
         if entry is not None:
-            await store.aput_blob(key, FACTS, entry.encode())
+            await bounded(store.aput_blob(key, FACTS, entry.encode()))
             if by and session_id is not None and (new or shape):
-                text = _listed(await store.aget_blob(session_id, CONTRIBUTED), key, by)
+                text = _listed(await bounded(store.aget_blob(session_id, CONTRIBUTED)), key, by)
                 if text is not None:
-                    await store.aput_blob(session_id, CONTRIBUTED, text)
+                    await bounded(store.aput_blob(session_id, CONTRIBUTED, text))
     except Exception as exc:
-        breaker.failure(exc)
+        _failed(breaker, exc)
         logger.debug("telos_wrap: fleet facts could not be written", exc_info=True)
         return
     breaker.success()

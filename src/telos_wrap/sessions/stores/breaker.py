@@ -109,6 +109,7 @@ class StoreBreaker:
         self._busy = 0
         self._late = 0
         self._opened_at = float("-inf")  # when the current (or last) window opened
+        self._expedited = False  # the window was cut short by ``expedite``
 
     @property
     def is_open(self) -> bool:
@@ -129,6 +130,30 @@ class StoreBreaker:
             self._skipped += 1
             return False
 
+    def ready(self) -> bool:
+        """Would ``allow`` let a call through now? (Closed, or the window is over and no probe is in
+        flight.) Counts nothing: the background flush asks before it writes (``sync/flusher.py``)."""
+        if not self._is_open:
+            return True
+        with self._lock:
+            return not self._is_open or (not self._probing and self.clock() >= self._open_until)
+
+    def expedite(self) -> None:
+        """Let the next call probe the store now if the window has lasted ``backoff`` seconds (the
+        first window's length) and no probe is in flight. The background flush asks this each
+        round (``sync/flusher.py``): however long the doubled window has grown, a store that
+        answers again is seen within about ``backoff`` seconds, and what sessions kept during the
+        outage is written then, not a minute later. A failed expedited probe does not double the
+        window again and is logged at DEBUG (the window's warning was given when it opened)."""
+        if not self._is_open:
+            return
+        with self._lock:
+            now = self.clock()
+            lasted = now - self._opened_at >= self.backoff
+            if self._is_open and not self._probing and now < self._open_until and lasted:
+                self._open_until = now
+                self._expedited = True
+
     def success(self) -> None:
         """A store call answered: if it was the probe, close the breaker (the store is back)."""
         if not self._is_open:
@@ -138,6 +163,17 @@ class StoreBreaker:
                 return  # a late answer to a call made before the trip: the window stands
             was_open, self._is_open, self._probing = self._is_open, False, False
             self._window = self.backoff
+            self._expedited = False
+        if was_open:
+            logger.info("telos_wrap: the session store answers again; sessions use it from now on")
+
+    def close(self) -> None:
+        """The store answered a call this breaker did not gate (a cluster's node breakers took over
+        from the store's own once the slot map was read): close it, so its state is true."""
+        with self._lock:
+            was_open, self._is_open, self._probing = self._is_open, False, False
+            self._window = self.backoff
+            self._expedited = False
         if was_open:
             logger.info("telos_wrap: the session store answers again; sessions use it from now on")
 
@@ -145,6 +181,15 @@ class StoreBreaker:
         """A call found no free pooled connection in time: counted, and the breaker stays as it is."""
         with self._lock:
             self._busy += 1
+
+    def unused(self) -> None:
+        """A call ``allow`` let through was never made (the call's store time ran out before it:
+        ``stores/budget.py``). It says nothing of the store: no window; if it was the probe, the
+        probe is given back, so the next call makes it (else the breaker would stay half-open)."""
+        if not self._is_open:
+            return
+        with self._lock:
+            self._probing = False
 
     def failure(self, exc: BaseException, *, started: float | None = None) -> None:
         """A store call failed or timed out: open a window (warn once per window).
@@ -161,9 +206,10 @@ class StoreBreaker:
                 return
             if self._is_open and not self._probing:
                 return  # an older call failing inside the window it already opened
-            if self._probing:
+            quiet = self._probing and self._expedited
+            if self._probing and not self._expedited:
                 self._window = min(self._window * 2, self.max_backoff)
-            self._probing = False
+            self._probing = self._expedited = False
             self._is_open = True
             self._opened_at = self.clock()
             self._open_until = self._opened_at + self._window
@@ -173,7 +219,8 @@ class StoreBreaker:
         for loop, future in waiting.items():
             if not loop.is_closed():
                 loop.call_soon_threadsafe(_resolve, future)
-        logger.warning(
+        logger.log(
+            logging.DEBUG if quiet else logging.WARNING,
             "telos_wrap: stage 'session.store' failed (%s): sessions go on with this process's state "
             "and leave the store alone for %.1f s, then probe it again (one warning per window)",
             type(exc).__name__,

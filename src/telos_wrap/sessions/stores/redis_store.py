@@ -37,8 +37,8 @@ import logging
 import random
 import threading
 import weakref
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar
 
 from telos_wrap.errors import StoreBusyError, StoreEntryError
 from telos_wrap.sessions.stores import redis_urls
@@ -49,6 +49,7 @@ from telos_wrap.sessions.stores.store import Swapped, Versioned
 __all__ = ["RedisStore"]
 
 logger = logging.getLogger("telos_wrap.sessions")
+T = TypeVar("T")
 
 # KEYS: session, blobs; ARGV: expected revision ('' = absent), text,
 # ttl (0 = none), the new revision.
@@ -212,6 +213,8 @@ class RedisStore:
         self._sync_lock = threading.Lock()
         self._async_given = async_client
         self._async: weakref.WeakKeyDictionary[Any, tuple[Any, Any]] = weakref.WeakKeyDictionary()
+        #: Event loops whose cluster client answered a call (past its cold start).
+        self._answered: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 
     def _client_options(self, retry_type: Any, module: Any) -> dict[str, Any]:
         from redis.backoff import NoBackoff
@@ -356,20 +359,52 @@ class RedisStore:
         """Whether async calls use ``redis.asyncio`` (else they run the sync client in a thread)."""
         return self.url is not None or self._async_given is not None
 
+    async def _cold_retried(self, call: Callable[[], Awaitable[T]]) -> T:
+        """``call()``; on a cluster whose client of this loop never answered yet, once more after a
+        redis-py cold-start failure (an ``AttributeError`` such as "'NoneType' object has no
+        attribute 'writelines'" from a connection torn down under the first concurrent burst, or a
+        connection closed while the slot map is read), before the breaker hears of it. Once the
+        cluster answers, the store's own breaker (the one used before the slot map was read) is
+        closed if that burst opened it: its reported state is true (``breaker.stats()``)."""
+        if not self.cluster:
+            return await call()
+        loop = asyncio.get_running_loop()
+        try:
+            result = await call()
+        except (AttributeError, _connection_error()) as exc:
+            if self._answered.get(loop):
+                raise
+            logger.debug(
+                "telos_wrap: cluster client cold-start failure (%s); retried once", type(exc).__name__
+            )
+            result = await call()
+        self._answered[loop] = True
+        if self.breaker.is_open:
+            self.breaker.close()
+        return result
+
     async def aload(self, session_id: str) -> Versioned | None:
         if not self.has_async_client:
             return await asyncio.to_thread(self.load, session_id)
         client, _ = self._aclient()
-        with _pool_waits():
-            found = await client.hmget(self._keys(session_id)[0], ["rev", "state"])
-        return _versioned(session_id, found)
+
+        async def load() -> Any:
+            with _pool_waits():
+                return await client.hmget(self._keys(session_id)[0], ["rev", "state"])
+
+        return _versioned(session_id, await self._cold_retried(load))
 
     async def aswap(self, session_id: str, expected: int, text: str) -> Swapped:
         if not self.has_async_client:
             return await asyncio.to_thread(self.swap, session_id, expected, text)
         _, script = self._aclient()
-        with _pool_waits():
-            return _swapped(await script(keys=self._keys(session_id), args=self._args(expected, text)))
+        args = self._args(expected, text)  # one revision for both tries: a landed write is recognized
+
+        async def swap() -> Any:
+            with _pool_waits():
+                return await script(keys=self._keys(session_id), args=args)
+
+        return _swapped(await self._cold_retried(swap))
 
     async def acompare_and_set(self, session_id: str, expected: int, text: str) -> int | None:
         return (await self.aswap(session_id, expected, text)).revision
@@ -423,6 +458,12 @@ def _sentinels_of(client: Any) -> list[Any]:
     """The clients a Sentinel-managed client made from a URL asks for its primary (closed with it)."""
     manager = getattr(getattr(client, "connection_pool", None), "sentinel_manager", None)
     return list(getattr(manager, "sentinels", ()))
+
+
+def _connection_error() -> type[Exception]:
+    import redis.exceptions
+
+    return redis.exceptions.ConnectionError
 
 
 def _versioned(session_id: str, found: Any) -> Versioned | None:

@@ -17,11 +17,13 @@ import weakref
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any, Protocol, TypeVar
 
-from telos_wrap.errors import RefPoolError
+from telos_wrap.errors import RefPoolError, TelosStageError
 from telos_wrap.ir.shared import share
 from telos_wrap.sessions.durable.state import SessionState
 from telos_wrap.sessions.live import _hold, _release
+from telos_wrap.sessions.stores import budget
 from telos_wrap.sessions.stores.breaker import StoreBreaker, StoreEvent, breaker_of
+from telos_wrap.sessions.stores.budget import StoreBudgetExceeded, StoreTimeSpent
 from telos_wrap.sessions.stores.store import SessionStore, StoreOps, store_ops
 from telos_wrap.sessions.sync.plans import ABANDONED, LOAD, Failed, GetBlob, Sleep, StateSync, StoreOp, Swap
 
@@ -33,10 +35,17 @@ T = TypeVar("T")
 async def _race_trip(call: Coroutine[Any, Any, Any], breaker: StoreBreaker) -> Any:
     """Await a store call; if the breaker trips first (another call failed), give up on it."""
     started = breaker.clock()
+    left = budget.remaining()
+    if left is not None and left <= 0:
+        # No store time left: the operation is not sent (the plan keeps its work in this process,
+        # the request is counted; nothing is said of the store).
+        call.close()
+        spent = StoreTimeSpent("the call's store time budget ran out before this store call")
+        return Failed(spent, started, sent=False)
     task = asyncio.ensure_future(call)
     trip = breaker.trip_future()
     try:
-        await asyncio.wait((task, trip), return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait((task, trip), timeout=left, return_when=asyncio.FIRST_COMPLETED)
     except asyncio.CancelledError:
         task.cancel()
         raise
@@ -50,6 +59,10 @@ async def _race_trip(call: Coroutine[Any, Any, Any], breaker: StoreBreaker) -> A
     # ConnectionError from a connect it was cancelled in): read it, so asyncio does not log it
     # as "never retrieved".
     task.add_done_callback(_retrieve)
+    if not trip.done():
+        # The call's budget (the store's timeout, ``stores/budget.py``) ran out: the store is too
+        # slow to wait for, a failure of its own (it opens the breaker).
+        return Failed(StoreBudgetExceeded("the call's store time budget ran out"), started)
     breaker.abandoned()
     return ABANDONED
 
@@ -100,33 +113,61 @@ async def arun(
     session_id: str,
     lock: asyncio.Lock,
 ) -> T:
-    """Run a plan with the store's async methods, under ``lock`` (one plan per session at a time)."""
+    """Run a plan with the store's async methods, under ``lock`` (one plan per session at a time).
+
+    Within a call's store budget (``stores/budget.py``) the lock is waited for only as long as the
+    budget lasts: past it (or with the budget spent before the plan), ``TelosStageError`` with a
+    ``StoreTimeSpent`` cause and the plan is not run. The patch layer then sends the request as
+    built and counts it without the store or the lock (``Session.note_passthrough_deferred``): the
+    request and its usage are written with the session's next write, never dropped.
+    """
     ops = store_ops(store)
+    left = budget.remaining()
+    if left is not None and not ops.inline:
+        try:
+            if left <= 0:
+                raise StoreTimeSpent("the call's store time budget ran out before its session's plan")
+            await budget.acquire(lock)
+        except StoreBudgetExceeded as exc:
+            plan.close()
+            spent = exc if isinstance(exc, StoreTimeSpent) else StoreTimeSpent(str(exc))
+            raise TelosStageError("session.store", spent) from spent
+        try:
+            return await _arun_locked(plan, ops, breaker, session_id)
+        finally:
+            lock.release()
     async with lock:
-        value: Any = None
-        while True:
-            try:
-                op = plan.send(value)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            if isinstance(op, Sleep):
-                await asyncio.sleep(op.seconds)
-                value = None
-                continue
-            if ops.inline:
-                # An in-memory store never waits: its async twins are its sync methods, so the
-                # race against the breaker (a task and a loop iteration, ~25 us) cannot matter.
-                value = _sync_call(ops, op, session_id, breaker.clock())
-                continue
-            call: Coroutine[Any, Any, Any]
-            if op is LOAD:
-                call = ops.aload(session_id)
-            elif isinstance(op, Swap):
-                call = ops.aswap(session_id, op.expected, op.text)
-            else:
-                assert isinstance(op, GetBlob)
-                call = ops.aget_blob(session_id, op.key)
-            value = await _race_trip(call, breaker)
+        return await _arun_locked(plan, ops, breaker, session_id)
+
+
+async def _arun_locked(
+    plan: Generator[StoreOp, Any, T], ops: StoreOps, breaker: StoreBreaker, session_id: str
+) -> T:
+    """``arun``'s loop, under the session's lock."""
+    value: Any = None
+    while True:
+        try:
+            op = plan.send(value)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        if isinstance(op, Sleep):
+            await asyncio.sleep(op.seconds)
+            value = None
+            continue
+        if ops.inline:
+            # An in-memory store never waits: its async twins are its sync methods, so the
+            # race against the breaker (a task and a loop iteration, ~25 us) cannot matter.
+            value = _sync_call(ops, op, session_id, breaker.clock())
+            continue
+        call: Coroutine[Any, Any, Any]
+        if op is LOAD:
+            call = ops.aload(session_id)
+        elif isinstance(op, Swap):
+            call = ops.aswap(session_id, op.expected, op.text)
+        else:
+            assert isinstance(op, GetBlob)
+            call = ops.aget_blob(session_id, op.key)
+        value = await _race_trip(call, breaker)
 
 
 def read_state(sync: StateSync, store: SessionStore, breaker: StoreBreaker, key: str | None = None) -> None:
@@ -185,7 +226,7 @@ class AsyncLocks:
 
 
 class Owner(Protocol):
-    """What a ``Host`` needs of its session (``core.Session``)."""
+    """What a ``Host`` needs of its owner (a session's last-known state: ``known.Known``)."""
 
     id: str
     clock: Callable[[], float]

@@ -46,6 +46,7 @@ __all__ = [
     "LOAD",
     "MAX_ATTEMPTS",
     "Breaker",
+    "Deferred",
     "Failed",
     "GetBlob",
     "Sleep",
@@ -117,14 +118,26 @@ class Sleep(StoreOp):
 @dataclass(frozen=True, slots=True)
 class Failed:
     """What a driver sends back into a plan when a store operation raised (``started``: when the
-    operation began, on the breaker's clock)."""
+    operation began, on the breaker's clock). ``sent``: ``False`` when the operation never reached
+    the store (the call had no store time left: ``stores/budget.py``), which says nothing of the
+    store: no breaker window, and a write that was never sent cannot have landed."""
 
     exc: BaseException | None
     started: float | None = None
+    sent: bool = True
 
 
 #: An async store call given up because the breaker tripped meanwhile (not a new failure).
 ABANDONED = Failed(None)
+
+
+@dataclass(frozen=True, slots=True)
+class Deferred:
+    """A request counted without the store (``Session.note_passthrough_deferred``: its call had no
+    store time left for the session's plan). Kept in ``StateSync.pending`` beside the usage not
+    yet written, in order, and applied with it by the session's next write (its ``step``)."""
+
+    step: Callable[[SessionState], tuple[SessionState, Any]]
 
 
 # -- what a plan needs of the world -------------------------------------------------------------------
@@ -141,6 +154,8 @@ class Breaker(Protocol):
     def success(self) -> None: ...
 
     def busy(self) -> None: ...
+
+    def unused(self) -> None: ...
 
     def failure(self, exc: BaseException, *, started: float | None = None) -> None: ...
 
@@ -221,8 +236,9 @@ class StateSync:
         #: The store's (revision, text) that this process's last confirmed write replaced: a
         #: failover that loses that write puts exactly this back (see ``plan``).
         self.before: tuple[int, str] | None = None
-        #: Usage recorded here, written with the session's next write.
-        self.pending: list[tuple[int, UsageReport | None, str | None]] = []
+        #: Usage recorded here (and requests counted without the store: ``Deferred``), written
+        #: with the session's next write.
+        self.pending: list[tuple[int, UsageReport | Deferred | None, str | None]] = []
         #: This worker's name in the states' ``applied`` marks, and its last write's number.
         self.writer = uuid.uuid4().hex[:12]
         self.seq = 0
@@ -299,7 +315,10 @@ class StateSync:
 
     def with_pending(self, state: SessionState) -> SessionState:
         for index, report, response_id in self.pending:
-            state = apply_usage(state, index, report, response_id)
+            if isinstance(report, Deferred):
+                state = report.step(state)[0]
+            else:
+                state = apply_usage(state, index, report, response_id)
         return state
 
     def unavailable(
@@ -309,14 +328,20 @@ class StateSync:
         reported: list[bool],
         started: float | None = None,
         breaker: Breaker | None = None,
+        *,
+        sent: bool = True,
     ) -> None:
         """The store cannot be used for this call: open the breaker (if it just failed) and count it.
 
         ``breaker``: the one the plan asked before the call (on a cluster, the breaker of the node
-        the call went to: the slot map may have moved on since, and the failure is that node's)."""
+        the call went to: the slot map may have moved on since, and the failure is that node's).
+        ``sent``: ``False`` for an operation the call had no store time left to send (no window; a
+        probe it was is given back)."""
         if breaker is None:
             breaker = self.host.store_breaker()
-        if isinstance(exc, StoreBusyError):
+        if not sent:
+            breaker.unused()
+        elif isinstance(exc, StoreBusyError):
             breaker.busy()  # this process is saturated, the store is not sick: no window
         elif exc is not None:
             breaker.failure(exc, started=started)
@@ -339,11 +364,16 @@ class StateSync:
         strict: bool | None,
         *,
         readonly: bool = False,
+        counted: bool = True,
     ) -> Generator[StoreOp, Any, T]:
-        """Run ``step`` on the newest state and make its result durable (see the module docstring)."""
+        """Run ``step`` on the newest state and make its result durable (see the module docstring).
+
+        ``counted``: a store failure is counted in ``failure_counts()`` (once per plan); ``False``
+        for writes no call of the application waits for (the background flush, ``sync/known.py``):
+        the breaker still hears of the failure, the application's failure counts do not."""
         self.bind_store()
         breaker = self.host.store_breaker()
-        reported: list[bool] = []
+        reported: list[bool] = [] if counted else [True]
         restoring = False
         rewound = False
         for attempt in range(MAX_ATTEMPTS):
@@ -354,7 +384,9 @@ class StateSync:
                         breaker.success()  # the store answered: only this session's entry is bad
                         self.reset(str(loaded.exc))
                     elif isinstance(loaded, Failed):
-                        self.unavailable(loaded.exc, strict, reported, loaded.started, breaker=breaker)
+                        self.unavailable(
+                            loaded.exc, strict, reported, loaded.started, breaker=breaker, sent=loaded.sent
+                        )
                     else:
                         breaker.success()
                         self.adopt(loaded)
@@ -367,7 +399,9 @@ class StateSync:
                 if key not in self.blobs and self.parsed is not None and breaker.allow():
                     blob = yield GetBlob(key)
                     if isinstance(blob, Failed):
-                        self.unavailable(blob.exc, strict, reported, blob.started, breaker=breaker)
+                        self.unavailable(
+                            blob.exc, strict, reported, blob.started, breaker=breaker, sent=blob.sent
+                        )
                     elif blob is not None:
                         breaker.success()
                         self.blobs[key] = share(blob)  # one copy of a document pinned by many
@@ -389,8 +423,12 @@ class StateSync:
             swap = Swap(self.parsed[0], target)
             outcome = yield swap
             if isinstance(outcome, Failed):
-                self.unavailable(outcome.exc, strict, reported, outcome.started, breaker=breaker)
+                self.unavailable(
+                    outcome.exc, strict, reported, outcome.started, breaker=breaker, sent=outcome.sent
+                )
                 self.keep_local(target, pending, base)
+                if not outcome.sent:
+                    return result  # never reached the store: nothing of it can have landed
                 self.attempts.append((self.seq, self.delta))
                 del self.attempts[:-UNCONFIRMED_LIMIT]
                 # The write may still have landed (only its answer was lost): recognized later.

@@ -61,6 +61,9 @@ class SessionStats:
         by_engine: requests per engine.
         usage: the totals per engine.
         prices: the multipliers used for ``cost`` / ``savings``.
+        known: ``False`` when the store could not be read (a back-off window of its circuit
+            breaker) and this process knew nothing of the session: the counters are then unknown
+            (zeros here), not the session's.
     """
 
     requests: int = 0
@@ -81,6 +84,7 @@ class SessionStats:
     by_engine: Mapping[str, int] = field(default_factory=dict)
     usage: Mapping[str, EngineUsage] = field(default_factory=_empty_usage)
     prices: Mapping[str, PriceMultipliers] = field(default_factory=dict)
+    known: bool = field(default=True, repr=False)  # read the attribute: the repr is as before
 
     @classmethod
     def of(cls, state: SessionState, prices: Mapping[str, PriceMultipliers] | None = None) -> SessionStats:
