@@ -325,7 +325,10 @@ class Session:
         *,
         readonly: bool = False,
     ) -> Generator[StoreOp, Any, T]:
-        """Run ``step`` on the newest state and make its result durable (``StateSync.plan``)."""
+        """Run ``step`` on the newest state and make its result durable (``StateSync.plan``). A
+        session used without a call binds to no tenant first: a plan runs on the bound entry."""
+        if self._space is None:
+            self.bind_tenant(tenancy.SHARED)
         return self._sync.plan(step, strict, readonly=readonly)
 
     def _update(self, step: Callable[[SessionState], tuple[SessionState | None, T]]) -> T:
