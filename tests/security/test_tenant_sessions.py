@@ -367,7 +367,8 @@ def test_during_an_outage_a_new_object_works_on_its_own_tenants_last_known_state
     sent_a_again = wire.requests()[-1]
     alone = _DownStore()
     alone.down = True
-    with telos_wrap.session(TICKET, store=alone, strict=False):  # B alone, the store down, nothing known by anyone
+    # B alone: the store down, nothing known by anyone.
+    with telos_wrap.session(TICKET, store=alone, strict=False):
         _ticket_call(wire.anthropic(api_key="key-tenant-b"), 0, 3)
     assert sent_b == wire.requests()[-1], "tenant B's request was shaped by tenant A's last-known state"
     assert DOC not in json.dumps(sent_b)

@@ -55,6 +55,11 @@ class SwitchableStore(MemoryStore):
         return super().swap_state(session_id, expected, state)
 
 
+def _stored(store: Any, conv: str, client: anthropic.Anthropic) -> Any:
+    """What ``store`` holds of ``conv`` for ``client``'s tenant (the key its calls bind the session to)."""
+    return store.load(Session(conv, store=store).bind(client).store_key)
+
+
 def _alive_sessions() -> int:
     gc.collect()
     return sum(1 for obj in gc.get_objects() if type(obj) is Session)
@@ -156,7 +161,7 @@ def test_a_new_session_object_uses_the_last_known_state_while_the_store_cannot_b
         reads.append(response.usage.cache_read_input_tokens or 0)
     # From turn 2 on (the clock line is learned after it changed once) every turn reads the cache.
     assert all(r > 0 for r in reads[2:]), reads
-    stats = telos_wrap.session("conv-blip", store=store).stats
+    stats = telos_wrap.session("conv-blip", store=store).bind(lenient).stats
     assert stats.requests == 12 and stats.known
     assert stats.responses_with_usage == 12
 
@@ -169,10 +174,10 @@ def test_stats_of_a_fresh_object_never_read_zeros_in_a_back_off_window(
     store.down = True
     _turn(lenient, "conv-stats", 3, store)  # fails: the breaker opens
     assert breaker_of(store).is_open
-    stats = telos_wrap.session("conv-stats", store=store).stats
+    stats = telos_wrap.session("conv-stats", store=store).bind(lenient).stats
     assert (stats.requests, stats.known) == (4, True)
     # A conversation this process never saw: unknown, not zeros taken for its counters.
-    other = telos_wrap.session("conv-never-seen", store=store).stats
+    other = telos_wrap.session("conv-never-seen", store=store).bind(lenient).stats
     assert other.known is False
 
 
@@ -186,12 +191,12 @@ def test_the_background_flush_writes_outage_state_and_usage_without_a_later_visi
         _turn(lenient, "conv-ended", turn, store)
     store.refuse_writes = False
     # The conversation ended: nobody visits it again. The store lacks turns 2-3 and their usage.
-    assert store.load("conv-ended") is not None
+    assert _stored(store, "conv-ended", lenient) is not None
     breaker_of(store)._open_until = 0.0
     assert flusher.flush_due(delay=0.0) >= 1
     from telos_wrap.sessions.durable.state import SessionState
 
-    stored = SessionState.loads(store.load("conv-ended").text)
+    stored = SessionState.loads(_stored(store, "conv-ended", lenient).text)
     assert stored.requests == 4
     assert sum(u.responses for u in stored.usage.values()) == 4
     assert not any(getattr(h, "id", None) == "conv-ended" for h in live._held())
@@ -207,7 +212,7 @@ def test_the_flush_thread_writes_on_its_own(lenient: anthropic.Anthropic, store:
         from telos_wrap.sessions.durable.state import SessionState
 
         while time.monotonic() < deadline:
-            stored = SessionState.loads(store.load("conv-thread").text)
+            stored = SessionState.loads(_stored(store, "conv-thread", lenient).text)
             if sum(u.responses for u in stored.usage.values()) == 1:
                 break
             time.sleep(0.1)

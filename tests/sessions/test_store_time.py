@@ -76,12 +76,19 @@ class SlowStore(MemoryStore):
         self.put_blob(session_id, key, text)
 
     def stored(self, session_id: str) -> tuple[int, int]:
-        """The stored (requests, responses with usage) of ``session_id``."""
-        found = self.load(session_id)
+        """The stored (requests, responses with usage) of ``session_id`` (its calls' tenant's)."""
+        found = self.load(_bound(session_id, self).store_key)
         if found is None:
             return (0, 0)
         state = SessionState.loads(found.text)
         return state.requests, sum(u.responses for u in state.usage.values())
+
+
+def _bound(conv: str, store: MemoryStore) -> telos_wrap.Session:
+    """A session object of ``conv`` bound to the tenant of ``_client()``'s calls (its API key and
+    base URL): where the calls' sessions keep their state (docs/sessions.md, "Tenants")."""
+    with anthropic.Anthropic(api_key="test") as tenant:
+        return telos_wrap.session(conv, store=store).bind(tenant)
 
 
 def _client() -> anthropic.AsyncAnthropic:
@@ -107,7 +114,7 @@ async def _written(store: SlowStore, clock: list[float], conv: str) -> None:
     flush does once the store answers)."""
     clock[0] += 100.0
     for _ in range(3):
-        await telos_wrap.session(conv, store=store).aflush()
+        await _bound(conv, store).aflush()
 
 
 @pytest.fixture
@@ -235,7 +242,7 @@ def test_counts_are_exact_whatever_the_store_time_does(patched_lenient: None, st
                 store.late, store.answer_delay = 1, 3 * TIMEOUT
                 turn = asyncio.ensure_future(_turn(client, store, sid, made[conv]))
                 await asyncio.sleep(TIMEOUT / 2)
-                assert telos_wrap.session(sid, store=store).stats.requests <= made[conv] + 1
+                assert _bound(sid, store).stats.requests <= made[conv] + 1
                 await turn
                 made[conv] += 1
             elif action == "flush":
@@ -272,7 +279,7 @@ def test_stats_read_while_a_request_waits_on_the_store_count_nothing_twice(
             await asyncio.sleep(0.001)
             if store.late == 0:
                 break
-        stats = telos_wrap.session("conv-read", store=store).stats
+        stats = _bound("conv-read", store).stats
         await turn
         await _written(store, clock, "conv-read")
         await client.close()

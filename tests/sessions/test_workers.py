@@ -38,7 +38,7 @@ import pytest
 
 import telos_wrap
 from telos_wrap.emulator import Emulator, serve
-from telos_wrap.sessions import RedisStore
+from telos_wrap.sessions import RedisStore, Session
 from telos_wrap.sessions.durable.state import SessionState
 from tests.sdk_http import sdk_http as httpx  # the HTTP library both SDKs use
 
@@ -128,8 +128,9 @@ def own_redis(tmp_path: Path) -> Iterator[OwnRedis]:
 
 
 @pytest.fixture
-def workers(own_redis: OwnRedis) -> Iterator[tuple[str, str]]:
-    """Two uvicorn workers of the app, and the store prefix they use: (base URL, prefix)."""
+def workers(own_redis: OwnRedis) -> Iterator[tuple[str, str, str]]:
+    """Two uvicorn workers of the app, the store prefix they use and the emulator's base URL their
+    client calls: (base URL, prefix, emulator URL)."""
     pytest.importorskip("uvicorn")
     prefix = f"t44-{uuid.uuid4().hex[:8]}:"
     port = _free_port()
@@ -162,7 +163,7 @@ def workers(own_redis: OwnRedis) -> Iterator[tuple[str, str]]:
         url = f"http://127.0.0.1:{port}"
         try:
             _wait_ready(url)
-            yield url, prefix
+            yield url, prefix, emulator_url
         finally:
             process.terminate()
             try:
@@ -210,9 +211,9 @@ def _ratio(answers: list[dict[str, Any]]) -> float:
     ),
 )
 def test_per_request_sessions_keep_the_cache_and_exact_stats_through_redis_trouble(
-    own_redis: OwnRedis, workers: tuple[str, str]
+    own_redis: OwnRedis, workers: tuple[str, str, str]
 ) -> None:
-    url, prefix = workers
+    url, prefix, emulator_url = workers
     everyone = range(CONVERSATIONS)
     by_turn: dict[int, list[dict[str, Any]]] = {}
 
@@ -248,10 +249,17 @@ def test_per_request_sessions_keep_the_cache_and_exact_stats_through_redis_troub
     # Exact stored stats for every conversation, without another request, within a minute.
     expected = {f"conv-{c}": 12 if c in ending else 10 for c in everyone}
     store = RedisStore(own_redis.url, prefix=prefix)
+    # Where the workers' sessions keep their state: within the app client's tenant (docs/sessions.md,
+    # "Tenants"), read at the key a session bound to that client uses.
+    import anthropic
+
+    app_client = anthropic.Anthropic(api_key="app-key", base_url=emulator_url)
+    keys = {conv: Session(conv, store=store).bind(app_client).store_key for conv in expected}
+    app_client.close()
     seen: dict[str, tuple[int, int]] = {}
     while time.monotonic() - back < 60:
         for conv in expected:
-            found = store.load(conv)
+            found = store.load(keys[conv])
             state = SessionState.loads(found.text) if found is not None else None
             seen[conv] = (
                 (0, 0) if state is None else (state.requests, sum(u.responses for u in state.usage.values()))
