@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from telos_wrap.errors import StoreUnavailableError
+from telos_wrap.sessions.durable.merge import marked
 from telos_wrap.sessions.durable.state import SessionState
 from telos_wrap.sessions.stores.breaker import StoreBreaker
 from telos_wrap.sessions.stores.store import Swapped, Versioned
@@ -119,6 +120,28 @@ def test_a_write_whose_answer_was_lost_is_recognized_when_it_landed(host: Host) 
     assert isinstance(again, Swap) and again.expected == 21 and again.state.requests == 2
     assert answer(plan, Swapped(22)) == ("done", 1)
     assert [kind for kind, _, _ in host.events] == ["reconciled"] and host.held == 0
+
+
+def test_a_write_sent_again_after_another_worker_built_on_it_is_recognized_as_landed(host: Host) -> None:
+    """The write landed, its answer was lost, and the client sent it again (redis-py's retry) after
+    another worker had written on top: the store answers "moved on", and its mark for this worker
+    names this very write. Counted once (before the fix it was applied again: test_outage_machine
+    with the background flush running every 5 ms stored 30 requests for 29 calls)."""
+    sync = StateSync("s1", host)
+    sync.bind_store()
+    sync.adopt(None)
+    plan = sync.plan(count, strict=False)
+    swap = first(plan)
+    assert isinstance(swap, Swap) and swap.state.requests == 1
+    # Another worker's write on top of it: one more request of its own, this worker's mark carried.
+    other = marked(replace(swap.state, requests=2), "another-worker", 1)
+    assert answer(plan, Swapped(None, Versioned(6, other.dumps()))) == ("done", 0)
+    view = sync.view()
+    assert view is not None and view.requests == 2 and sync.dirty is None
+    # The next request builds on the store's state at its revision: one write, nothing counted twice.
+    plan = sync.plan(count, strict=False)
+    nxt = first(plan)
+    assert isinstance(nxt, Swap) and nxt.expected == 6 and nxt.state.requests == 3
 
 
 def test_while_the_breaker_is_open_nothing_is_yielded_and_the_state_stays_here(host: Host) -> None:

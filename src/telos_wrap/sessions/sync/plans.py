@@ -416,7 +416,8 @@ class StateSync:
                     self.unavailable(None, strict, reported, breaker=breaker)
                 self.keep_local(target, pending, base)
                 return result
-            if not self.host.store_inline():
+            marked_write = not self.host.store_inline()
+            if marked_write:
                 # A shared store: the write carries this worker's mark (how a lost answer is settled).
                 self.seq += 1
                 target = marked(target, self.writer, self.seq)
@@ -489,6 +490,19 @@ class StateSync:
                 continue
             known = self.parsed[2].requests
             self.adopt(current)
+            if marked_write and self.parsed[2].applied.get(self.writer, 0) >= self.seq:
+                # This very write landed, and another worker built on it before the answer came: a
+                # client that sends a command again after a lost answer (redis-py's retry) finds the
+                # store moved on, and the store's mark for this worker names the write. Done: what
+                # it carried is in the store (counting it again would count it twice).
+                self.unconfirmed.clear()
+                self.dirty = None
+                self.delta = Delta()
+                self.attempts.clear()
+                del self.pending[:pending]
+                if not self.pending:
+                    self.host.release()
+                return result
             if self.dirty is not None:
                 self.merge_into(self.parsed[2])
             if self.parsed[2].requests < known:
