@@ -20,9 +20,9 @@ import functools
 import logging
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Api
@@ -48,22 +48,21 @@ from telos_wrap.sessions.stores.store import AsyncSessionStore, SessionStore
 
 __all__ = [
     "FleetStart",
-    "afacts_for",
+    "aerase",
     "afleet_for",
-    "alookup",
-    "apublish",
     "apublish_learned",
     "digest_key",
     "erase",
-    "facts_for",
     "fleet_for",
-    "lookup",
+    "lookup_entry",
     "note_reached",
     "publish",
     "publish_learned",
 ]
 
 logger = logging.getLogger("telos_wrap.sessions")
+
+T = TypeVar("T")
 
 _NONE = Entry()
 #: The blob of a session that lists the fleet entries it contributed to (``erase``).
@@ -72,57 +71,110 @@ CONTRIBUTED = "fleet"
 MAX_CONTRIBUTED = 16
 
 
-# -- the store (fail open) --------------------------------------------------------------------------
+# -- the store operations, as plans (sans-IO) and their two drivers ---------------------------------
+#
+# Each store conversation of this module is written once, as a plan: a generator that yields the blob
+# operations it needs (``_Get``, ``_Put``), is sent each answer, and has each failure thrown into it
+# (so its own ``try`` handles it, as straight-line code would). ``_run`` answers with the store's sync
+# methods, ``_arun`` with its async twins (a sync-only store's in a thread), each within what is
+# left of the call's store budget (``stores/budget.py``). The sync and async entry points below are
+# thin shells over the same plan (tests/sessions/test_fleet_plans.py drives both through each).
 
 
-def lookup(store: SessionStore, space: str, template: str) -> tuple[Fact, ...]:
-    """The facts the fleet holds for application ``template`` in ``space`` (``()`` on any failure)."""
-    return lookup_entry(store, space, template).facts
+@dataclass(frozen=True, slots=True)
+class _Get:
+    """Read blob ``name`` of store entry ``key`` (answered with its text or ``None``)."""
+
+    key: str
+    name: str
 
 
-def lookup_entry(store: SessionStore, space: str, template: str) -> Entry:
-    """``(facts, prints, lengths)`` the fleet holds for ``template`` in ``space`` (none on any failure)."""
-    breaker = breaker_of(store, fleet_id(space, template))
-    if breaker.is_open:  # left alone for the window; not counted as a session call skipped
-        return _NONE
-    try:
-        text = store.get_blob(fleet_id(space, template), FACTS)
-    except Exception as exc:
-        breaker.failure(exc)
-        logger.debug("telos_wrap: fleet facts could not be read", exc_info=True)
-        return _NONE
-    breaker.success()
-    return decode_entry(text)
+@dataclass(frozen=True, slots=True)
+class _Put:
+    """Write ``text`` as blob ``name`` of store entry ``key``."""
+
+    key: str
+    name: str
+    text: str
+
+
+_Plan = Generator[_Get | _Put, str | None, T]
+
+
+def _run(plan: _Plan[T], store: SessionStore) -> T:
+    """Run ``plan`` with the store's sync methods."""
+    value: str | None = None
+    error: Exception | None = None
+    while True:
+        try:
+            op = plan.send(value) if error is None else plan.throw(error)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        value, error = None, None
+        try:
+            if isinstance(op, _Get):
+                value = store.get_blob(op.key, op.name)
+            else:
+                store.put_blob(op.key, op.name, op.text)
+        except Exception as exc:
+            error = exc
+
+
+async def _arun(plan: _Plan[T], store: SessionStore) -> T:
+    """Run ``plan`` with the store's async methods (a sync-only store's in a thread), each bounded by
+    what is left of the call's store budget."""
+    value: str | None = None
+    error: Exception | None = None
+    while True:
+        try:
+            op = plan.send(value) if error is None else plan.throw(error)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        value, error = None, None
+        try:
+            value = await bounded(_acall(store, op))
+        except Exception as exc:
+            error = exc
+
+
+async def _acall(store: SessionStore, op: _Get | _Put) -> str | None:
+    if isinstance(store, AsyncSessionStore):
+        if isinstance(op, _Get):
+            return await store.aget_blob(op.key, op.name)
+        await store.aput_blob(op.key, op.name, op.text)
+        return None
+    if isinstance(op, _Get):
+        return await asyncio.to_thread(store.get_blob, op.key, op.name)
+    await asyncio.to_thread(store.put_blob, op.key, op.name, op.text)
+    return None
 
 
 def _failed(breaker: StoreBreaker, exc: BaseException) -> None:
-    """An async fleet store call failed: the breaker hears of it, unless nothing was sent (the
-    call had no store time left: ``stores/budget.py``), which says nothing of the store."""
+    """A fleet store call failed: the breaker hears of it, unless nothing was sent (an async call
+    with no store time left: ``stores/budget.py``), which says nothing of the store."""
     if not isinstance(exc, StoreTimeSpent):
         breaker.failure(exc)
 
 
-async def alookup(store: SessionStore, space: str, template: str) -> tuple[Fact, ...]:
-    """``lookup`` for async code."""
-    return (await alookup_entry(store, space, template)).facts
-
-
-async def alookup_entry(store: SessionStore, space: str, template: str) -> Entry:
-    """``lookup_entry`` for async code (the store's async client; a sync-only store in a thread)."""
-    breaker = breaker_of(store, fleet_id(space, template))
+def _lookup_plan(store: SessionStore, space: str, template: str) -> _Plan[Entry]:
+    """What the fleet holds for ``template`` in ``space`` (none on any failure; fail open)."""
+    key = fleet_id(space, template)
+    breaker = breaker_of(store, key)
     if breaker.is_open:  # left alone for the window; not counted as a session call skipped
         return _NONE
     try:
-        if isinstance(store, AsyncSessionStore):
-            text = await bounded(store.aget_blob(fleet_id(space, template), FACTS))
-        else:
-            text = await bounded(asyncio.to_thread(store.get_blob, fleet_id(space, template), FACTS))
+        text = yield _Get(key, FACTS)
     except Exception as exc:
         _failed(breaker, exc)
         logger.debug("telos_wrap: fleet facts could not be read", exc_info=True)
         return _NONE
     breaker.success()
     return decode_entry(text)
+
+
+def lookup_entry(store: SessionStore, space: str, template: str) -> Entry:
+    """``(facts, prints, lengths)`` the fleet holds for ``template`` in ``space`` (none on any failure)."""
+    return _run(_lookup_plan(store, space, template), store)
 
 
 def _updated(
@@ -139,6 +191,36 @@ def _updated(
     return Entry(facts, prints, known.lengths.plus(reached), prints_by)
 
 
+def _publish_plan(
+    store: SessionStore,
+    space: str,
+    template: str,
+    new: Sequence[Fact],
+    shape: Sequence[str] = (),
+    reached: Lengths = NO_LENGTHS,
+    session_id: str | None = None,
+) -> _Plan[None]:
+    """See ``publish`` (fail open)."""
+    key = fleet_id(space, template)
+    breaker = breaker_of(store, key)
+    if not (new or shape or reached) or breaker.is_open:
+        return
+    by = contributor(space_key(space), session_id) if session_id is not None else ""
+    try:
+        entry = _updated(decode_entry((yield _Get(key, FACTS))), new, shape, reached, by)
+        if entry is not None:
+            yield _Put(key, FACTS, entry.encode())
+            if by and session_id is not None and (new or shape):
+                text = _listed((yield _Get(session_id, CONTRIBUTED)), key, by)
+                if text is not None:
+                    yield _Put(session_id, CONTRIBUTED, text)
+    except Exception as exc:
+        _failed(breaker, exc)
+        logger.debug("telos_wrap: fleet facts could not be written", exc_info=True)
+        return
+    breaker.success()
+
+
 def publish(
     store: SessionStore,
     space: str,
@@ -152,22 +234,7 @@ def publish(
     and the counts ``reached`` to its conversation lengths), naming ``session_id`` (a keyed digest
     of it) as their contributor; the session's ``CONTRIBUTED`` blob then lists the entry, for
     ``erase``. Never raises."""
-    breaker = breaker_of(store, fleet_id(space, template))
-    if not (new or shape or reached) or breaker.is_open:
-        return
-    key = fleet_id(space, template)
-    by = contributor(space_key(space), session_id) if session_id is not None else ""
-    try:
-        entry = _updated(decode_entry(store.get_blob(key, FACTS)), new, shape, reached, by)
-        if entry is not None:
-            store.put_blob(key, FACTS, entry.encode())
-            if by and (new or shape):
-                _note_contribution(store, session_id, key, by)
-    except Exception as exc:
-        breaker.failure(exc)
-        logger.debug("telos_wrap: fleet facts could not be written", exc_info=True)
-        return
-    breaker.success()
+    _run(_publish_plan(store, space, template, new, shape, reached, session_id), store)
 
 
 def _listed(text: str | None, key: str, by: str) -> str | None:
@@ -179,89 +246,34 @@ def _listed(text: str | None, key: str, by: str) -> str | None:
     return "\n".join([*entries, line])
 
 
-def _note_contribution(store: SessionStore, session_id: str | None, key: str, by: str) -> None:
-    if session_id is None:
-        return
-    text = _listed(store.get_blob(session_id, CONTRIBUTED), key, by)
-    if text is not None:
-        store.put_blob(session_id, CONTRIBUTED, text)
-
-
-async def apublish(
-    store: SessionStore,
-    space: str,
-    template: str,
-    new: Sequence[Fact],
-    shape: Sequence[str] = (),
-    reached: Lengths = NO_LENGTHS,
-    session_id: str | None = None,
-) -> None:
-    """``publish`` for async code."""
-    breaker = breaker_of(store, fleet_id(space, template))
-    if not (new or shape or reached) or breaker.is_open:
-        return
-    if not isinstance(store, AsyncSessionStore):
-        try:
-            await bounded(asyncio.to_thread(publish, store, space, template, new, shape, reached, session_id))
-        except Exception as exc:  # the call's store budget ran out (publish fails open itself)
-            _failed(breaker, exc)
-            logger.debug("telos_wrap: fleet facts could not be written", exc_info=True)
-        return
-    key = fleet_id(space, template)
-    by = contributor(space_key(space), session_id) if session_id is not None else ""
-    try:
-        entry = _updated(decode_entry(await bounded(store.aget_blob(key, FACTS))), new, shape, reached, by)
-        if entry is not None:
-            await bounded(store.aput_blob(key, FACTS, entry.encode()))
-            if by and session_id is not None and (new or shape):
-                text = _listed(await bounded(store.aget_blob(session_id, CONTRIBUTED)), key, by)
-                if text is not None:
-                    await bounded(store.aput_blob(session_id, CONTRIBUTED, text))
-    except Exception as exc:
-        _failed(breaker, exc)
-        logger.debug("telos_wrap: fleet facts could not be written", exc_info=True)
-        return
-    breaker.success()
+def _erase_plan(session_id: str) -> _Plan[int]:
+    """See ``erase`` (raises what the store raises)."""
+    changed = 0
+    for line in ((yield _Get(session_id, CONTRIBUTED)) or "").split("\n"):
+        key, _, by = line.partition(" ")
+        if not key.startswith("telos-fleet:") or not by:
+            continue
+        text = yield _Get(key, FACTS)
+        if text is None:
+            continue
+        entry = decode_entry(text)
+        kept = entry.without(by)
+        if kept != entry:
+            yield _Put(key, FACTS, kept.encode())
+            changed += 1
+    return changed
 
 
 def erase(store: SessionStore, session_id: str) -> int:
     """Remove what session ``session_id`` taught the fleet: every fact it contributed to, and the
     prompt shape it stored, in each entry its ``CONTRIBUTED`` blob lists. Returns how many entries
     changed. Raises what the store raises (an erasure must not fail silently)."""
-    changed = 0
-    for line in (store.get_blob(session_id, CONTRIBUTED) or "").split("\n"):
-        key, _, by = line.partition(" ")
-        if not key.startswith("telos-fleet:") or not by:
-            continue
-        text = store.get_blob(key, FACTS)
-        if text is None:
-            continue
-        entry = decode_entry(text)
-        kept = entry.without(by)
-        if kept != entry:
-            store.put_blob(key, FACTS, kept.encode())
-            changed += 1
-    return changed
+    return _run(_erase_plan(session_id), store)
 
 
 async def aerase(store: SessionStore, session_id: str) -> int:
     """``erase`` for async code."""
-    if not isinstance(store, AsyncSessionStore):
-        return await asyncio.to_thread(erase, store, session_id)
-    changed = 0
-    for line in (await store.aget_blob(session_id, CONTRIBUTED) or "").split("\n"):
-        key, _, by = line.partition(" ")
-        if not key.startswith("telos-fleet:") or not by:
-            continue
-        text = await store.aget_blob(key, FACTS)
-        if text is None:
-            continue
-        entry = decode_entry(text)
-        kept = entry.without(by)
-        if kept != entry:
-            await store.aput_blob(key, FACTS, kept.encode())
-            changed += 1
-    return changed
+    return await _arun(_erase_plan(session_id), store)
 
 
 # -- what a session calls (the hook in ``core.py``) ------------------------------------------------
@@ -304,12 +316,28 @@ class FleetStart:
     where: tuple[str, str] | None = None
 
 
-def facts_for(
-    store: SessionStore, api: Api, body: Mapping[str, Any], hints: TelosHints, tenant: str | None = None
-) -> tuple[Fact, ...]:
-    """The fleet's facts for the application of ``body`` (``()``: none, or a failure);
-    ``tenant``: the call's tenant digest (``fleet.namespace``)."""
-    return fleet_for(store, api, body, hints, tenant).facts
+def _fleet_plan(
+    store: SessionStore,
+    api: Api,
+    body: Mapping[str, Any],
+    hints: TelosHints,
+    tenant: str | None,
+    session_id: str | None,
+) -> _Plan[FleetStart]:
+    """See ``fleet_for`` (fail open)."""
+    where = _where(api, body, hints, tenant)
+    if where is None:
+        return FleetStart()
+    found = yield from _lookup_plan(store, *where)
+    facts, theirs, stored = found.facts, found.prints, found.lengths
+    texts = _texts(api, body, hints)
+    note = _note(where[0], texts, theirs)
+    pending = _take_pending(store, where)
+    if not breaker_of(store, fleet_id(*where)).is_open:
+        shape = () if theirs else _shape(where[0], texts)
+        if shape or pending:
+            yield from _publish_plan(store, *where, (), shape, pending, session_id)
+    return FleetStart(facts, note, stored.plus(pending), where)
 
 
 def fleet_for(
@@ -324,20 +352,8 @@ def fleet_for(
     application, what per-conversation text early in its system prompt costs the application
     (``fleet_shape``), and its conversation lengths. The first conversation of an application to
     find no shape stores its own, and this process's pending length counts are published (one
-    write, only then). Never raises."""
-    where = _where(api, body, hints, tenant)
-    if where is None:
-        return FleetStart()
-    found = lookup_entry(store, *where)
-    facts, theirs, stored = found.facts, found.prints, found.lengths
-    texts = _texts(api, body, hints)
-    note = _note(where[0], texts, theirs)
-    pending = _take_pending(store, where)
-    if not breaker_of(store, fleet_id(*where)).is_open:
-        shape = () if theirs else _shape(where[0], texts)
-        if shape or pending:
-            publish(store, *where, (), shape, pending, session_id)
-    return FleetStart(facts, note, stored.plus(pending), where)
+    write, only then). ``tenant``: the call's tenant digest (``fleet.namespace``). Never raises."""
+    return _run(_fleet_plan(store, api, body, hints, tenant, session_id), store)
 
 
 async def afleet_for(
@@ -349,26 +365,7 @@ async def afleet_for(
     session_id: str | None = None,
 ) -> FleetStart:
     """``fleet_for`` for async code."""
-    where = _where(api, body, hints, tenant)
-    if where is None:
-        return FleetStart()
-    found = await alookup_entry(store, *where)
-    facts, theirs, stored = found.facts, found.prints, found.lengths
-    texts = _texts(api, body, hints)
-    note = _note(where[0], texts, theirs)
-    pending = _take_pending(store, where)
-    if not breaker_of(store, fleet_id(*where)).is_open:
-        shape = () if theirs else _shape(where[0], texts)
-        if shape or pending:
-            await apublish(store, *where, (), shape, pending, session_id)
-    return FleetStart(facts, note, stored.plus(pending), where)
-
-
-async def afacts_for(
-    store: SessionStore, api: Api, body: Mapping[str, Any], hints: TelosHints, tenant: str | None = None
-) -> tuple[Fact, ...]:
-    """``facts_for`` for async code."""
-    return (await afleet_for(store, api, body, hints, tenant)).facts
+    return await _arun(_fleet_plan(store, api, body, hints, tenant, session_id), store)
 
 
 # -- conversation lengths: counted in memory, published at the next conversation's start ----------
@@ -435,6 +432,20 @@ def _note(space: str, texts: list[str] | None, theirs: Sequence[str]) -> str | N
     return None if found is None else found.note()
 
 
+def _learned_plan(
+    store: SessionStore,
+    api: Api,
+    body: Mapping[str, Any],
+    hints: TelosHints,
+    facts: Sequence[Fact],
+    tenant: str | None,
+    session_id: str | None,
+) -> _Plan[None]:
+    where = _where(api, body, hints, tenant) if facts else None
+    if where is not None:
+        yield from _publish_plan(store, *where, facts, session_id=session_id)
+
+
 def publish_learned(
     store: SessionStore,
     api: Api,
@@ -446,9 +457,7 @@ def publish_learned(
 ) -> None:
     """Publish the facts a request learned (``TurnResult.facts``) under its application, naming
     ``session_id`` as their contributor. Never raises."""
-    where = _where(api, body, hints, tenant) if facts else None
-    if where is not None:
-        publish(store, *where, facts, session_id=session_id)
+    _run(_learned_plan(store, api, body, hints, facts, tenant, session_id), store)
 
 
 async def apublish_learned(
@@ -461,6 +470,4 @@ async def apublish_learned(
     session_id: str | None = None,
 ) -> None:
     """``publish_learned`` for async code."""
-    where = _where(api, body, hints, tenant) if facts else None
-    if where is not None:
-        await apublish(store, *where, facts, session_id=session_id)
+    await _arun(_learned_plan(store, api, body, hints, facts, tenant, session_id), store)
