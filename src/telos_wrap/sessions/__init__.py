@@ -12,9 +12,9 @@ At the top, ``core`` (``Session``, the object users and the patch layer hold), `
 ``send_refresh`` through a client). Below them, rooms by concern, each importing only the rooms
 after it (``pyproject.toml``'s contracts): ``turns/`` (one request as pure functions: the turn,
 cache breaks, pins and folds, I2 on the wire), ``views/`` (``explain``, stats), ``learning/``
-(volatility, values, fleet learning and its store plans with their two drivers, schema orders), ``sync/`` (the sans-IO store ``plans`` and their
-sync and async ``drivers``), ``stores/`` (memory, Redis, the breaker), ``durable/`` (the state, its
-records, prompt prints, merging).
+(volatility, values, fleet learning and its store plans with their two drivers, schema orders),
+``sync/`` (the sans-IO store ``plans`` and their sync and async ``drivers``), ``stores/`` (memory,
+Redis, the breaker), ``durable/`` (the state, its records, prompt prints, merging).
 """
 
 from telos_wrap.sessions.core import RequestRecord, Session

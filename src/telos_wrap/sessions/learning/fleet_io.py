@@ -22,7 +22,7 @@ import threading
 import weakref
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Api
@@ -101,40 +101,52 @@ class _Put:
 _Plan = Generator[_Get | _Put, str | None, T]
 
 
+class _Steps(Generic[T]):
+    """A plan being run: its next operation after the last answer (or failure), then its result."""
+
+    __slots__ = ("error", "plan", "result", "value")
+
+    def __init__(self, plan: _Plan[T]) -> None:
+        self.plan = plan
+        self.value: str | None = None
+        self.error: Exception | None = None
+        self.result: T | None = None
+
+    def next(self) -> _Get | _Put | None:
+        """The next operation (``None``: the plan ended, its value is in ``result``)."""
+        try:
+            op = self.plan.send(self.value) if self.error is None else self.plan.throw(self.error)
+        except StopIteration as stop:
+            self.result = stop.value
+            return None
+        self.value, self.error = None, None
+        return op
+
+
 def _run(plan: _Plan[T], store: SessionStore) -> T:
     """Run ``plan`` with the store's sync methods."""
-    value: str | None = None
-    error: Exception | None = None
-    while True:
-        try:
-            op = plan.send(value) if error is None else plan.throw(error)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        value, error = None, None
+    steps = _Steps(plan)
+    while (op := steps.next()) is not None:
         try:
             if isinstance(op, _Get):
-                value = store.get_blob(op.key, op.name)
+                steps.value = store.get_blob(op.key, op.name)
             else:
                 store.put_blob(op.key, op.name, op.text)
         except Exception as exc:
-            error = exc
+            steps.error = exc
+    return steps.result  # type: ignore[return-value]
 
 
 async def _arun(plan: _Plan[T], store: SessionStore) -> T:
     """Run ``plan`` with the store's async methods (a sync-only store's in a thread), each bounded by
     what is left of the call's store budget."""
-    value: str | None = None
-    error: Exception | None = None
-    while True:
+    steps = _Steps(plan)
+    while (op := steps.next()) is not None:
         try:
-            op = plan.send(value) if error is None else plan.throw(error)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        value, error = None, None
-        try:
-            value = await bounded(_acall(store, op))
+            steps.value = await bounded(_acall(store, op))
         except Exception as exc:
-            error = exc
+            steps.error = exc
+    return steps.result  # type: ignore[return-value]
 
 
 async def _acall(store: SessionStore, op: _Get | _Put) -> str | None:

@@ -457,12 +457,7 @@ class StateSync:
                 previous = self.parsed
                 self.before = (previous[0], previous[1]) if previous[0] and previous[1] is not None else None
                 self.parsed = (outcome.revision, swap.encoded, target)
-                self.dirty = None
-                self.delta = Delta()
-                self.attempts.clear()
-                del self.pending[:pending]
-                if not self.pending:
-                    self.host.release()
+                self.written(pending)
                 return result
             current = outcome.current
             if current is None:
@@ -496,12 +491,7 @@ class StateSync:
                 # store moved on, and the store's mark for this worker names the write. Done: what
                 # it carried is in the store (counting it again would count it twice).
                 self.unconfirmed.clear()
-                self.dirty = None
-                self.delta = Delta()
-                self.attempts.clear()
-                del self.pending[:pending]
-                if not self.pending:
-                    self.host.release()
+                self.written(pending)
                 return result
             if self.dirty is not None:
                 self.merge_into(self.parsed[2])
@@ -520,6 +510,16 @@ class StateSync:
         raise StoreConflictError(
             f"session {self.id!r}: lost the store's compare-and-set {MAX_ATTEMPTS} times in a row"
         )
+
+    def written(self, pending: int) -> None:
+        """The store holds this process's work: its outage state and the first ``pending`` entries of
+        its pending usage (the rest came meanwhile); let go of the session if nothing is left."""
+        self.dirty = None
+        self.delta = Delta()
+        self.attempts.clear()
+        del self.pending[:pending]
+        if not self.pending:
+            self.host.release()
 
     def keep_local(self, state: SessionState, pending: int, base: SessionState) -> None:
         """The store is unavailable: ``state`` (grown from ``base``) lives in this process until it
