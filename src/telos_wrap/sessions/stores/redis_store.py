@@ -92,6 +92,11 @@ return {1, revision}
 """
 #: Revisions are drawn below 2**48: exact in Lua's doubles.
 _REVISION_LIMIT = 2**48
+#: Revisions are drawn from the OS (``SystemRandom``: no state, so forked workers never repeat each
+#: other's draws), never from the process's ``random`` state: the background flush writes from its
+#: own thread, and an application's seeded ``random`` (or a hypothesis test, which checks that
+#: nothing moves it while it draws) must not see telos use it.
+_revisions = random.SystemRandom()
 
 
 def _text(value: Any) -> str:
@@ -297,7 +302,7 @@ class RedisStore:
             return None
 
     def _args(self, expected: int, text: str) -> list[str]:
-        revision = random.randrange(1, _REVISION_LIMIT)
+        revision = _revisions.randrange(1, _REVISION_LIMIT)
         return ["" if expected == 0 else str(expected), text, str(self.ttl or 0), str(revision)]
 
     # -- sync ---------------------------------------------------------------------------------------

@@ -70,6 +70,12 @@ T = TypeVar("T")
 # -- the store operations a plan yields --------------------------------------------------------------
 
 
+#: The retry jitter's draws come from the OS (``SystemRandom``: stateless, fork-safe), never from the
+#: process's ``random`` state, which is the application's (the background flush runs plans from its
+#: own thread).
+_jitter = random.SystemRandom()
+
+
 class StoreOp:
     __slots__ = ()
 
@@ -506,7 +512,7 @@ class StateSync:
                 )
             restoring = rewound = False
             if attempt >= 2:
-                yield Sleep(random.uniform(0, 0.0005 * min(attempt, 20)))
+                yield Sleep(_jitter.uniform(0, 0.0005 * min(attempt, 20)))
         raise StoreConflictError(
             f"session {self.id!r}: lost the store's compare-and-set {MAX_ATTEMPTS} times in a row"
         )
