@@ -18,6 +18,8 @@ import pytest
 from telos_wrap.sessions import registry as session_registry
 from tests.over_http import Wire
 
+from .wire import conversation
+
 RULES = "\n".join(f"Rule {n}: answer precisely and politely, citing the policy." for n in range(150))
 PROFILE = {"A": "You help Ana Silva (CANARY-ANA).", "B": "You help Bruno Costa (CANARY-BRUNO)."}
 QUEUE = {"A": 7, "B": 9}
@@ -35,23 +37,17 @@ def _system(user: str) -> str:
     return f"{PROFILE[user]}\nTicket queue size: {QUEUE[user]}.\n{RULES}"
 
 
-def _messages(turn: int) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = [{"role": "user", "content": "hi"}]
-    for n in range(1, turn + 1):
-        messages += [
-            {"role": "assistant", "content": f"answer {n}"},
-            {"role": "user", "content": f"more {n}"},
-        ]
-    return messages
-
-
 def _converse(wire: Wire, hint: dict[str, Any] | None = None, keys: dict[str, str] | None = None) -> None:
     clients = {user: wire.anthropic(**({"api_key": keys[user]} if keys else {})) for user in "AB"}
     for turn in range(4):
         for user in "AB":
             extra = {"telos_hint": hint[user]} if hint else {}
             clients[user].messages.create(
-                model="claude-opus-4-8", max_tokens=8, system=_system(user), messages=_messages(turn), **extra
+                model="claude-opus-4-8",
+                max_tokens=8,
+                system=_system(user),
+                messages=conversation(turn),
+                **extra,
             )
     for client in clients.values():
         client.close()

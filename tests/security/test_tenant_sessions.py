@@ -25,6 +25,8 @@ from telos_wrap.sessions import MemoryStore, RedisStore, Session, set_default_st
 from telos_wrap.sessions import registry as session_registry
 from tests.over_http import Wire, emulator_over_http
 
+from .wire import conversation
+
 MODEL = "claude-opus-4-8"
 RULES = "\n".join(f"Rule {n}: answer precisely and politely, citing the policy." for n in range(150))
 DOC = "Handbook. " + " ".join(f"Section {n} says what to do in case {n}." for n in range(200))
@@ -86,19 +88,9 @@ def _system(tenant: str, turn: int) -> str:
     return f"You answer for customer {tenant}.\nTime now: 10:{minute:02d}:07.\n{RULES}"
 
 
-def _messages(turn: int) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = [{"role": "user", "content": "hi"}]
-    for n in range(1, turn + 1):
-        messages += [
-            {"role": "assistant", "content": f"answer {n}"},
-            {"role": "user", "content": f"more {n}"},
-        ]
-    return messages
-
-
 def _call(client: Any, tenant: str, turn: int, **extra: Any) -> None:
     client.messages.create(
-        model=MODEL, max_tokens=8, system=_system(tenant, turn), messages=_messages(turn), **extra
+        model=MODEL, max_tokens=8, system=_system(tenant, turn), messages=conversation(turn), **extra
     )
 
 
@@ -138,7 +130,9 @@ def _queue_prompt(depth: int) -> str:
 
 
 def _ticket_call(client: Any, turn: int, depth: int) -> None:
-    client.messages.create(model=MODEL, max_tokens=8, system=_queue_prompt(depth), messages=_messages(turn))
+    client.messages.create(
+        model=MODEL, max_tokens=8, system=_queue_prompt(depth), messages=conversation(turn)
+    )
 
 
 def _first_b_request(wire: Wire, store: Any, scope: str) -> tuple[dict[str, Any], Session, Session]:
@@ -299,10 +293,12 @@ def test_async_clients_keep_tenants_apart(wire: Wire, store: Any) -> None:
             sa.pin("handbook", DOC)
             for turn in range(3):
                 await a.messages.create(
-                    model=MODEL, max_tokens=8, system=_system("A", turn), messages=_messages(turn)
+                    model=MODEL, max_tokens=8, system=_system("A", turn), messages=conversation(turn)
                 )
         async with telos_wrap.session(TICKET, store=store) as sb:
-            await b.messages.create(model=MODEL, max_tokens=8, system=_system("B", 0), messages=_messages(0))
+            await b.messages.create(
+                model=MODEL, max_tokens=8, system=_system("B", 0), messages=conversation(0)
+            )
         await sa.aflush()
         await sb.aflush()
         assert sa.stats.requests == 3 and sb.stats.requests == 1

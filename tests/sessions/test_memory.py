@@ -129,11 +129,14 @@ def test_telos_holds_one_copy_of_a_prompt_many_conversations_share(
     assert len(copies) <= 1, f"{len(copies)} copies of the prompt held:\n{where}"
 
 
+def _sessions_held() -> int:
+    """How many sessions the process holds until they write their usage to their own stores."""
+    return len(live._holding)
+
+
 def test_an_idle_conversation_costs_a_few_kilobytes(client: anthropic.Anthropic, small_tables: None) -> None:
     # Sessions other tests left waiting to write usage to their own stores are not this test's.
-    held_before = len(live._holding)
-    # Sessions other tests left waiting to write usage to their own stores are not this test's.
-    held_before = len(live._holding)
+    held_before = _sessions_held()
     # Traced from the start: what a table lets go is subtracted too (not only what it newly holds).
     tracemalloc.start()
     try:
@@ -150,7 +153,7 @@ def test_an_idle_conversation_costs_a_few_kilobytes(client: anthropic.Anthropic,
     # The default store keeps each conversation's state (hashes, positions, counters): ~1.5 KB here.
     assert per_conversation <= 5_000, f"{per_conversation:.0f} bytes per additional conversation"
     assert len(registry._implicit) <= 32
-    assert len(live._holding) - held_before <= 32, "sessions pushed out of the implicit table are let go"
+    assert _sessions_held() - held_before <= 32, "sessions pushed out of the implicit table are let go"
 
 
 def test_cooling_a_session_changes_no_byte_that_is_sent() -> None:
