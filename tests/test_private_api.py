@@ -1,11 +1,12 @@
 """Other libraries' private names appear in ``telos_wrap/private_api.py`` only.
 
-The SDKs, OpenTelemetry, asyncio and wrapt change their private names without notice;
-keeping every use in one module is what lets the next upgrade be checked by reading one file. This
-test reads every other source file of the package (code, comments and docstrings alike) for the
-private names telos uses and for any private module of those libraries. (DSPy's lm15 client is a
-private, vendored module as a whole: ``patch/lm15.py`` is its adapter.) Then, one case per name
-``private_api`` reaches, named by it, checks that the installed library still has it.
+The SDKs, OpenTelemetry, asyncio, wrapt and CPython itself (``sys._getframe``) change their
+private names without notice; keeping every use in one module is what lets the next upgrade be
+checked by reading one file. This test reads every other source file of the package (code,
+comments and docstrings alike) for the private names telos uses and for any private module of
+those libraries. (DSPy's lm15 client is a private, vendored module as a whole: ``patch/lm15.py`` is
+its adapter.) Then, one case per name ``private_api`` reaches, named by it, checks that the
+installed library still has it.
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ from tests.sdk_http import EmulatorTransport, sdk_http
 PACKAGE = Path(telos_wrap.__file__).resolve().parent
 HOME = Path(private_api.__file__).resolve()
 
-#: The private attributes and module names telos reads or sets (``private_api``'s entries), and a
-#: private module of any of those libraries (``anthropic._x``, ``f"{sdk}._x"``, ``metrics._internal``).
+#: The private attributes and module names telos reads or sets (``private_api``'s entries), a
+#: private module of any of those libraries (``anthropic._x``, ``f"{sdk}._x"``, ``metrics._internal``),
+#: and the interpreter's private ``sys`` names (``sys._getframe``: ``inspect.currentframe()`` is public).
 FOREIGN = re.compile(
     r"""
       (?<![.\w])(?:anthropic|openai|opentelemetry(?:\.\w+)*|asyncio|wrapt|httpx2?)\._[a-z]\w*
@@ -39,6 +41,7 @@ FOREIGN = re.compile(
     | \b_utils\._[a-z]
     | \b_(?:iterator|custom_headers|raw_stream|parsed_by_type|self_parent|get_running_loop)\b
     | \b_(?:TRACER|METER)_PROVIDER\b
+    | (?<![.\w])sys\._[a-z]\w* | \bfrom\s+sys\s+import\b.*\b_[a-z] | \b_getframe\b
     | ["']_(?:stream|inner|utils|types|base_client|response|legacy_response|prepare|json)["']
     """,
     re.VERBOSE,
@@ -69,6 +72,10 @@ def test_private_names_live_in_one_module() -> None:
         '"meter": ("opentelemetry.metrics._internal", "_METER_PROVIDER", "X")',
         'Target("anthropic", "anthropic._response", "APIResponse.parse", "parse")',
         'inner = getattr(instance, "_inner", None)',
+        # CPython's own private names (failopen's call site walks frames with inspect.currentframe()).
+        "frame = sys._getframe(2)",
+        "from sys import _getframe",
+        'getattr(sys, "_getframe")(1)',
     ],
 )
 def test_the_check_finds_what_private_api_replaced(line: str) -> None:

@@ -6,8 +6,8 @@ through here: the wrappers only guard telos' own code.
 
 from __future__ import annotations
 
+import inspect
 import logging
-import sys
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable
@@ -42,13 +42,17 @@ _SKIP = (
 
 
 def _call_site() -> str:
-    """``file:line`` of the first frame outside telos_wrap, the SDKs and the event loop machinery."""
-    frame = sys._getframe(2)
+    """``file:line`` of the first frame outside telos_wrap, the SDKs and the event loop machinery:
+    the caller's line that made the call, so a failure warns once per place in the caller's code.
+
+    Walked from this frame with ``inspect.currentframe()`` (public; ``None`` on an interpreter
+    without frames: then ``<unknown>``): this module's own frames are telos_wrap's, skipped."""
+    frame = inspect.currentframe()
     while frame is not None:
         module = frame.f_globals.get("__name__", "")
         if module.split(".")[0] not in _SKIP:
             return f"{frame.f_code.co_filename}:{frame.f_lineno}"
-        frame = frame.f_back  # type: ignore[assignment]
+        frame = frame.f_back
     return "<unknown>"
 
 

@@ -6,6 +6,7 @@ Every stage fails open (original request, one warning), or raises in strict mode
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -82,6 +83,8 @@ def test_fault_sends_the_original_request_and_warns_once(
     # tests/plugin/test_fallbacks.py).
     warnings = [r for r in fell_back if "keep falling back" not in r.getMessage()]
     assert len(warnings) == 1, "one warning per call site, not per call"
+    # The call site is the caller's own line (the frames of telos, the SDK and wrapt are skipped).
+    assert re.search(rf"at {re.escape(__file__)}:\d+", warnings[0].getMessage())
     assert failure_counts() == {stage: 3}
     assert message.content[0].text == "ok"
     assert telos_wrap.usage_of(message) is not None

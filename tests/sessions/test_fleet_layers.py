@@ -135,11 +135,14 @@ def test_the_state_keeps_which_messages_carried_an_envelope() -> None:
     assert "dropped" not in AppPrint(messages="", kinds="", system=()).to_json()
     assert AppPrint.from_json({**previous.to_json(), "dropped": {"0": "x"}}).dropped == ()
     later = message(("Thanks.", Band.PIN))
-    assert extends_previous(previous, message_hash(plain) + message_hash(later), (plain, later))
-    assert not extends_previous(previous, message_hash(edited) + message_hash(later), (edited, later))
-    assert not extends_previous(
-        replace_dropped(previous), message_hash(plain) + message_hash(later), (plain, later)
-    )
+    # The messages sent now hold no envelope (``held`` empty): each one's kept hash is its hash.
+    assert extends_previous(previous, message_hash(plain) + message_hash(later), ())
+    assert not extends_previous(previous, message_hash(edited) + message_hash(later), ())
+    assert not extends_previous(replace_dropped(previous), message_hash(plain) + message_hash(later), ())
+    # One that holds an envelope again (another one) is compared without it.
+    again = message(("Where is my order?", Band.PIN), ("<system-reminder>10:02</system-reminder>", Band.DROP))
+    assert extends_previous(previous, message_hash(again) + message_hash(later), ((0, kept_hash(again)),))
+    assert not extends_previous(previous, message_hash(again) + message_hash(later), ())
 
 
 def replace_dropped(app: Any) -> Any:

@@ -647,6 +647,15 @@ FOUND: dict[str, list[tuple[str, dict[str, Any]]]] = {
         ("switch_session", {"append": False}),
         ("edit_in_place", {"at": 9, "suffix": " (edited)"}),
     ],
+    # Back to turn 0, then the branch left there again: the memo still held that branch, so its
+    # messages came back settled (bridged: envelopes pruned), and the state's record of the
+    # messages that carried an envelope (``AppPrint.dropped``) missed theirs.
+    "siblings-from-turn-0": [
+        ("append_turn", {"envelope": True, "as_list": False}),
+        ("append_turn", {"envelope": True, "as_list": False}),
+        ("branch", {"at": 0, "envelope": False}),
+        ("continue_sibling", {}),
+    ],
     "shrink-to-first-and-back": [
         ("append_turn", {"envelope": True, "as_list": False}),
         ("append_turn", {"envelope": True, "as_list": False}),

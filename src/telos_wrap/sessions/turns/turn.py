@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import re
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
@@ -27,7 +28,7 @@ from telos_wrap.engines.registry import get_engine
 from telos_wrap.errors import TelosUnreadableError
 from telos_wrap.history import HistoryMemo
 from telos_wrap.ir.context import FOLDED_HERE, SERVER_EDITS, ContextPolicy
-from telos_wrap.ir.model import Api, Band, TelosIR, TelosMessage, Transformation
+from telos_wrap.ir.model import Api, Band, TelosIR, Transformation
 from telos_wrap.ir.refpool import OwnReferences
 from telos_wrap.ir.windows import context_window
 from telos_wrap.lift import lift_request
@@ -128,8 +129,11 @@ class StateHooks(SessionHooks):
         self.kinds = ""
         #: One character per application message: the content form it was sent in (``s``/``l``/...).
         self.forms = ""
-        #: The lifted messages (as the application sent them), and ``AppPrint.dropped`` of this request.
-        self.lifted: tuple[TelosMessage, ...] = ()
+        #: ``(message, kept hash)`` of each application message that holds DROP-band blocks, by
+        #: message (``prints.kept_hash``), and ``AppPrint.dropped`` of this request. Read from the lift
+        #: for the messages lifted now and from the memo for settled ones, which come back bridged
+        #: (their DROP blocks pruned): what a fresh process lifting every message finds.
+        self.held: tuple[tuple[int, str], ...] = ()
         self.dropped: tuple[str, ...] = ()
         self.slugs: tuple[str, ...] = ()
         #: Schema name orders this request saw first (``orders.stabilize_orders``).
@@ -180,17 +184,19 @@ class StateHooks(SessionHooks):
         memo = self.history_memo()
         if memo is not None:
             count = memo.shared_prefix(ir.messages, ir.settled)
-            value = (self.app_hashes[: count * HASH_LEN], self.kinds[:count], self.forms[:count])
+            held = self.held[: bisect_left(self.held, (count,))]
+            value = (self.app_hashes[: count * HASH_LEN], self.kinds[:count], self.forms[:count], held)
             memo.keep_aggregate("app", ir.messages, count, value)
 
     def settled_side(self) -> Mapping[str, Sequence[Any]]:
-        """Each message's ``(hash, kind, form)`` as the application sent it, kept by the memo as it settles.
+        """Each message's ``(hash, kind, form, kept hash)`` as the application sent it (the kept hash
+        ``""`` for a message without DROP-band blocks), kept by the memo as it settles.
 
         A settled message comes back from the memo in its bridged form (past DROP pruned), whose
-        hash is not the application's: the memo keeps this one for when the aggregate does not
-        reach it (after a rewind or a sibling branch).
+        hash is not the application's and which holds no DROP block: the memo keeps these for when
+        the aggregate does not reach it (after a rewind or a sibling branch).
         """
-        return {"app": _AppRows(self.app_hashes, self.kinds, self.forms)}
+        return {"app": _AppRows(self.app_hashes, self.kinds, self.forms, self.held)}
 
     def patterns(self, base: SplitPatterns) -> SplitPatterns:
         if self.clock_in_place:
@@ -211,20 +217,25 @@ class StateHooks(SessionHooks):
         learned_records = self._learned_records(ir)
         memo = self.history_memo()
         cached = memo.aggregate("app", ir.messages) if memo is not None else None
-        start, (hashes, kinds, forms) = cached if cached is not None else (0, ("", "", ""))
+        start, (hashes, kinds, forms, held) = cached if cached is not None else (0, ("", "", "", ()))
         if memo is not None and start < ir.settled:
             rows = memo.side("app", start, ir.settled)
             if rows is not None:
-                hashes += "".join(digest for digest, _, _ in rows)
-                kinds += "".join(kind for _, kind, _ in rows)
-                forms += "".join(form for _, _, form in rows)
+                hashes += "".join(digest for digest, _, _, _ in rows)
+                kinds += "".join(kind for _, kind, _, _ in rows)
+                forms += "".join(form for _, _, form, _ in rows)
+                held += tuple((number, kept) for number, (_, _, _, kept) in enumerate(rows, start) if kept)
                 start = ir.settled
         new_messages = ir.messages[start:]
         self.app_hashes = hashes + "".join(message_hash(message) for message in new_messages)
         self.kinds = kinds + "".join(message_kind(message) for message in new_messages)
         self.forms = forms + "".join(message.content_form[0] for message in new_messages)
-        self.lifted = ir.messages
-        self.dropped = _dropped(ir.messages, self.state.app)
+        self.held = held + tuple(
+            (number, kept_hash(message))
+            for number, message in enumerate(new_messages, start)
+            if any(block.band is Band.DROP for block in message.blocks)
+        )
+        self.dropped = _dropped(self.held, self.state.app)
         folds = self.state.range_folds
         self._fork = None if folds else _fork(self.state.app, self.app_hashes)
         ir, clear_records = self._context_folds(ir)
@@ -378,36 +389,29 @@ class StateHooks(SessionHooks):
         return records
 
 
-def _dropped(messages: Sequence[TelosMessage], previous: AppPrint | None) -> tuple[str, ...]:
+def _dropped(held: Sequence[tuple[int, str]], previous: AppPrint | None) -> tuple[str, ...]:
     """``AppPrint.dropped``: the messages new since ``previous`` that hold DROP-band blocks, each with
-    its hash without them (``prints.kept_hash``)."""
+    its hash without them (``held``: ``StateHooks.held``, by message)."""
     start = len(previous.messages) // HASH_LEN if previous is not None else 0
-    found = []
-    for number in range(start, len(messages)):
-        message = messages[number]
-        if any(block.band is Band.DROP for block in message.blocks):
-            found.append(f"{number}:{kept_hash(message)}")
-            if len(found) >= MAX_DROPPED:
-                break
-    return tuple(found)
+    first = bisect_left(held, (start,))
+    return tuple(f"{number}:{kept}" for number, kept in held[first : first + MAX_DROPPED])
 
 
-def extends_previous(previous: AppPrint, hashes: str, messages: Sequence[TelosMessage]) -> bool:
-    """Whether this request's messages (``hashes``, one per lifted message in ``messages``) extend the
-    previous request's: each of its messages comes again, the same, or without the DROP-band blocks
-    (a harness's ``<system-reminder>`` on the newest turn, gone on the next) it had there and
-    otherwise the same (``AppPrint.dropped``). What counts as one conversation for the fleet."""
+def extends_previous(previous: AppPrint, hashes: str, held: Sequence[tuple[int, str]]) -> bool:
+    """Whether this request's messages (``hashes``, one per message as the application sent it)
+    extend the previous request's: each of its messages comes again, the same, or without the
+    DROP-band blocks (a harness's ``<system-reminder>`` on the newest turn, gone on the next) it had
+    there and otherwise the same (``AppPrint.dropped``). ``held``: ``(message, kept hash)`` of this
+    request's messages that hold DROP-band blocks (``StateHooks.held``); any other message's kept
+    hash is its hash. What counts as one conversation for the fleet."""
     if hashes.startswith(previous.messages):
         return True
-    if (
-        not previous.dropped
-        or len(hashes) < len(previous.messages)
-        or len(messages) * HASH_LEN != len(hashes)
-    ):
+    if not previous.dropped or len(hashes) < len(previous.messages):
         return False
-    held = dict(entry.partition(":")[::2] for entry in previous.dropped)
+    recorded = dict(entry.partition(":")[::2] for entry in previous.dropped)
+    kept = dict(held)
     for number, (old, new) in enumerate(zip(hash_list(previous.messages), hash_list(hashes), strict=False)):
-        if old != new and held.get(str(number)) != kept_hash(messages[number]):
+        if old != new and recorded.get(str(number)) != kept.get(number, new):
             return False
     return True
 
@@ -464,31 +468,41 @@ def _fork(previous: AppPrint | None, hashes: str) -> int | None:
     return common or None
 
 
-class _AppRows(Sequence[tuple[str, str, str]]):
-    """``(hash, kind, form)`` of message ``i``, read from the joined strings the hooks keep."""
+_AppRow = tuple[str, str, str, str]
 
-    __slots__ = ("_forms", "_hashes", "_kinds")
 
-    def __init__(self, hashes: str, kinds: str, forms: str) -> None:
+class _AppRows(Sequence[_AppRow]):
+    """``(hash, kind, form, kept hash)`` of message ``i``, read from what the hooks keep (the kept
+    hash ``""`` for a message without DROP-band blocks)."""
+
+    __slots__ = ("_forms", "_hashes", "_held", "_kinds")
+
+    def __init__(self, hashes: str, kinds: str, forms: str, held: Sequence[tuple[int, str]]) -> None:
         self._hashes = hashes
         self._kinds = kinds
         self._forms = forms
+        self._held = held
 
     def __len__(self) -> int:
         return len(self._kinds)
 
     @overload
-    def __getitem__(self, index: int) -> tuple[str, str, str]: ...
+    def __getitem__(self, index: int) -> _AppRow: ...
 
     @overload
-    def __getitem__(self, index: slice) -> list[tuple[str, str, str]]: ...
+    def __getitem__(self, index: slice) -> list[_AppRow]: ...
 
-    def __getitem__(self, index: int | slice) -> tuple[str, str, str] | list[tuple[str, str, str]]:
+    def __getitem__(self, index: int | slice) -> _AppRow | list[_AppRow]:
+        held = dict(self._held)
         if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
+            return [self._row(i, held) for i in range(*index.indices(len(self)))]
         if not 0 <= index < len(self):
             raise IndexError(index)
-        return self._hashes[index * HASH_LEN : (index + 1) * HASH_LEN], self._kinds[index], self._forms[index]
+        return self._row(index, held)
+
+    def _row(self, index: int, held: Mapping[int, str]) -> _AppRow:
+        digest = self._hashes[index * HASH_LEN : (index + 1) * HASH_LEN]
+        return digest, self._kinds[index], self._forms[index], held.get(index, "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -609,7 +623,7 @@ def run_turn(
         ]
         # One conversation: this request's messages extend the previous request's. Only what changed
         # between two such requests is shared with the fleet (``local`` spans are not).
-        extends = state.app is not None and extends_previous(state.app, hooks.app_hashes, hooks.lifted)
+        extends = state.app is not None and extends_previous(state.app, hooks.app_hashes, hooks.held)
         if (
             previous is not None
             and own_history_only
