@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from telos_wrap.pipeline import PrepareOptions
 from telos_wrap.sessions import MemoryStore, Session
+from telos_wrap.sessions.core import runtime_of
 
 RULES = [
     f"Rule {chr(65 + n // 26)}{chr(65 + n % 26)}: follow the shared policy, section {chr(97 + n % 26)}."
@@ -61,7 +62,7 @@ def _send(
     store: MemoryStore, sid: str, api: str, system: str, turn: int, session: Session | None = None
 ) -> str:
     sess = session or Session(sid, store=store)
-    _, prepared = sess.prepare_request(
+    _, prepared = runtime_of(sess).prepare_request(
         api, _body(api, system, turn), PrepareOptions(engine=ENGINE[api]), tenant="t"
     )
     return _system_sent(api, prepared.body)
