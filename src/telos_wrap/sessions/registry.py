@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 from telos_wrap.errors import TelosHintError
 from telos_wrap.ir.hints import TelosHints, parse_hints
@@ -184,7 +184,8 @@ def session(
 
 def current_session() -> Session | None:
     """The innermost session active in this context, if any."""
-    return cast("Session | None", live.innermost())
+    found: Session | None = live.innermost()  # only ``Session.__enter__`` pushes
+    return found
 
 
 #: Guards the two tables below.
