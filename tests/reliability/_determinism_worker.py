@@ -3,7 +3,7 @@
 ``python _determinism_worker.py CORPUS.json`` reads ``[[api, body], ...]`` and prints a JSON list with,
 per request, the SHA-256 of the emitted body serialized the way the SDKs serialize it (insertion
 order kept, so key order counts), both stateless (``pipeline.prepare``) and as the first turn of a
-session (``Session.prepare_request``), and of the session state it stores (prints and hashes).
+session (``SessionRuntime.prepare_request``), and of the session state it stores (prints and hashes).
 """
 
 from __future__ import annotations

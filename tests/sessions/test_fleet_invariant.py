@@ -5,7 +5,7 @@ never moved out of the system prompt, on any request, whatever the other assista
 (sharing a trailing policy) and whatever a misused session id taught. Checked on the two scenarios
 of the issue, and as a property over generated multi-assistant workloads (several prompts per
 assistant, some with live values, some without; Anthropic Messages, Chat Completions, Responses;
-mixed orders), through ``Session.prepare_request`` on one shared store with fleet learning on.
+mixed orders), through ``SessionRuntime.prepare_request`` on one shared store with fleet learning on.
 """
 
 from __future__ import annotations

@@ -118,7 +118,7 @@ async def arun(
     Within a call's store budget (``stores/budget.py``) the lock is waited for only as long as the
     budget lasts: past it (or with the budget spent before the plan), ``TelosStageError`` with a
     ``StoreTimeSpent`` cause and the plan is not run. The patch layer then sends the request as
-    built and counts it without the store or the lock (``Session.note_passthrough_deferred``): the
+    built and counts it without the store or the lock (``SessionRuntime.note_passthrough_deferred``): the
     request and its usage are written with the session's next write, never dropped.
     """
     ops = store_ops(store)

@@ -12,7 +12,7 @@ object would have: it works on the last-known state while the store cannot be re
 store's answer reconciles it (``plans.StateSync``).
 
 The entry is taken by the store key, which a tenant-scoped session learns at its first call
-(``Session.bind_tenant``; ``<id>@t:<namespace>``): two tenants naming one conversation id never share
+(``SessionRuntime.bind_tenant``; ``<id>@t:<namespace>``): two tenants naming one conversation id never share
 an entry. Before its binding a session works on an entry of its own, whose pinned texts it carries
 into the shared one. The locks plans run under are shared by the session id itself
 (``SessionLocks``), known when the object is made, so a binding never swaps a lock a caller holds;
