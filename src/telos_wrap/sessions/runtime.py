@@ -6,9 +6,10 @@ patch layer talks to (``core.runtime_of(session)``): it prepares each request of
 ``stores/store.py``), records what went out unchanged (``note_passthrough*``) and the usage that
 came back (``record_usage``), gives the hooks of calls that are not turns (``hooks`` / ``ahooks``),
 binds the session to its tenant (``bind_tenant``, ``serves``) and remembers what ``explain`` and
-the telemetry read (``request_record``). The handle's primitives run on the same state through the
-few methods marked *for the handle* below (``update``, ``read_known``, ``pin``, ``dry_run``,
-``erase``, ``flush``): one lock, one last-known state, one place that writes.
+the telemetry read (``request_record``). The handle's primitives run on the same state through a
+few methods of its own (``update``, ``read`` / ``read_known``, ``flush`` / ``aflush``, and the
+section *for the handle*: ``pin``, ``recheck``, ``dry_run``, ``last_body``, ``request_indices``,
+``erase`` / ``aerase``): one lock, one last-known state, one place that writes.
 
 The rooms it composes (``sessions/__init__.py`` lists them all): ``sync/plans.py`` (the sans-IO
 store plans and what this process holds of the state), ``sync/drivers.py`` (their sync and async
