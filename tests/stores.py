@@ -15,6 +15,7 @@ from typing import TypeVar
 import pytest
 
 from telos_wrap.sessions import MemoryStore, Session, SessionStore, set_default_store
+from telos_wrap.sessions.core import runtime_of
 from telos_wrap.sessions.learning.fleet import FLEET_PREFIX
 from telos_wrap.sessions.tenancy import SHARED
 
@@ -67,6 +68,6 @@ def reader_of(session: Session) -> Session:
     tenant ``session`` is bound to (it reads the same stored entry: ``Session.store_key``)."""
     other = Session(session.id, store=session.store, scope=session.scope)
     if session.bound:
-        other.bind_tenant(session._space or SHARED)
+        runtime_of(other).bind_tenant(runtime_of(session)._space or SHARED)
     assert other.store_key == session.store_key
     return other

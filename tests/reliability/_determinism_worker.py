@@ -3,7 +3,7 @@
 ``python _determinism_worker.py CORPUS.json`` reads ``[[api, body], ...]`` and prints a JSON list with,
 per request, the SHA-256 of the emitted body serialized the way the SDKs serialize it (insertion
 order kept, so key order counts), both stateless (``pipeline.prepare``) and as the first turn of a
-session (``Session.prepare_request``), and of the session state it stores (prints and hashes).
+session (``SessionRuntime.prepare_request``), and of the session state it stores (prints and hashes).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 
 from telos_wrap.pipeline import PrepareOptions, prepare
 from telos_wrap.sessions import MemoryStore, Session
+from telos_wrap.sessions.core import runtime_of
 
 _API = {"anthropic": ("anthropic", "anthropic"), "openai": ("openai_chat", "openai")}
 
@@ -30,7 +31,7 @@ def digest_all(items: list[Any]) -> list[list[str]]:
         options = PrepareOptions(engine=engine, session_id="determinism")
         stateless = prepare(api, body, options).body
         session = Session("determinism", store=MemoryStore(), clock=lambda: 1_000.0)
-        _, prepared = session.prepare_request(api, body, options)
+        _, prepared = runtime_of(session).prepare_request(api, body, options)
         stored = session.store.load("determinism")
         assert stored is not None
         out.append(

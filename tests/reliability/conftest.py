@@ -94,8 +94,7 @@ def clean_telos(artifacts_dir: Path) -> Iterator[MemoryStore]:
         reset_failures()
         # Sessions of this test still holding usage for a store it broke on purpose (a closed port):
         # nothing can write it, and the interpreter's at-exit flush would only warn about it.
-        with session_live._registry_lock:
-            session_live._holding.clear()
+        session_live.drop_held()
 
 
 @pytest.fixture

@@ -20,7 +20,8 @@ from telos_wrap import pipeline
 from telos_wrap.engines._openai_compat import OpenAICompatEngine
 from telos_wrap.engines.anthropic import AnthropicEngine
 from telos_wrap.patch import turns
-from telos_wrap.sessions import MemoryStore, Session, set_default_store
+from telos_wrap.sessions import MemoryStore, set_default_store
+from telos_wrap.sessions.runtime import SessionRuntime
 from telos_wrap.sessions.stores.redis_store import RedisStore
 
 from .harness import Entry
@@ -178,7 +179,7 @@ def _record_usage_fault() -> Fault:
     I/O of its own: it is folded into the session's next write, see docs/sessions.md)."""
 
     def install(monkeypatch: pytest.MonkeyPatch) -> None:
-        monkeypatch.setattr(Session, "record_usage", _raise)
+        monkeypatch.setattr(SessionRuntime, "record_usage", _raise)
 
     return Fault("session.record-usage", "usage", "response", install)
 

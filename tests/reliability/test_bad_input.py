@@ -30,6 +30,7 @@ import telos_wrap
 from telos_wrap import TelosHintError, TelosHints, failopen, pipeline
 from telos_wrap.pipeline import PrepareOptions, prepare
 from telos_wrap.sessions import MemoryStore, Session
+from telos_wrap.sessions.core import runtime_of
 from tests.sdk_http import sdk_http
 
 from .harness import ENTRIES, ENTRY_IDS, TOOL_MANUAL, Wire, client_for, entry, kwargs_for
@@ -381,7 +382,7 @@ def _seconds(make: Callable[[], dict[str, Any]]) -> float:
             body = make()
             session = Session(f"scale-{uuid.uuid4().hex}", store=MemoryStore())
             started = time.perf_counter()
-            session.prepare_request("anthropic", body, PrepareOptions(engine="anthropic"))
+            runtime_of(session).prepare_request("anthropic", body, PrepareOptions(engine="anthropic"))
             prepare("anthropic", body, PrepareOptions(engine="anthropic"))
             best = min(best, time.perf_counter() - started)
     finally:

@@ -38,6 +38,7 @@ from telos_wrap.engines.openai import supports_breakpoints
 from telos_wrap.ir.schema_roots import SCHEMA_MAP_KEYS
 from telos_wrap.pipeline import Prepared, PrepareOptions, prepare
 from telos_wrap.sessions import MemoryStore, Session
+from telos_wrap.sessions.core import runtime_of
 
 from . import content as c
 from .harness import Wire, client_for
@@ -688,8 +689,8 @@ def test_a_session_keeps_the_first_schema_order(
     ):
         session = Session("orders", store=MemoryStore(), clock=lambda: 1_000.0)
         options = PrepareOptions(engine=engine, session_id="orders")
-        _, first = session.prepare_request(api, body, options)
-        _, again = session.prepare_request(api, reverse_keys(body, names=True), options)
+        _, first = runtime_of(session).prepare_request(api, body, options)
+        _, again = runtime_of(session).prepare_request(api, reverse_keys(body, names=True), options)
         assert _wire_bytes(again.body) == _wire_bytes(first.body)
 
 

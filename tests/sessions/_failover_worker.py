@@ -37,6 +37,7 @@ import telos_wrap
 from telos_wrap.emulator import Emulator
 from telos_wrap.failopen import failure_counts
 from telos_wrap.sessions import RedisStore, Session
+from telos_wrap.sessions.core import runtime_of
 from tests.sdk_http import AsyncEmulatorTransport, EmulatorTransport, sdk_http
 
 
@@ -63,7 +64,7 @@ class _Records(logging.Handler):
 
 def _held(sess: Session) -> bool:
     """Whether the session holds state the store does not have (this call's write did not land)."""
-    return sess._sync.dirty is not None
+    return runtime_of(sess)._sync.dirty is not None
 
 
 def main(config: dict[str, Any]) -> None:
@@ -114,7 +115,7 @@ def main(config: dict[str, Any]) -> None:
                 # skips a flush, so it is tried again until it lands or 10 s passed.
                 for _ in range(50):
                     sess.flush()
-                    if not sess._sync.pending and sess._sync.dirty is None:
+                    if not runtime_of(sess)._sync.pending and runtime_of(sess)._sync.dirty is None:
                         break
                     time.sleep(0.2)
                 else:
@@ -156,7 +157,7 @@ def main(config: dict[str, Any]) -> None:
                         await asyncio.sleep(pace)
                 for _ in range(50):
                     await sess.aflush()
-                    if not sess._sync.pending and sess._sync.dirty is None:
+                    if not runtime_of(sess)._sync.pending and runtime_of(sess)._sync.dirty is None:
                         break
                     await asyncio.sleep(0.2)
                 else:

@@ -121,11 +121,10 @@ def redis_url() -> Iterator[str]:
         # interpreter's at-exit flush would find it gone and warn after a green run.
         from telos_wrap.sessions import live
 
-        live._flush_at_exit()
+        live.flush_held()
         # What could not be written now never will be (this conftest's fixture is imported by other
         # directories too, each with a server of its own): nothing is left for the at-exit flush.
-        with live._registry_lock:
-            live._holding.clear()
+        live.drop_held()
         client.close()
         process.terminate()
         process.wait(timeout=10)

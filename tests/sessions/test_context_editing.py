@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 import telos_wrap
 from telos_wrap.emulator import Emulator
 from telos_wrap.ir.context import ContextPolicy, ContextPolicyError, parse_context
+from telos_wrap.sessions.core import runtime_of
 from telos_wrap.sessions.durable.records import THINKING_CALL
 from telos_wrap.sessions.turns.pressure import Unit, plan_folds
 from tests.sdk_http import sdk_http
@@ -142,7 +143,7 @@ def _plan_turn(history: list[dict[str, Any]]) -> None:
 
 
 def _server_records(s: Any, index: int) -> list[tuple[str, str, str, int]]:
-    record = s.request_record(index)
+    record = runtime_of(s).request_record(index)
     assert record is not None and record.explained is not None
     return [r for r in record.explained.records if r[0] == "vendor-context-edit"]
 
@@ -181,7 +182,7 @@ def test_the_callers_clear_tool_uses_is_kept_known_and_read_before_its_frontier(
                 # telos knew what the server cleared: the same count of tool results
                 assert f"clears {applied[0]['cleared_tool_uses']} tool result(s)" in record[2]
                 frontier = int(record[1][len("messages[") : -2])
-                plan = s.request_record(turn)
+                plan = runtime_of(s).request_record(turn)
                 assert plan is not None and plan.explained is not None
                 forks = [bp for bp in plan.explained.breakpoints if bp[0] == "BP-fork"]
                 assert forks and forks[0][2] == frontier - 1  # the last block before the frontier

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 import telos_wrap
 from telos_wrap.failopen import failure_counts, reset_failures
 from telos_wrap.sessions import MemoryStore, RedisStore
+from telos_wrap.sessions.core import runtime_of
 from telos_wrap.sessions.learning import fleet as fleet_module
 from telos_wrap.sessions.learning.digests import SHARED_KEY, block_lines, token_print
 from telos_wrap.sessions.learning.spans import locate
@@ -130,7 +131,7 @@ def test_what_moves_is_a_whole_unit_seen_to_change(patched: None) -> None:
 def test_poisoned_entries_are_ignored(patched: None) -> None:
     store = MemoryStore()
     first, _ = _conversation(store, 1)
-    key = first._key  # the tenant's digest key (the emulator client's credentials and base URL)
+    key = runtime_of(first)._key  # the tenant's digest key (the emulator client's credentials and base URL)
     [entry] = fleet_blobs(store)
     good = fleet_module.decode(fleet_blobs(store)[entry])
     assert {fact.kind for fact in good} == {"value", "list"}

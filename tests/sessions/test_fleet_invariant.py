@@ -5,7 +5,7 @@ never moved out of the system prompt, on any request, whatever the other assista
 (sharing a trailing policy) and whatever a misused session id taught. Checked on the two scenarios
 of the issue, and as a property over generated multi-assistant workloads (several prompts per
 assistant, some with live values, some without; Anthropic Messages, Chat Completions, Responses;
-mixed orders), through ``Session.prepare_request`` on one shared store with fleet learning on.
+mixed orders), through ``SessionRuntime.prepare_request`` on one shared store with fleet learning on.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from telos_wrap.pipeline import PrepareOptions
 from telos_wrap.sessions import MemoryStore, Session
+from telos_wrap.sessions.core import runtime_of
 
 RULES = [
     f"Rule {chr(65 + n // 26)}{chr(65 + n % 26)}: follow the shared policy, section {chr(97 + n % 26)}."
@@ -61,7 +62,7 @@ def _send(
     store: MemoryStore, sid: str, api: str, system: str, turn: int, session: Session | None = None
 ) -> str:
     sess = session or Session(sid, store=store)
-    _, prepared = sess.prepare_request(
+    _, prepared = runtime_of(sess).prepare_request(
         api, _body(api, system, turn), PrepareOptions(engine=ENGINE[api]), tenant="t"
     )
     return _system_sent(api, prepared.body)

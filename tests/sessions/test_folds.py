@@ -12,6 +12,7 @@ import telos_wrap
 from telos_wrap.emulator import ManualClock
 from telos_wrap.errors import RefPoolError
 from telos_wrap.sessions import FoldError, Session
+from telos_wrap.sessions.core import runtime_of
 from telos_wrap.sessions.views.explain import anchor
 
 from .convo import HANDBOOK, MODEL, RecordingTransport, messages_for, system_prompt
@@ -162,7 +163,7 @@ def test_mark_is_a_dry_run_of_the_next_request(
             sess.mark()
         _send(claude, 0)
         plan = sess.mark()
-        explained = sess._records[0].explained
+        explained = runtime_of(sess)._records[0].explained
         assert explained is not None
         assert tuple(map(anchor, plan.breakpoints)) == explained.breakpoints
         assert sess.stats.requests == 1  # nothing recorded

@@ -19,6 +19,7 @@ import pytest
 import telos_wrap
 from telos_wrap.emulator import ManualClock
 from telos_wrap.sessions import MemoryStore, Session
+from telos_wrap.sessions.core import runtime_of
 from tests.canned import anthropic_message, json_response
 from tests.sdk_http import sdk_http
 from tests.stores import default_store
@@ -84,7 +85,7 @@ def test_a_session_keeps_few_tracked_objects_per_turn(client: anthropic.Anthropi
     per_turn = (len(gc.get_objects()) - before) / (sessions * turns)
     assert per_turn <= BUDGET_PER_TURN, f"{per_turn:.1f} tracked objects per session turn"
     # The explain history of every request is there, and the collector does not track it.
-    records = held[0]._records
+    records = runtime_of(held[0])._records
     assert len(records) == turns
     for record in records.values():
         assert record.explained is not None and record.explained.breakpoints

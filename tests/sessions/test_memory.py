@@ -24,6 +24,7 @@ from telos_wrap.lift import user_split
 from telos_wrap.lift.user_split import split_text
 from telos_wrap.patch import calls
 from telos_wrap.sessions import MemoryStore, live, registry, set_memory_limits
+from telos_wrap.sessions.core import runtime_of
 from telos_wrap.sessions.durable.state import SessionState
 from telos_wrap.sessions.learning.digests import _block_prints
 from tests.canned import anthropic_message, json_response
@@ -131,7 +132,7 @@ def test_telos_holds_one_copy_of_a_prompt_many_conversations_share(
 
 def _sessions_held() -> int:
     """How many sessions the process holds until they write their usage to their own stores."""
-    return len(live._holding)
+    return len(live.held())
 
 
 def test_an_idle_conversation_costs_a_few_kilobytes(client: anthropic.Anthropic, small_tables: None) -> None:
@@ -181,9 +182,12 @@ def test_cooling_a_session_changes_no_byte_that_is_sent() -> None:
                             )
                         histories[n] += [{"role": "assistant", "content": f"answer {turn}"}]
                 if session_texts == 1:
-                    assert all(sess._last_request is None and len(sess._memo) == 0 for sess in sessions[:-1])
+                    assert all(
+                        runtime_of(sess)._last_request is None and len(runtime_of(sess)._memo) == 0
+                        for sess in sessions[:-1]
+                    )
                 else:
-                    assert all(sess._last_request is not None for sess in sessions)
+                    assert all(runtime_of(sess)._last_request is not None for sess in sessions)
         finally:
             telos_wrap.unpatch()
             set_memory_limits(session_texts=previous["session_texts"])
@@ -201,7 +205,7 @@ def test_the_warm_table_is_bounded_in_bytes(client: anthropic.Anthropic) -> None
         for i in range(40):
             with telos_wrap.session(f"warm-{i}"):
                 conversation(client, i)
-        sessions, held = live._warm_bytes()
+        sessions, held = live.warm_bytes()
         assert held <= 300_000 and 0 < sessions < 40
     finally:
         set_memory_limits(session_texts=previous["session_texts"])

@@ -20,6 +20,7 @@ import pytest
 import telos_wrap
 from telos_wrap.emulator import ManualClock
 from telos_wrap.sessions import MemoryStore, RedisStore, SessionState
+from telos_wrap.sessions.core import runtime_of
 from telos_wrap.sessions.stores.breaker import StoreBreaker, breaker_of
 from telos_wrap.sessions.stores.node_breakers import BREAKER_BYTES, NodeBreakers
 
@@ -226,7 +227,7 @@ def test_a_paused_cluster_node_skips_only_its_sessions(
         for sess in sessions.values():
             with sess:
                 _ask(lenient, 1)
-        held = {sid for sid, sess in sessions.items() if sess._sync.dirty is not None}
+        held = {sid for sid, sess in sessions.items() if runtime_of(sess)._sync.dirty is not None}
         assert held == on_node, (held, on_node)
         stats = store.node_breakers.stats()
         assert stats[node].trips == 1

@@ -51,6 +51,7 @@ from hypothesis.stateful import (
 import telos_wrap
 from telos_wrap.emulator import Emulator, ManualClock
 from telos_wrap.sessions import MemoryStore, Session
+from telos_wrap.sessions.core import runtime_of
 from telos_wrap.sessions.refresh_io import send_refresh
 from telos_wrap.sessions.stores.store import Versioned
 from telos_wrap.sessions.turns.folds import FoldError
@@ -371,7 +372,7 @@ def redact(message: dict[str, Any], suffix: str) -> None:
 
 def last_prepared(session: Session) -> Any:
     """The session's latest request as this process prepared it (body, plan, IR)."""
-    prepared = session._last_prepared
+    prepared = runtime_of(session)._last_prepared
     assert prepared is not None, "the request was not rewritten"
     return prepared
 

@@ -21,6 +21,7 @@ import pytest
 import telos_wrap
 from telos_wrap.ir.model import UsageReport
 from telos_wrap.sessions import logs
+from telos_wrap.sessions.core import runtime_of
 from telos_wrap.sessions.hashed import session_hash
 from telos_wrap.sessions.stores.breaker import StoreBreaker
 from telos_wrap.sessions.stores.redis_store import RedisStore
@@ -89,8 +90,8 @@ def _conversations(client: anthropic.Anthropic, ids: list[str]) -> None:
 
 
 def _passthrough(session: telos_wrap.Session) -> None:
-    index = session.note_passthrough("anthropic", "anthropic", {"messages": []})
-    session.record_usage(index, UsageReport("anthropic", 10, 0, 0, 1))
+    index = runtime_of(session).note_passthrough("anthropic", "anthropic", {"messages": []})
+    runtime_of(session).record_usage(index, UsageReport("anthropic", 10, 0, 0, 1))
 
 
 def _outage_on_one_worker(redis_url: str, prefix: str, ids: list[str]) -> None:

@@ -23,6 +23,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 import telos_wrap
 from telos_wrap.ir.model import UsageReport
 from telos_wrap.sessions import SessionState
+from telos_wrap.sessions.core import runtime_of
 from telos_wrap.sessions.stores.breaker import StoreBreaker
 from telos_wrap.sessions.stores.redis_store import RedisStore
 
@@ -75,9 +76,9 @@ def test_outage_invariant(redis_url: str) -> None:
 
         @rule(w=st.integers(0, WORKERS - 1), tokens=st.integers(1, 50))
         def call(self, w: int, tokens: int) -> None:
-            index = self.sessions[w].note_passthrough("anthropic", "anthropic", {"messages": []})
+            index = runtime_of(self.sessions[w]).note_passthrough("anthropic", "anthropic", {"messages": []})
             assert index >= 0
-            self.sessions[w].record_usage(index, UsageReport("anthropic", tokens, 0, 0, 1))
+            runtime_of(self.sessions[w]).record_usage(index, UsageReport("anthropic", tokens, 0, 0, 1))
             self.calls += 1
             self.tokens += tokens
 

@@ -13,6 +13,7 @@ import pytest
 import telos_wrap
 from telos_wrap.ir.model import UsageReport
 from telos_wrap.sessions import SessionState
+from telos_wrap.sessions.core import runtime_of
 from telos_wrap.sessions.durable.merge import MAX_WRITERS, Delta, delta_of, marked, merged
 from telos_wrap.sessions.durable.records import MAX_LEARNED, VolatileSpan
 from telos_wrap.sessions.durable.state import EngineUsage
@@ -31,9 +32,9 @@ class Clock:
 
 
 def _call(session: telos_wrap.Session, tokens: int = 10) -> None:
-    index = session.note_passthrough("anthropic", "anthropic", {"messages": []})
+    index = runtime_of(session).note_passthrough("anthropic", "anthropic", {"messages": []})
     assert index >= 0
-    session.record_usage(index, UsageReport("anthropic", tokens, 0, 0, 1))
+    runtime_of(session).record_usage(index, UsageReport("anthropic", tokens, 0, 0, 1))
 
 
 def test_outage_work_of_a_shared_session_is_merged_with_its_usage(redis_url: str, redis_prefix: str) -> None:
@@ -95,17 +96,17 @@ def test_a_reused_index_gets_its_own_usage_while_the_earlier_one_is_in_flight(
     s = telos_wrap.session("in-flight", store=store)
     _call(s)
     _call(s)
-    early = s.note_passthrough("anthropic", "anthropic", {"messages": []})  # its answer is slow
+    early = runtime_of(s).note_passthrough("anthropic", "anthropic", {"messages": []})  # its answer is slow
     store.delete("in-flight")  # the store loses the session (no persistence) ...
     o = telos_wrap.session("in-flight", store=other)
     _call(o)
     _call(o)
     o.flush()  # ... and another worker starts it again: indices 0 and 1 are taken
-    late = s.note_passthrough("anthropic", "anthropic", {"messages": []})
+    late = runtime_of(s).note_passthrough("anthropic", "anthropic", {"messages": []})
     assert early == late == 2  # this process's next request reuses the index of the one in flight
-    s.record_usage(early, UsageReport("anthropic", 7, 0, 0, 1))
-    s.record_usage(late, UsageReport("anthropic", 11, 0, 0, 1))
-    s.record_usage(late, UsageReport("anthropic", 11, 0, 0, 1))  # a second report of one response
+    runtime_of(s).record_usage(early, UsageReport("anthropic", 7, 0, 0, 1))
+    runtime_of(s).record_usage(late, UsageReport("anthropic", 11, 0, 0, 1))
+    runtime_of(s).record_usage(late, UsageReport("anthropic", 11, 0, 0, 1))  # a second report of one response
     s.flush()
     stored = SessionState.loads(store.load("in-flight").text)
     # The worker's 2 calls (10 tokens each) and both of this process's requests of index 2, once.

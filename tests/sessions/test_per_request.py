@@ -208,7 +208,7 @@ def test_the_background_flush_writes_outage_state_and_usage_without_a_later_visi
     stored = SessionState.loads(_stored(store, "conv-ended", lenient).text)
     assert stored.requests == 4
     assert sum(u.responses for u in stored.usage.values()) == 4
-    assert not any(getattr(h, "id", None) == "conv-ended" for h in live._held())
+    assert not any(getattr(h, "id", None) == "conv-ended" for h in live.held())
 
 
 def test_the_flush_thread_writes_on_its_own(lenient: anthropic.Anthropic, store: SwitchableStore) -> None:

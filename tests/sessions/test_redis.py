@@ -20,6 +20,7 @@ import pytest
 import telos_wrap
 from telos_wrap.emulator import Emulator
 from telos_wrap.sessions import SessionState
+from telos_wrap.sessions.core import runtime_of
 from telos_wrap.sessions.stores.redis_store import RedisStore
 from telos_wrap.sessions.stores.store import Swapped, Versioned
 from tests.sdk_http import sdk_http
@@ -123,7 +124,7 @@ def test_concurrent_increments_never_lose_an_update(store_url: str, redis_prefix
 
     def bump(sess: telos_wrap.Session) -> None:
         for _ in range(25):
-            sess.note_passthrough("anthropic", "anthropic", {"messages": []})
+            runtime_of(sess).note_passthrough("anthropic", "anthropic", {"messages": []})
 
     threads = [threading.Thread(target=bump, args=(s,)) for s in sessions]
     for thread in threads:
@@ -249,7 +250,7 @@ def test_a_redis_restart_mid_session_loses_and_crosses_nothing(
 
 
 def _call(sess: telos_wrap.Session) -> None:
-    sess.note_passthrough("anthropic", "anthropic", {"messages": []})
+    runtime_of(sess).note_passthrough("anthropic", "anthropic", {"messages": []})
 
 
 def _requests(store: RedisStore, session_id: str) -> int:

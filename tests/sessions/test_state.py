@@ -12,6 +12,7 @@ from telos_wrap.errors import StoreConflictError
 from telos_wrap.ir.canon import canonical_json
 from telos_wrap.pipeline import PrepareOptions
 from telos_wrap.sessions import MemoryStore, Session, SessionState
+from telos_wrap.sessions.core import runtime_of
 from telos_wrap.sessions.durable.state import ints, pack_ints, unpack_ints
 from telos_wrap.sessions.stores.store import Versioned
 from telos_wrap.sessions.sync import known
@@ -163,4 +164,6 @@ def test_a_store_that_always_loses_the_race_raises_store_conflict() -> None:
     sess = Session("lost", store=_AlwaysLosing()).bind()
     with pytest.raises(StoreConflictError):
         sess.pin("doc", "text")
-    assert sess.note_passthrough("anthropic", "anthropic", {}) == -1  # never raises on the request path
+    assert (
+        runtime_of(sess).note_passthrough("anthropic", "anthropic", {}) == -1
+    )  # never raises on the request path

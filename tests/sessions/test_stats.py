@@ -9,6 +9,7 @@ import telos_wrap
 from telos_wrap.emulator import ManualClock
 from telos_wrap.ir.model import UsageReport
 from telos_wrap.sessions import PriceMultipliers, SessionStats
+from telos_wrap.sessions.core import runtime_of
 
 from .convo import MODEL, messages_for, system_prompt
 
@@ -41,7 +42,7 @@ def test_stats_match_the_responses_exactly(claude: anthropic.Anthropic, clock: M
 
 def test_cost_uses_ttl_breakdown_and_overrides() -> None:
     sess = telos_wrap.session(prices={"anthropic": PriceMultipliers(read=0.025, write=1.25, write_long=2.0)})
-    index = sess.note_passthrough("anthropic", "anthropic", {"messages": []})
+    index = runtime_of(sess).note_passthrough("anthropic", "anthropic", {"messages": []})
     report = UsageReport(
         engine="anthropic",
         raw_input=100,
@@ -50,9 +51,9 @@ def test_cost_uses_ttl_breakdown_and_overrides() -> None:
         output=5,
         cache_write_by_ttl={"5m": 100, "1h": 200},
     )
-    sess.record_usage(index, report)
-    sess.record_usage(index, report)  # a second report of the same request is ignored
-    sess.record_usage(sess.note_passthrough("anthropic", "anthropic", {}), None)
+    runtime_of(sess).record_usage(index, report)
+    runtime_of(sess).record_usage(index, report)  # a second report of the same request is ignored
+    runtime_of(sess).record_usage(runtime_of(sess).note_passthrough("anthropic", "anthropic", {}), None)
     stats = sess.stats
     assert stats.cost == pytest.approx(100 + 1000 * 0.025 + 100 * 1.25 + 200 * 2.0)
     assert (stats.responses_with_usage, stats.unreported, stats.requests) == (1, 1, 2)

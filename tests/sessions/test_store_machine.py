@@ -16,6 +16,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from telos_wrap.emulator import ManualClock
 from telos_wrap.ir.model import UsageReport
 from telos_wrap.sessions import MemoryStore, Session, SessionState
+from telos_wrap.sessions.core import runtime_of
 from telos_wrap.sessions.stores.breaker import StoreBreaker
 from telos_wrap.sessions.stores.store import Swapped, Versioned
 
@@ -50,7 +51,7 @@ class OneWorker(RuleBasedStateMachine):
 
     @rule()
     def request(self) -> None:
-        index = self.session.note_passthrough("anthropic", "anthropic", {"messages": []})
+        index = runtime_of(self.session).note_passthrough("anthropic", "anthropic", {"messages": []})
         assert index >= 0, "a request is always recorded (in the store or in this process)"
         self.requests += 1
         self.open_indices.append(index)
@@ -60,7 +61,7 @@ class OneWorker(RuleBasedStateMachine):
     def usage_arrives(self, tokens: int) -> None:
         index = self.open_indices.pop(0)
         report = UsageReport(engine="anthropic", raw_input=tokens, cache_read=0, cache_write=0, output=1)
-        self.session.record_usage(index, report)
+        runtime_of(self.session).record_usage(index, report)
         self.usage += 1
 
     @rule(down=st.booleans())

@@ -7,7 +7,7 @@ the patch layer sends the request as built then, and did not record a pass-throu
 failure (recording it would wait on the store a second time), so the request and its usage were
 never counted: ``tests/sessions/test_failover.py`` stored 7 of 8 requests (h44r, reverted). Now
 such a call is counted without the store and without the plan's lock
-(``Session.note_passthrough_deferred``: kept beside the usage not yet written, applied by the
+(``SessionRuntime.note_passthrough_deferred``: kept beside the usage not yet written, applied by the
 session's next write), and the call keeps its bound.
 
 The store here is a ``MemoryStore`` subclass (so sessions use its async twins, as with Redis) whose

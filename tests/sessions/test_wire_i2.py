@@ -28,7 +28,7 @@ import telos_wrap.bridge as bridge
 from telos_wrap.errors import TelosStageError
 from telos_wrap.ir.model import TelosIR
 from telos_wrap.pipeline import PrepareOptions
-from telos_wrap.sessions.core import Session
+from telos_wrap.sessions.core import Session, runtime_of
 
 MARKERS = ("cache_control", "prompt_cache_breakpoint")
 #: A stable system prompt well above every model's minimum cacheable prefix.
@@ -235,7 +235,7 @@ class WireI2Machine(RuleBasedStateMachine):
         self.turn += 1
         envelope = f"Current time: 2026-11-23 10:{self.turn % 60:02d}:{self.turn // 60:02d}"
         system = STABLE + (envelope + "\n" if self.clock else "")
-        _, prepared = self.session.prepare_request(
+        _, prepared = runtime_of(self.session).prepare_request(
             self.api, self.convo.body(system), PrepareOptions(engine=self.engine)
         )
         current = _conversation(prepared.body, self.api)
@@ -346,7 +346,9 @@ def _tool_loop(session: Session, turns: int) -> list[list[Any]]:
     for turn in range(turns):
         convo.tool_round([f"output {turn}"], as_parts=False)
         body = convo.body(STABLE + f"Current time: 10:{turn:02d}\n")
-        _, prepared = session.prepare_request("openai_chat", body, PrepareOptions(engine="openai"))
+        _, prepared = runtime_of(session).prepare_request(
+            "openai_chat", body, PrepareOptions(engine="openai")
+        )
         sent.append(_conversation(prepared.body, "openai_chat"))
     return sent
 

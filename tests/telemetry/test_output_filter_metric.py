@@ -9,6 +9,7 @@ import anthropic
 import pytest
 
 import telos_wrap
+from telos_wrap.sessions.core import runtime_of
 from tests.sessions.filter_convo import MODEL, REQUESTS, SYSTEM, TOOLS, messages_for
 
 from .conftest import Otel
@@ -34,7 +35,7 @@ def test_the_metric_adds_up_to_the_session_stats(otel: Otel, emulator: str, trac
     assert int(total) == stats.filter_tokens_removed
     filtered = 0
     for n in range(REQUESTS):
-        record = s.request_record(n)
+        record = runtime_of(s).request_record(n)
         assert record is not None and record.explained is not None
         filtered += record.explained.filtered_chars
     assert total == pytest.approx(filtered / 4)

@@ -32,6 +32,7 @@ from telos_wrap.engines.base import EngineAdapter
 from telos_wrap.ir.hints import TelosHints, parse_hints
 from telos_wrap.private_api import sdk_omit_type
 from telos_wrap.sessions import Session, current_session
+from telos_wrap.sessions.runtime import SessionRuntime
 
 __all__ = [
     "BUILT_OUTSIDE",
@@ -117,7 +118,7 @@ class CallContext:
 
     Attributes:
         engine: the engine adapter (normalizes usage).
-        session: the session the request belongs to.
+        session: the runtime of the session the request belongs to (``sessions.core.runtime_of``).
         index: the request's index in the session (``-1`` for token counts, which are not turns).
         strict: raise instead of failing open.
         hide_usage_chunk: telos asked for stream usage the caller did not: swallow the usage-only chunk.
@@ -126,7 +127,7 @@ class CallContext:
     """
 
     engine: EngineAdapter
-    session: Session
+    session: SessionRuntime
     index: int
     strict: bool
     hide_usage_chunk: bool = False

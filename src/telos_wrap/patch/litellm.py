@@ -58,8 +58,9 @@ from telos_wrap.ir.model import Api
 from telos_wrap.patch.once import inside, outermost
 from telos_wrap.patch.turns import resolve_session
 from telos_wrap.pipeline import PrepareOptions
-from telos_wrap.sessions import Session
+from telos_wrap.sessions.core import runtime_of
 from telos_wrap.sessions.identity import tenant_digest
+from telos_wrap.sessions.runtime import SessionRuntime
 from telos_wrap.usage import as_json, attach_usage
 
 __all__ = ["completion_wrapper", "engine_for"]
@@ -132,7 +133,7 @@ def _rewrite(
         return args, call, None
     config = current_config()
     strict = config.strict
-    session: Session | None = None
+    session: SessionRuntime | None = None
     engine: str | None = None
     body: dict[str, Any] = {"model": model, "messages": messages}
     if tools is not None:
@@ -144,7 +145,7 @@ def _rewrite(
         # The call's tenant signals (its key and base URL) keep implicit conversations of different
         # tenants or servers apart, as ``tenant_of`` does for an SDK client (docs/security.md, T1).
         called_by = tenant_digest(hints.isolation, call.get("api_key"), call.get("api_base"))
-        session = resolve_session(_API, body, hints, None, tenant=called_by)
+        session = runtime_of(resolve_session(_API, body, hints, None, tenant=called_by))
         hints = hints.merged_over(session.hints)
         strict = session.strict if session.strict is not None else config.strict
         options = PrepareOptions(
@@ -182,7 +183,11 @@ def _rewrite(
 
 
 def _fell_back(
-    session: Session | None, engine: str | None, body: Mapping[str, Any], error: TelosStageError, strict: bool
+    session: SessionRuntime | None,
+    engine: str | None,
+    body: Mapping[str, Any],
+    error: TelosStageError,
+    strict: bool,
 ) -> Callable[[Any], Any] | None:
     """A telos stage failed: report it (raises if strict) and, as on the SDK routes, count the call in
     its session as a fallback (``stats.fallbacks``, the loud warning of a conversation that keeps
@@ -217,7 +222,7 @@ def as_litellm_sends(body: Mapping[str, Any]) -> dict[str, Any]:
     return plain if isinstance(plain, dict) else {}
 
 
-def _finisher(session: Session, index: int, engine: str, strict: bool) -> Callable[[Any], Any]:
+def _finisher(session: SessionRuntime, index: int, engine: str, strict: bool) -> Callable[[Any], Any]:
     """What to do with the call's result: record a response's usage, or wrap a stream."""
 
     def record(response: Any, usage: Any) -> None:

@@ -55,8 +55,9 @@ from telos_wrap.patch.routing import Route, route_request
 from telos_wrap.patch.turns import resolve_session
 from telos_wrap.pipeline import Prepared, PrepareOptions, time_budget
 from telos_wrap.private_api import lm15_inner_adapter
-from telos_wrap.sessions import Session
+from telos_wrap.sessions.core import runtime_of
 from telos_wrap.sessions.identity import tenant_digest
+from telos_wrap.sessions.runtime import SessionRuntime
 from telos_wrap.sessions.stores.budget import StoreTimeSpent
 from telos_wrap.usage import json_mapping
 
@@ -75,7 +76,7 @@ class _Call:
     """One request telos prepared: where its usage goes, and the request to send."""
 
     request: Any  # lm15's TransportRequest
-    session: Session
+    session: SessionRuntime
     index: int
     engine: str
     strict: bool
@@ -127,7 +128,7 @@ class _Turn:
 
     route: Route
     body: dict[str, Any]
-    session: Session
+    session: SessionRuntime
     options: PrepareOptions
     tenant: str
 
@@ -144,7 +145,7 @@ def _begin(instance: Any, request: Any) -> _Turn | None:
     config = current_config()
     key = _credential(request)
     client = SimpleNamespace(api_key=key, base_url=base_url)
-    session = resolve_session(route.api, body, _NO_HINTS, None, None, client)
+    session = runtime_of(resolve_session(route.api, body, _NO_HINTS, None, None, client))
     hints = _NO_HINTS.merged_over(session.hints)
     options = PrepareOptions(
         engine=route.engine,
@@ -157,7 +158,7 @@ def _begin(instance: Any, request: Any) -> _Turn | None:
     return _Turn(route, body, session, options, tenant_digest(hints.isolation, key, base_url))
 
 
-def _strict(session: Session | None) -> bool:
+def _strict(session: SessionRuntime | None) -> bool:
     if session is not None and session.strict is not None:
         return session.strict
     return current_config().strict

@@ -46,7 +46,9 @@ from telos_wrap.patch.sdk_json import files_read
 from telos_wrap.pipeline import Prepared, PrepareOptions, prepare, time_budget
 from telos_wrap.private_api import asyncio_loop_running, client_custom_headers, sdk_omit_type
 from telos_wrap.sessions import Session, current_session, default_store, implicit_session, named_session
+from telos_wrap.sessions.core import runtime_of
 from telos_wrap.sessions.identity import tenant_digest
+from telos_wrap.sessions.runtime import SessionRuntime
 from telos_wrap.sessions.stores.budget import StoreTimeSpent
 from telos_wrap.sessions.tenancy import space_of
 
@@ -157,7 +159,7 @@ class _Turn:
     api: Api
     engine_name: str
     body: dict[str, Any]
-    session: Session
+    session: SessionRuntime  # the runtime of the call's session (``runtime_of``)
     strict: bool
     is_turn: bool  # False for a token count or a compaction: rewritten, never a turn of the session
     prepare_options: PrepareOptions | None  # None: telos is disabled for this call (pass-through)
@@ -275,7 +277,7 @@ def _turn(
     config = current_config()
     raw_hints = hints
     raw_tenant = tenant_of(client, hints)
-    session = resolve_session(route.api, body, hints, carried, named, client, tenant=raw_tenant)
+    session = runtime_of(resolve_session(route.api, body, hints, carried, named, client, tenant=raw_tenant))
     hints = hints.merged_over(session.hints)
     strict = session.strict if session.strict is not None else config.strict
     prepare_options = None

@@ -6,8 +6,9 @@ in a store (in-memory by default, Redis for several workers), hashes and positio
 request, its folds, pins and learned volatile spans, and exact usage counters. See
 ``docs/sessions.md``.
 
-At the top, ``core`` (``Session``, the object users and the patch layer hold), ``registry``
-(``session()``, the implicit and named sessions), ``live`` (the process's tables of sessions),
+At the top, ``registry`` (``session()``, the implicit and named sessions), ``core`` (``Session``,
+the user's handle, and ``runtime_of``), ``runtime`` (``SessionRuntime``: the request path the patch
+layer calls, and the state it shares with the handle), ``live`` (the process's tables of sessions),
 ``identity`` and ``arguments``; ``refresh`` / ``refresh_io`` (R8 keep-alive: the decision, and
 ``send_refresh`` through a client). Below them, rooms by concern, each importing only the rooms
 after it (``pyproject.toml``'s contracts): ``turns/`` (one request as pure functions: the turn,
@@ -17,7 +18,7 @@ cache breaks, pins and folds, I2 on the wire), ``views/`` (``explain``, stats), 
 Redis, the breaker), ``durable/`` (the state, its records, prompt prints, merging).
 """
 
-from telos_wrap.sessions.core import RequestRecord, Session
+from telos_wrap.sessions.core import Session
 from telos_wrap.sessions.durable.records import CacheBreak, RangeFold, SlugFold, VolatileSpan
 from telos_wrap.sessions.durable.state import SessionState
 from telos_wrap.sessions.refresh import REFRESH_THRESHOLD, RefreshDecision
@@ -41,6 +42,7 @@ from telos_wrap.sessions.stores.store import (
     set_default_store,
 )
 from telos_wrap.sessions.turns.folds import FoldError
+from telos_wrap.sessions.views.explain import RequestRecord
 from telos_wrap.sessions.views.stats import DEFAULT_PRICES, PriceMultipliers, SessionStats
 
 __all__ = [

@@ -1,8 +1,11 @@
-"""The process's tables of sessions: the context stack, live sessions by (store, id), and the
-sessions holding state their store does not have yet.
+"""The process's tables of sessions: the context stack, live sessions by (store, id), the sessions
+holding state their store does not have yet, and the sessions holding texts (warm).
 
-Shared by ``core.Session`` (which registers itself and holds or releases itself) and ``registry``
-(which creates and finds sessions); no session logic here.
+Its contract is the public functions below, used by ``core.Session`` (which enters and leaves the
+stack and registers itself), ``runtime.SessionRuntime`` (warm and cooled, held and released),
+``registry`` (the active session, a live session by id), ``sync/drivers.py`` (held and released)
+and ``sync/flusher.py`` (what is held, since when). No session logic here: a table calls back only
+``flush()`` on what it holds (``LiveSession``) and ``cool()`` on what it warms (``Coolable``).
 """
 
 from __future__ import annotations
@@ -16,12 +19,31 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Protocol
 
-__all__ = ["LiveSession"]
+__all__ = [
+    "WARM_BYTES",
+    "Coolable",
+    "LiveSession",
+    "drop_held",
+    "find",
+    "flush_held",
+    "forget_warm",
+    "held",
+    "held_for",
+    "hold",
+    "innermost",
+    "on_hold",
+    "pop",
+    "push",
+    "register",
+    "release",
+    "warm_bytes",
+    "warm_up",
+]
 
 
 class LiveSession(Protocol):
-    """What the tables need of a session (``core.Session``) or of its last-known state
-    (``sync.known.Known``): its id, the key its state is stored under, its store, a flush."""
+    """What the held table needs of what it holds (a session's last-known state,
+    ``sync.known.Known``): its id, the key its state is stored under, its store, a flush."""
 
     id: str
 
@@ -34,10 +56,40 @@ class LiveSession(Protocol):
     def flush(self) -> None: ...
 
 
+class Coolable(Protocol):
+    """What the warm table needs of a session's runtime (``runtime.SessionRuntime``): ``cool()``
+    drops the texts it holds in this process; what is sent does not change."""
+
+    def cool(self) -> None: ...
+
+
+# -- the context stack ------------------------------------------------------------------------------
+
 #: The active sessions of this context, innermost last (``with session(...)``).
 _stack: contextvars.ContextVar[tuple[Any, ...]] = contextvars.ContextVar("telos_wrap_sessions", default=())
-#: Guards ``_holding`` and the registry's tables.
-_registry_lock = threading.Lock()
+
+
+def push(session: object) -> None:
+    """Make ``session`` the innermost active session of this context (``with session:``)."""
+    _stack.set((*_stack.get(), session))
+
+
+def pop(session: object) -> bool:
+    """Make ``session`` inactive if it is the innermost one; ``False`` (nothing changed) if it is not."""
+    stack = _stack.get()
+    if not stack or stack[-1] is not session:
+        return False
+    _stack.set(stack[:-1])
+    return True
+
+
+def innermost() -> Any | None:
+    """The innermost active session of this context, if any."""
+    stack = _stack.get()
+    return stack[-1] if stack else None
+
+
+# -- live sessions by (store, id) -------------------------------------------------------------------
 
 #: Live sessions by (store, id): the store is part of a session's name (two tenants may both use
 #: ``support-1``, each on its own store). ``_scope``: the identity of the store given, ``0`` for a
@@ -49,6 +101,22 @@ _live: weakref.WeakValueDictionary[tuple[int, str], Any] = weakref.WeakValueDict
 def _scope(store: object | None) -> int:
     return 0 if store is None else id(store)
 
+
+def register(session: object, store: object | None, session_id: str) -> None:
+    """``session`` is the live session ``session_id`` on ``store`` as given (``None``: the process
+    default store); it replaces an earlier one. Weak: the table never keeps it alive."""
+    _live[(_scope(store), session_id)] = session
+
+
+def find(store: object | None, session_id: str) -> Any | None:
+    """The live session registered as ``session_id`` on ``store`` (``None``: on the default store)."""
+    return _live.get((_scope(store), session_id))
+
+
+# -- sessions holding what their store does not have yet --------------------------------------------
+
+#: Guards ``_holding`` and ``_warm``.
+_lock = threading.Lock()
 
 #: Sessions holding usage or outage state the store does not have yet, oldest first. Strong
 #: references: a ``Session`` the application dropped still gets its last usage written (on a read
@@ -62,8 +130,10 @@ _held_since: dict[int, float] = {}
 on_hold: Callable[[], None] | None = None
 
 
-def _hold(held: LiveSession) -> None:
-    with _registry_lock:
+def hold(held: LiveSession) -> None:
+    """``held`` has something its store does not: keep it (strongly) until ``release``. Past
+    ``_HOLD_LIMIT`` the oldest held is flushed; ``on_hold`` is called."""
+    with _lock:
         _holding[id(held)] = held
         _holding.move_to_end(id(held))
         _held_since.setdefault(id(held), time.monotonic())
@@ -75,73 +145,85 @@ def _hold(held: LiveSession) -> None:
         oldest.flush()
 
 
-def _release(held: LiveSession) -> None:
-    with _registry_lock:
+def release(held: LiveSession) -> None:
+    """``held`` has nothing left to write: let it go."""
+    with _lock:
         _holding.pop(id(held), None)
         _held_since.pop(id(held), None)
 
 
-def _held_for() -> list[tuple[LiveSession, float]]:
-    """The held sessions with when each started holding (oldest hold first)."""
-    with _registry_lock:
-        return [(held, _held_since.get(key, 0.0)) for key, held in _holding.items()]
+def held() -> list[LiveSession]:
+    """What is held now, oldest first."""
+    with _lock:
+        return list(_holding.values())
 
+
+def held_for() -> list[tuple[LiveSession, float]]:
+    """What is held, with when each started holding (``time.monotonic``; oldest hold first)."""
+    with _lock:
+        return [(entry, _held_since.get(key, 0.0)) for key, entry in _holding.items()]
+
+
+def drop_held() -> None:
+    """Let go of everything held without writing it (a test whose store is gone for good)."""
+    with _lock:
+        _holding.clear()
+        _held_since.clear()
+
+
+@atexit.register
+def flush_held() -> None:
+    """Write what every held session holds (best effort, bounded by the stores' timeouts and
+    skipped for stores whose circuit breaker is open). Run at interpreter exit."""
+    for entry in held():
+        entry.flush()
+
+
+# -- sessions holding texts (warm) ------------------------------------------------------------------
 
 #: Sessions holding texts in this process (history memo, wire ledger, last request), least recently
 #: used first, with the bytes each holds. Bounded in bytes (``WARM_BYTES``, ``set_memory_limits``):
-#: past it the least recently used sessions drop those texts (``Session._cool``), which changes no
+#: past it the least recently used sessions drop those texts (``Coolable.cool``), which changes no
 #: byte that is sent (docs/sessions.md, "What a session keeps in this process").
 #: Weak references: a session the application dropped frees its texts with it (its entry is dropped
 #: when it comes up here), so the table never keeps a per-request session object alive.
-_warm: OrderedDict[int, tuple[weakref.ref[Any], int]] = OrderedDict()
+_warm: OrderedDict[int, tuple[weakref.ref[Coolable], int]] = OrderedDict()
 _warm_total = 0
 WARM_BYTES = 32 << 20
 
 
-def _warm_up(session: Any, held: int) -> None:
-    """``session`` was just used and holds about ``held`` bytes of texts: cool the coldest past the bound."""
+def warm_up(session: Coolable, size: int) -> None:
+    """``session`` was just used and holds about ``size`` bytes of texts: cool the coldest past
+    ``WARM_BYTES`` (outside the lock)."""
     global _warm_total
-    cold: list[Any] = []
-    with _registry_lock:
+    cold: list[Coolable] = []
+    with _lock:
         previous = _warm.pop(id(session), None)
         if previous is not None:
             _warm_total -= previous[1]
-        _warm[id(session)] = (weakref.ref(session), held)
-        _warm_total += held
+        _warm[id(session)] = (weakref.ref(session), size)
+        _warm_total += size
         while _warm_total > WARM_BYTES and len(_warm) > 1:
-            _, (oldest, size) = _warm.popitem(last=False)
-            _warm_total -= size
+            _, (oldest, dropped) = _warm.popitem(last=False)
+            _warm_total -= dropped
             alive = oldest()
             if alive is not None:
                 cold.append(alive)
-    for oldest in cold:
-        oldest._cool()
+    for entry in cold:
+        entry.cool()
 
 
-def _forget_warm(session: Any) -> None:
-    """``session`` holds no texts any more (cooled)."""
+def forget_warm(session: Coolable) -> None:
+    """``session`` holds no texts any more (cooled, or erased)."""
     global _warm_total
-    with _registry_lock:
+    with _lock:
         found = _warm.get(id(session))
         if found is not None and found[0]() is session:
             del _warm[id(session)]
             _warm_total -= found[1]
 
 
-def _warm_bytes() -> tuple[int, int]:
+def warm_bytes() -> tuple[int, int]:
     """(sessions, bytes) in the warm table."""
-    with _registry_lock:
+    with _lock:
         return len(_warm), _warm_total
-
-
-def _held() -> list[LiveSession]:
-    with _registry_lock:
-        return list(_holding.values())
-
-
-@atexit.register
-def _flush_at_exit() -> None:
-    """Write every session's pending usage before the interpreter exits (best effort, bounded by
-    the stores' timeouts and skipped for stores whose circuit breaker is open)."""
-    for held in _held():
-        held.flush()

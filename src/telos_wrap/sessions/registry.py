@@ -8,9 +8,10 @@ named session on the caller's store (docs/sessions.md, docs/security.md).
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 from telos_wrap.errors import TelosHintError
 from telos_wrap.ir.hints import TelosHints, parse_hints
@@ -18,9 +19,9 @@ from telos_wrap.ir.model import Api
 from telos_wrap.ir.shared import shared_texts
 from telos_wrap.sessions import live
 from telos_wrap.sessions.arguments import check_session_arguments
-from telos_wrap.sessions.core import CacheBreakCallback, Session
+from telos_wrap.sessions.core import Session, runtime_of
 from telos_wrap.sessions.identity import conversation_key
-from telos_wrap.sessions.live import _live, _registry_lock, _stack
+from telos_wrap.sessions.runtime import CacheBreakCallback
 from telos_wrap.sessions.stores.store import SessionStore, default_store
 from telos_wrap.sessions.sync import known
 from telos_wrap.sessions.tenancy import SCOPES, SHARED
@@ -183,10 +184,12 @@ def session(
 
 def current_session() -> Session | None:
     """The innermost session active in this context, if any."""
-    stack = _stack.get()
-    return cast(Session, stack[-1]) if stack else None
+    found: Session | None = live.innermost()  # only ``Session.__enter__`` pushes
+    return found
 
 
+#: Guards the two tables below.
+_tables_lock = threading.Lock()
 _implicit: OrderedDict[str, Session] = OrderedDict()
 _named: OrderedDict[tuple[int, str, str], Session] = OrderedDict()
 
@@ -199,12 +202,12 @@ def _lru_get(
 ) -> Session:
     """The session under ``key``, made by ``make`` if absent (or not ``valid`` any more).
 
-    A session pushed out of the table is cooled (``Session._cool``: its texts dropped, its pending
+    A session pushed out of the table is cooled (``SessionRuntime.cool``: its texts dropped, its pending
     usage written to an in-process store), so nothing of this process keeps it alive any more
     unless the application holds it.
     """
     evicted: list[Session] = []
-    with _registry_lock:
+    with _tables_lock:
         found = table.get(key)
         if found is None or (valid is not None and not valid(found)):
             found = table[key] = make()
@@ -213,7 +216,7 @@ def _lru_get(
         else:
             table.move_to_end(key)
     for session in evicted:
-        session._cool()
+        runtime_of(session).cool()
     return found
 
 
@@ -247,15 +250,15 @@ def named_session(session_id: str, *, store: SessionStore | None = None, space: 
     """
     store = default_store() if store is None else store
     on_default = store is default_store()
-    for key in ((id(store), session_id), *(((0, session_id),) if on_default else ())):
-        live = _live.get(key)
-        if live is not None and live.store is store and live.serves(space):
-            return cast(Session, live)
+    for given in (store, *((None,) if on_default else ())):
+        found = live.find(given, session_id)
+        if isinstance(found, Session) and found.store is store and runtime_of(found).serves(space):
+            return found
     tenant = space or SHARED
 
     def make(on: SessionStore | None) -> Session:
         made = Session(session_id, store=on, keep_requests=False)
-        made.bind_tenant(tenant)
+        runtime_of(made).bind_tenant(tenant)
         return made
 
     if on_default:

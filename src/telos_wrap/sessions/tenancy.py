@@ -16,9 +16,9 @@ never in clear):
   tenant's; ``Session.erase()`` removes the one key. There is no second layout to read or migrate
   from (CONTRIBUTING.md: no compatibility layer before the first release).
 * **Binding.** The tenant is only known from a call. A session binds to the tenant of its first call
-  (``Session.bind_tenant``, or ``Session.bind(client)`` before any call) and keeps it: one object is
+  (``SessionRuntime.bind_tenant``, or ``Session.bind(client)`` before any call) and keeps it: one object is
   one conversation (docs/security.md, S1). Before it binds, it holds its state in this process only
-  (``Session._local``): reads see that local state and nothing stored (it could be another
+  (``SessionRuntime._local``): reads see that local state and nothing stored (it could be another
   tenant's); ``pin()``, ``fold(slugs=...)`` and ``forget_volatility()`` are applied to it, and carried
   onto the tenant's stored state at the binding (``carried``).
 

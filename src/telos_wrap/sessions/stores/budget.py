@@ -5,14 +5,14 @@ One async call may make several store round trips (fleet learning's lookup, the 
 compare-and-set, a publish), and a client may retry a command (a cluster client after a timeout, on a
 refreshed slot map). Each was bounded by the store's timeout, so a Redis that stopped answering
 (``DEBUG SLEEP 2``) cost a call up to twice or three times it (1.87 s, 2.45 s with two sleeps, for a
-1 s timeout: issue 44). ``Session.prepare_request_async`` opens a budget of the store's ``timeout``
+1 s timeout: issue 44). ``SessionRuntime.prepare_request_async`` opens a budget of the store's ``timeout``
 (``opened``); every awaited store call of that call takes what is left (``bounded``; the session
 drivers race theirs against it too), and a call that runs out is given up as a timeout of the store
 (the circuit breaker opens: docs/sessions.md, "When the store is unavailable"). A call with no
 store time left sends nothing more (``StoreTimeSpent``): that says nothing of the store, so no
 window opens. A call whose budget ran out before its session's plan (or while it waited for the
 plan's lock) is still counted: the patch layer records it without the store
-(``Session.note_passthrough_deferred``), written with the session's next write.
+(``SessionRuntime.note_passthrough_deferred``), written with the session's next write.
 
 The sync path cannot cut a blocking socket read short without a thread per call: it is bounded per
 command by the client's socket timeout, and the breaker skips the store for the rest of the call

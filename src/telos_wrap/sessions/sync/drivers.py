@@ -19,8 +19,8 @@ from typing import Any, Protocol, TypeVar
 
 from telos_wrap.errors import RefPoolError, TelosStageError
 from telos_wrap.ir.shared import share
+from telos_wrap.sessions import live
 from telos_wrap.sessions.durable.state import SessionState
-from telos_wrap.sessions.live import _hold, _release
 from telos_wrap.sessions.stores import budget
 from telos_wrap.sessions.stores.breaker import StoreBreaker, StoreEvent, breaker_of
 from telos_wrap.sessions.stores.budget import StoreBudgetExceeded, StoreTimeSpent
@@ -118,7 +118,7 @@ async def arun(
     Within a call's store budget (``stores/budget.py``) the lock is waited for only as long as the
     budget lasts: past it (or with the budget spent before the plan), ``TelosStageError`` with a
     ``StoreTimeSpent`` cause and the plan is not run. The patch layer then sends the request as
-    built and counts it without the store or the lock (``Session.note_passthrough_deferred``): the
+    built and counts it without the store or the lock (``SessionRuntime.note_passthrough_deferred``): the
     request and its usage are written with the session's next write, never dropped.
     """
     ops = store_ops(store)
@@ -243,7 +243,7 @@ class Owner(Protocol):
 class Host:
     """A session as its ``plans.StateSync`` sees it (``plans.SyncHost``): its store, the store's
     breaker, its events and the process's table of sessions holding unwritten state. Weak: what a
-    session holds never keeps it alive (``live._live`` forgets a session the application dropped)."""
+    session holds never keeps it alive (``live.find`` forgets a session the application dropped)."""
 
     __slots__ = ("_session",)
 
@@ -273,7 +273,7 @@ class Host:
         )
 
     def hold(self) -> None:
-        _hold(self._get())
+        live.hold(self._get())
 
     def release(self) -> None:
-        _release(self._get())
+        live.release(self._get())

@@ -6,7 +6,7 @@ while the store could not be used until it can write it (``plans.StateSync``). A
 ended never writes again, and uvicorn or gunicorn workers are killed without running exit hooks: its
 stored stats stayed short by what the process held. One daemon thread per process, started when a
 session first holds something unwritten, looks every ``INTERVAL`` seconds at the held sessions
-(``live._holding``) and writes those
+(``live.held_for``) and writes those
 
 * holding outage state (``dirty``), as soon as their store's circuit breaker lets a call through
   (this also probes a store nobody else is calling, so its breaker closes when it answers again).
@@ -87,7 +87,7 @@ def flush_due(now: float | None = None, *, delay: float | None = None) -> int:
     wait = DELAY if delay is None else delay
     tried = 0
     expedited: set[int] = set()
-    for held, since in live._held_for():
+    for held, since in live.held_for():
         if tried >= BATCH:
             break
         sync = getattr(held, "sync", None)

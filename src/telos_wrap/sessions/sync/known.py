@@ -12,14 +12,14 @@ object would have: it works on the last-known state while the store cannot be re
 store's answer reconciles it (``plans.StateSync``).
 
 The entry is taken by the store key, which a tenant-scoped session learns at its first call
-(``Session.bind_tenant``; ``<id>@t:<namespace>``): two tenants naming one conversation id never share
+(``SessionRuntime.bind_tenant``; ``<id>@t:<namespace>``): two tenants naming one conversation id never share
 an entry. Before its binding a session works on an entry of its own, whose pinned texts it carries
 into the shared one. The locks plans run under are shared by the session id itself
 (``SessionLocks``), known when the object is made, so a binding never swaps a lock a caller holds;
 two tenants' sessions of one id wait for each other's plans in this process, and share nothing else.
 
 The table is bounded (``LIMIT`` entries, least recently used dropped first). A dropped entry that
-still holds something the store lacks stays in ``live._holding`` until it is written (the
+still holds something the store lacks stays held (``live.hold``) until it is written (the
 background flush, ``flusher``); a session object keeps its entry for as long as it lives.
 Entries hold positions, digests and counters (a ``SessionState``), never the caller's texts
 beyond pinned documents the session pinned itself.
@@ -167,7 +167,7 @@ class Known:
 
 live.on_hold = flusher.ensure_running
 
-#: Guards the table (its own lock: the registry makes sessions while it holds ``live._registry_lock``).
+#: Guards the table (its own lock: the registry makes sessions while it holds its tables' lock).
 _table_lock = threading.Lock()
 _table: OrderedDict[tuple[int, str], Known] = OrderedDict()
 #: The locks of each (store, session id) some object or entry still holds.
@@ -205,7 +205,7 @@ def known_for(
             return found
         found = _table[key] = Known(store, session_id, store_key, clock, locks)
         while len(_table) > LIMIT:
-            _table.popitem(last=False)  # one holding unwritten state is still in live._holding
+            _table.popitem(last=False)  # one holding unwritten state is still held (live.hold)
         return found
 
 

@@ -139,7 +139,7 @@ ABANDONED = Failed(None)
 
 @dataclass(frozen=True, slots=True)
 class Deferred:
-    """A request counted without the store (``Session.note_passthrough_deferred``: its call had no
+    """A request counted without the store (``SessionRuntime.note_passthrough_deferred``: its call had no
     store time left for the session's plan). Kept in ``StateSync.pending`` beside the usage not
     yet written, in order, and applied with it by the session's next write (its ``step``)."""
 
