@@ -99,3 +99,17 @@ def test_lines_are_named_as_the_caller_wrote_them_everywhere(
     ]
     before, after = (TraceRequest("s", n, "anthropic", kwargs[n]) for n in (0, 1))
     assert caller_change(before, after).startswith("system[0] line 2 changed"), "the first changed line"
+
+
+def test_explain_names_the_cut_whatever_other_conversations_lifted_before(
+    claude: anthropic.Anthropic, clock: ManualClock
+) -> None:
+    # Two conversations of this process lift the same prompts first: one to turn 9, one to turn 4, so
+    # every system text of the third is one the process has split before (the split is memoized by the
+    # text) and the last clock line cut was turn 4's. The third's explain still names its own cut.
+    for name, turns in (("clock-first", 10), ("clock-second", 5), ("clock-third", 10)):
+        with telos_wrap.session(name, clock=clock.now) as sess:
+            for turn in range(turns):
+                _usage(claude, turn)
+        explained = sess.explain(turns - 1)
+        assert "learned-volatile: system[0].drop (system[0] line 2, 1 line)" in explained, (name, explained)

@@ -16,6 +16,12 @@ store plans and what this process holds of the state), ``sync/drivers.py`` (thei
 runners against a store), ``turns/turn.py`` (one request, pure), ``turns/steps.py`` (the pure state
 transitions of the primitives), ``learning/fleet_io.py`` (fleet learning's store I/O) and ``live.py``
 (the process's tables of sessions: held, warm).
+
+Why one module: every method here runs under the one lock on the one state, and their order is the
+invariant (read the last-known state, plan, write once, remember the record): prepare, note, record
+and the handle's primitives change together when that state changes. The pure parts are already
+outside (the turn, the steps, the plans); what is left is their sequencing, which split across files
+would be read in none.
 """
 
 from __future__ import annotations
