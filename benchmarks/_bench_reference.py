@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
-from telos_wrap.replay import Strategy
+from telos_wrap.replay.runner import Strategy
 from telos_wrap.traces import TraceRequest
 
 NAME = "telos-sdk"

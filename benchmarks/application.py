@@ -78,9 +78,8 @@ from _bench_bound import anthropic_units, openai_units, readable
 import telos_wrap
 from telos_wrap.emulator import Emulator, ManualClock, emulator_transport
 from telos_wrap.emulator.transport import sdk_http_library
-from telos_wrap.replay import demo_path, patched
 from telos_wrap.replay.results import Prices, prices_for
-from telos_wrap.replay.runner import create_kwargs
+from telos_wrap.replay.runner import create_kwargs, demo_path, patched
 from telos_wrap.sessions import MemoryStore
 from telos_wrap.testing.harnesses import SHAPES, rewrite_session
 from telos_wrap.traces import TraceRequest, group_sessions, load_trace

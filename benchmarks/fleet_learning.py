@@ -42,7 +42,7 @@ from application import with_user
 from cache_efficiency import DEFAULT_TRACES, sessions_of, source_name, styled
 
 import telos_wrap
-from telos_wrap.replay import TELOS, patched, replay
+from telos_wrap.replay.runner import TELOS, patched, replay
 from telos_wrap.sessions import MemoryStore
 from telos_wrap.sessions.learning.fleet import template_key
 from telos_wrap.testing.harnesses import SHAPES

@@ -25,7 +25,7 @@ from typing import Any
 
 import telos_wrap
 from telos_wrap.emulator import Emulator, emulator_http_client
-from telos_wrap.replay import load_sessions
+from telos_wrap.replay.runner import load_sessions
 from telos_wrap.sessions import MemoryStore
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -26,7 +26,7 @@ from cache_efficiency import CLEAN, DEFAULT_TRACES, sessions_of, styled
 
 from telos_wrap.emulator import Emulator, ManualClock
 from telos_wrap.emulator.render import Position, RenderedPrompt, envelope, render_anthropic, render_chat
-from telos_wrap.replay import AS_SENT, AUTO_CACHING, TELOS, patched, replay
+from telos_wrap.replay.runner import AS_SENT, AUTO_CACHING, TELOS, patched, replay
 
 
 def _render(api: str, body: Mapping[str, Any], mode: str) -> RenderedPrompt:

@@ -38,7 +38,7 @@ from typing import Any
 import telos_wrap
 from telos_wrap.filters import decide
 from telos_wrap.filters.command import family
-from telos_wrap.replay import TELOS, patched, replay
+from telos_wrap.replay.runner import TELOS, patched, replay
 from telos_wrap.traces import TraceRequest, group_sessions, load_trace
 
 ROOT = Path(__file__).resolve().parents[1]

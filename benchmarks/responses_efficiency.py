@@ -38,8 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bench_bound import _canonical, _tokens, readable, shared_prefix, text_units
 
-from telos_wrap.replay import AS_SENT, TELOS, patched, replay
 from telos_wrap.replay.responses import jitter_responses, responses_sessions
+from telos_wrap.replay.runner import AS_SENT, TELOS, patched, replay
 from telos_wrap.traces import TraceRequest, group_sessions, load_trace
 
 ROOT = Path(__file__).resolve().parents[1]

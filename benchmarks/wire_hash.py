@@ -45,9 +45,8 @@ from telos_wrap.emulator import Emulator, ManualClock, emulator_http_client
 from telos_wrap.errors import TelosError
 from telos_wrap.ir.canon import canonical_json
 from telos_wrap.pipeline import PrepareOptions, prepare
-from telos_wrap.replay import load_sessions, patched
 from telos_wrap.replay.responses import responses_sessions
-from telos_wrap.replay.runner import ENGINES, SERVED_APIS, create_kwargs
+from telos_wrap.replay.runner import ENGINES, SERVED_APIS, create_kwargs, load_sessions, patched
 from telos_wrap.sessions import MemoryStore
 from telos_wrap.testing.harnesses import rewrite_session
 from telos_wrap.traces import TraceRequest

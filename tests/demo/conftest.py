@@ -10,7 +10,7 @@ import openai
 import pytest
 
 from telos_wrap.emulator import Emulator, ManualClock
-from telos_wrap.replay import demo_path, load_sessions
+from telos_wrap.replay.runner import demo_path, load_sessions
 from telos_wrap.traces import TraceRequest
 from tests.sdk_http import AsyncEmulatorTransport, EmulatorTransport, sdk_http
 

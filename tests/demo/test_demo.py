@@ -14,8 +14,9 @@ import pytest
 
 import telos_wrap
 from telos_wrap.cli import main
-from telos_wrap.replay import AS_SENT, TELOS, Progress, run_demo
+from telos_wrap.replay.comparison import run_demo
 from telos_wrap.replay.report import print_comparison
+from telos_wrap.replay.runner import AS_SENT, TELOS, Progress
 
 
 def run_main(*argv: str) -> str:

@@ -19,7 +19,7 @@ import pytest
 import telos_wrap
 from telos_wrap.cli import main
 from telos_wrap.record import hash_text, sized_digest
-from telos_wrap.replay import TELOS, patched, replay
+from telos_wrap.replay.runner import TELOS, patched, replay
 from telos_wrap.traces import TraceRequest, content_hashing
 
 from .test_replay_cli import fails, run_json

@@ -13,7 +13,7 @@ import pytest
 import telos_wrap
 from telos_wrap.patch.observers import OBSERVERS
 from telos_wrap.record import sized_digest
-from telos_wrap.replay import create_kwargs
+from telos_wrap.replay.runner import create_kwargs
 from telos_wrap.traces import TraceRequest, load_trace
 
 from .conftest import SECRET_KEY

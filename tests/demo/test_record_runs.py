@@ -12,7 +12,7 @@ import anthropic
 import pytest
 
 import telos_wrap
-from telos_wrap.replay import load_sessions
+from telos_wrap.replay.runner import load_sessions
 
 _KWARGS: dict[str, Any] = {
     "model": "claude-opus-5",

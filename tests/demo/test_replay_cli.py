@@ -13,9 +13,9 @@ import pytest
 
 import telos_wrap
 from telos_wrap.cli import main
-from telos_wrap.replay import TELOS, patched, replay
 from telos_wrap.replay import comparison as replay_compare
 from telos_wrap.replay.responses import responses_sessions
+from telos_wrap.replay.runner import TELOS, patched, replay
 from telos_wrap.traces import TraceRequest
 
 

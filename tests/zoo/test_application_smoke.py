@@ -16,7 +16,7 @@ sys.path.insert(0, str(BENCHMARKS))
 
 import application  # noqa: E402
 
-from telos_wrap.replay import patched  # noqa: E402
+from telos_wrap.replay.runner import patched  # noqa: E402
 
 
 @pytest.mark.skipif(not (TRACES / "tau-bench.jsonl.xz").exists(), reason="needs ../shared/traces")

@@ -17,7 +17,7 @@ sys.path.insert(0, str(BENCHMARKS))
 import fleet_learning  # noqa: E402
 from cache_efficiency import sessions_of  # noqa: E402
 
-from telos_wrap.replay import patched  # noqa: E402
+from telos_wrap.replay.runner import patched  # noqa: E402
 
 
 @pytest.mark.skipif(not TAU.exists(), reason="needs ../shared/traces")

@@ -1,38 +1,13 @@
-"""Replay recorded agent sessions through the real SDKs and the engine emulator, and compare strategies."""
+"""Replay recorded agent sessions through the real SDKs and the engine emulator, and compare strategies.
 
-from telos_wrap.replay.comparison import Comparison, compare, run_demo
-from telos_wrap.replay.results import Prices, ReplayedTurn, RunResult, prices_for
-from telos_wrap.replay.runner import (
-    AS_SENT,
-    AUTO_CACHING,
-    ENGINES,
-    TELOS,
-    Progress,
-    Strategy,
-    create_kwargs,
-    demo_path,
-    load_sessions,
-    patched,
-    replay,
-)
+The room's modules, each imported by its own name (this package re-exports nothing, so importing
+one of them never loads the others, the SDKs or the emulator):
 
-__all__ = [
-    "AS_SENT",
-    "AUTO_CACHING",
-    "ENGINES",
-    "TELOS",
-    "Comparison",
-    "Prices",
-    "Progress",
-    "ReplayedTurn",
-    "RunResult",
-    "Strategy",
-    "compare",
-    "create_kwargs",
-    "demo_path",
-    "load_sessions",
-    "patched",
-    "prices_for",
-    "replay",
-    "run_demo",
-]
+* ``runner`` — ``replay()``, ``patched()``, the strategies (``AS_SENT``, ``AUTO_CACHING``,
+  ``TELOS``), ``load_sessions()``, ``demo_path()``: recorded requests through the real SDK to a
+  fresh emulator, once per strategy.
+* ``results`` — ``ReplayedTurn``, ``RunResult``, ``Prices``: what a replay measured.
+* ``comparison`` — ``compare()``, ``run_demo()``: strategies side by side; ``report`` prints them.
+* ``responses`` — Chat-shaped traces as Responses requests, and the Responses careless harness.
+* ``pruned`` — envelopes a sender pruned from past turns, read off recorded requests.
+"""

@@ -3,7 +3,7 @@
 A test's own HTTP answers (a cassette, a mock, a real vendor) say nothing reliable about caching, so
 the hit ratio of a budget always comes from the built-in emulator (``telos_wrap.emulator``, offline,
 no key): the requests the application sent — its bodies *before* telos rewrote them — are replayed
-through the real SDKs, ``patch()`` and a fresh emulator by ``telos_wrap.replay.replay``, and the
+through the real SDKs, ``patch()`` and a fresh emulator by ``telos_wrap.replay.runner.replay``, and the
 replay's sessions report the cache breaks. ``testing.pytest_plugin`` (the ``telos_cache`` fixture
 and marker) and ``testing.cassettes.replay_cassette`` are built on this module; it has no pytest
 dependency.
