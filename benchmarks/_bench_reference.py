@@ -28,7 +28,7 @@ from importlib import metadata
 from typing import Any
 
 from telos_wrap.replay.runner import Strategy
-from telos_wrap.traces import TraceRequest
+from telos_wrap.replay.traces import TraceRequest
 
 NAME = "telos-sdk"
 

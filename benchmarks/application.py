@@ -80,9 +80,9 @@ from telos_wrap.emulator import Emulator, ManualClock, emulator_transport
 from telos_wrap.emulator.transport import sdk_http_library
 from telos_wrap.replay.results import Prices, prices_for
 from telos_wrap.replay.runner import create_kwargs, demo_path, patched
+from telos_wrap.replay.traces import TraceRequest, group_sessions, load_trace
 from telos_wrap.sessions import MemoryStore
 from telos_wrap.testing.harnesses import SHAPES, rewrite_session
-from telos_wrap.traces import TraceRequest, group_sessions, load_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TRACES = ROOT.parent / "shared" / "traces"

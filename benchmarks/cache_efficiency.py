@@ -64,9 +64,9 @@ from telos_wrap.emulator import RENDER_MODES
 from telos_wrap.emulator.flavour_router import chat_to_messages
 from telos_wrap.replay.results import ReplayedTurn, RunResult
 from telos_wrap.replay.runner import AS_SENT, AUTO_CACHING, TELOS, Progress, Strategy, patched, replay
+from telos_wrap.replay.traces import TraceRequest, group_sessions, load_trace
 from telos_wrap.sessions.turns.wire_i2 import telos_rewrites_seen
 from telos_wrap.testing.harnesses import rewrite_session, style_names
-from telos_wrap.traces import TraceRequest, group_sessions, load_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TRACES = ROOT.parent / "shared" / "traces"

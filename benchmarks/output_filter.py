@@ -39,7 +39,7 @@ import telos_wrap
 from telos_wrap.filters import decide
 from telos_wrap.filters.command import family
 from telos_wrap.replay.runner import TELOS, patched, replay
-from telos_wrap.traces import TraceRequest, group_sessions, load_trace
+from telos_wrap.replay.traces import TraceRequest, group_sessions, load_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "filters" / "filter_corpus"

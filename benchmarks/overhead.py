@@ -48,7 +48,7 @@ import httpx2
 import openai
 
 import telos_wrap
-from telos_wrap.traces import group_sessions, load_trace
+from telos_wrap.replay.traces import group_sessions, load_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 

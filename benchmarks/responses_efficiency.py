@@ -40,7 +40,7 @@ from _bench_bound import _canonical, _tokens, readable, shared_prefix, text_unit
 
 from telos_wrap.replay.responses import jitter_responses, responses_sessions
 from telos_wrap.replay.runner import AS_SENT, TELOS, patched, replay
-from telos_wrap.traces import TraceRequest, group_sessions, load_trace
+from telos_wrap.replay.traces import TraceRequest, group_sessions, load_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 JITTER_SEED = 0

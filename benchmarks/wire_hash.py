@@ -47,9 +47,9 @@ from telos_wrap.ir.canon import canonical_json
 from telos_wrap.pipeline import PrepareOptions, prepare
 from telos_wrap.replay.responses import responses_sessions
 from telos_wrap.replay.runner import ENGINES, SERVED_APIS, create_kwargs, load_sessions, patched
+from telos_wrap.replay.traces import TraceRequest
 from telos_wrap.sessions import MemoryStore
 from telos_wrap.testing.harnesses import rewrite_session
-from telos_wrap.traces import TraceRequest
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TRACES = ROOT.parent / "shared" / "traces"

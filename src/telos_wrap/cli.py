@@ -57,7 +57,7 @@ from telos_wrap.replay.comparison import Comparison, check_engine, compare, run_
 from telos_wrap.replay.report import plot_comparison, print_comparison
 from telos_wrap.replay.responses import responses_sessions
 from telos_wrap.replay.runner import AS_SENT, AUTO_CACHING, ENGINES, TELOS, load_sessions
-from telos_wrap.traces import TraceRequest, content_hashing
+from telos_wrap.replay.traces import TraceRequest, content_hashing
 
 # -- command line -----------------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """``telos_wrap.record(path)``: append every request telos handles, with its usage, as a trace.
 
-Each line is one request in the trace format of ``telos_wrap.traces`` plus its normalized usage::
+Each line is one request in the trace format of ``telos_wrap.replay.traces`` plus its normalized usage::
 
     {"run": "<recording id>", "session": "<id>", "turn": <index in the session>,
      "api": "anthropic"|"openai"|"responses", "kwargs": {<the body as the caller sent it>},
@@ -253,7 +253,7 @@ def record(path: str | Path, *, hash_content: bool = False, append: bool = False
     """Record every request telos handles while active: ``with telos_wrap.record("run.jsonl"):``.
 
     Usable as ``with`` or ``async with`` (also around async code with a plain ``with``). Appends
-    JSON Lines in the trace format of ``telos_wrap.traces`` plus ``"usage"`` (see module doc);
+    JSON Lines in the trace format of ``telos_wrap.replay.traces`` plus ``"usage"`` (see module doc);
     ``.xz``/``.gz`` paths are compressed. Only request bodies are written — never headers or API
     keys. ``hash_content=True`` replaces every text, line by line, by a digest of the same length
     (:func:`sized_digest`), so a replay of it counts the real prompt sizes.

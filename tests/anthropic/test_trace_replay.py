@@ -12,7 +12,7 @@ import pytest
 import telos_wrap
 from telos_wrap.ir.order import assert_ir_invariants
 from telos_wrap.pipeline import Prepared, PrepareOptions, prepare
-from telos_wrap.traces import TraceRequest, group_sessions, jitter, load_trace
+from telos_wrap.replay.traces import TraceRequest, group_sessions, jitter, load_trace
 
 from .capture import Capture, create_kwargs
 from .wire import first_drop_index, flatten, lookback_positions, marker_count

@@ -11,7 +11,7 @@ import pytest
 
 from telos_wrap.emulator import Emulator, ManualClock
 from telos_wrap.replay.runner import demo_path, load_sessions
-from telos_wrap.traces import TraceRequest
+from telos_wrap.replay.traces import TraceRequest
 from tests.sdk_http import AsyncEmulatorTransport, EmulatorTransport, sdk_http
 
 #: Looks like an Anthropic API key; must never reach a recording.

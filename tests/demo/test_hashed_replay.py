@@ -20,7 +20,7 @@ import telos_wrap
 from telos_wrap.cli import main
 from telos_wrap.record import hash_text, sized_digest
 from telos_wrap.replay.runner import TELOS, patched, replay
-from telos_wrap.traces import TraceRequest, content_hashing
+from telos_wrap.replay.traces import TraceRequest, content_hashing
 
 from .test_replay_cli import fails, run_json
 

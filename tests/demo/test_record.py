@@ -14,7 +14,7 @@ import telos_wrap
 from telos_wrap.patch.observers import OBSERVERS
 from telos_wrap.record import sized_digest
 from telos_wrap.replay.runner import create_kwargs
-from telos_wrap.traces import TraceRequest, load_trace
+from telos_wrap.replay.traces import TraceRequest, load_trace
 
 from .conftest import SECRET_KEY
 
@@ -56,7 +56,7 @@ def test_records_bodies_as_sent_with_usage(
         assert row["usage"]["engine"] == "anthropic"
     assert recorded[1]["usage"]["cache_read"] > 0, "telos' second request read the first one's prefix"
     assert_no_secrets(path)
-    # The file is a trace: telos_wrap.traces reads it back.
+    # The file is a trace: telos_wrap.replay.traces reads it back.
     assert [r.kwargs for r in load_trace(path)] == [r.kwargs for r in demo_requests[:4]]
 
 

@@ -16,7 +16,7 @@ from telos_wrap.cli import main
 from telos_wrap.replay import comparison as replay_compare
 from telos_wrap.replay.responses import responses_sessions
 from telos_wrap.replay.runner import TELOS, patched, replay
-from telos_wrap.traces import TraceRequest
+from telos_wrap.replay.traces import TraceRequest
 
 
 def run_json(*argv: str) -> dict[str, Any]:

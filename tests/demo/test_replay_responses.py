@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from telos_wrap.replay.responses import jitter_responses, responses_sessions, to_responses
-from telos_wrap.traces import TraceRequest
+from telos_wrap.replay.traces import TraceRequest
 
 from .test_replay_cli import fails, run_json, write_trace
 

@@ -16,10 +16,10 @@ import pytest
 
 import telos_wrap
 from telos_wrap.pipeline import PrepareOptions
+from telos_wrap.replay.traces import group_sessions, load_trace
 from telos_wrap.sessions.durable.state import SessionState
 from telos_wrap.sessions.turns.turn import run_turn
 from telos_wrap.testing.harnesses import rewrite_session, style_names
-from telos_wrap.traces import group_sessions, load_trace
 
 from .check import caller_system, check, sent_parts
 

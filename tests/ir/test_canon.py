@@ -19,7 +19,7 @@ from telos_wrap.ir.canon import (
     tool_name,
     tool_sort_key,
 )
-from telos_wrap.traces import shuffle_keys as shuffled_keys
+from telos_wrap.replay.traces import shuffle_keys as shuffled_keys
 
 json_scalars = st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.text(max_size=12)
 json_values = st.recursive(

@@ -18,7 +18,7 @@ from telos_wrap.errors import TelosUnreadableError
 from telos_wrap.ir.canon import canonicalize_payload
 from telos_wrap.lift.openai_responses import lift_openai_responses
 from telos_wrap.pipeline import PrepareOptions, prepare
-from telos_wrap.traces import shuffle_keys
+from telos_wrap.replay.traces import shuffle_keys
 
 TOOLS: list[dict[str, Any]] = [
     {

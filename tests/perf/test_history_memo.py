@@ -13,7 +13,7 @@ from telos_wrap.ir.canon import canonical_json
 from telos_wrap.ir.model import Api
 from telos_wrap.lift import conversation as lifted_conversation
 from telos_wrap.pipeline import PrepareOptions, SessionHooks, prepare
-from telos_wrap.traces import group_sessions, jitter, load_trace
+from telos_wrap.replay.traces import group_sessions, jitter, load_trace
 
 TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
 OPTIONS = PrepareOptions(engine="anthropic")

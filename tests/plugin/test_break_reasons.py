@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from telos_wrap.replay.traces import TraceRequest
 from telos_wrap.testing.budget import replay_requests
-from telos_wrap.traces import TraceRequest
 
 SYSTEM = "You are the support agent of Acme. " * 300
 SCHEMA = {"type": "object"}

@@ -269,7 +269,7 @@ def test_the_rewrite_is_idempotent(body: dict[str, Any]) -> None:
 @PROPERTY
 @given(_BODY, st.randoms(use_true_random=False))
 def test_key_and_tool_order_never_change_the_bytes(body: dict[str, Any], rng: Any) -> None:
-    from telos_wrap.traces import shuffle_keys
+    from telos_wrap.replay.traces import shuffle_keys
 
     shuffled = shuffle_keys(copy.deepcopy(body), rng)
     rng.shuffle(shuffled["tools"])

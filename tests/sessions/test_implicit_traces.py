@@ -20,9 +20,9 @@ import pytest
 
 import telos_wrap
 from telos_wrap.replay.runner import create_kwargs
+from telos_wrap.replay.traces import TraceRequest, group_sessions, load_trace
 from telos_wrap.sessions import registry as session_registry
 from telos_wrap.testing.harnesses import rewrite_session
-from telos_wrap.traces import TraceRequest, group_sessions, load_trace
 from tests.over_http import emulator_over_http
 
 from .conftest import BENCHMARKS

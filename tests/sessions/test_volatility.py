@@ -74,8 +74,8 @@ def test_lines_are_named_as_the_caller_wrote_them_everywhere(
 ) -> None:
     """One convention in the cache break, ``explain`` and the pytest report: ``system[i] line n``, n
     counted from 1 in the caller's own text, a moved (tagged) line above it included."""
+    from telos_wrap.replay.traces import TraceRequest
     from telos_wrap.testing.changes import caller_change
-    from telos_wrap.traces import TraceRequest
 
     def system(turn: int) -> str:
         return (

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from telos_wrap.replay.traces import TraceRequest, jitter
 from telos_wrap.testing.harnesses import STYLES, apply_style, rewrite_session, style_names
-from telos_wrap.traces import TraceRequest, jitter
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import itertools

@@ -15,7 +15,7 @@ import telos_wrap
 from telos_wrap.dashboard.model import BreakView, ConversationView, Dashboard, RequestPoint
 from telos_wrap.replay.results import ReplayedTurn, RunResult
 from telos_wrap.replay.runner import AS_SENT, AUTO_CACHING, TELOS, patched, replay
-from telos_wrap.traces import TraceRequest
+from telos_wrap.replay.traces import TraceRequest
 
 
 def native_label(engine: str) -> str:

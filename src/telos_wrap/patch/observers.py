@@ -22,7 +22,7 @@ class RequestObserver(Protocol):
 
     ``on_request(api, session_id, index, body)`` runs before sending, with the body as the caller
     sent it (``json_data`` merged with ``extra_body``) and ``api`` in the vocabulary of trace files
-    (``telos_wrap.traces``): ``"anthropic"`` (Messages), ``"openai"`` (Chat Completions) or
+    (``telos_wrap.replay.traces``): ``"anthropic"`` (Messages), ``"openai"`` (Chat Completions) or
     ``"responses"`` (OpenAI Responses); ``on_usage(session_id, index, report)`` runs once the
     response's usage is known (for a stream: when it is exhausted or closed).
     """

@@ -23,7 +23,7 @@ from telos_wrap.replay.runner import (
     patched,
     replay,
 )
-from telos_wrap.traces import TraceRequest
+from telos_wrap.replay.traces import TraceRequest
 
 # -- demo / replay ----------------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@
   naming a function → ``{"type": "function", "name"}``. Fields Responses does not have (``n``,
   ``stop``, ``seed``, ``frequency_penalty``, ``response_format``...) are left out.
 
-``jitter_responses`` is ``telos_wrap.traces.jitter`` for the Responses API: the live clock and
+``jitter_responses`` is ``telos_wrap.replay.traces.jitter`` for the Responses API: the live clock and
 environment envelope rebuilt at the top of ``instructions`` every turn, tools and every JSON key
 reshuffled.
 """
@@ -26,8 +26,8 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from telos_wrap.traces import TraceRequest, shuffle_keys
-from telos_wrap.traces import _envelope as envelope  # the clock and environment lines of jitter()
+from telos_wrap.replay.traces import TraceRequest, shuffle_keys
+from telos_wrap.replay.traces import _envelope as envelope  # the clock and environment lines of jitter()
 
 __all__ = ["RESPONSES_API", "jitter_responses", "responses_sessions", "to_responses"]
 

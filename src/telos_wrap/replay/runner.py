@@ -27,7 +27,7 @@ from telos_wrap.emulator import Emulator, ManualClock, emulator_http_client
 from telos_wrap.ir.model import UsageReport
 from telos_wrap.replay.responses import jitter_responses
 from telos_wrap.replay.results import ReplayedTurn, RunResult, prices_for
-from telos_wrap.traces import TraceRequest, jitter, load_trace
+from telos_wrap.replay.traces import TraceRequest, jitter, load_trace
 
 #: Engines ``replay --engine`` accepts, and the base URL the OpenAI client uses for each.
 ENGINES: Mapping[str, str | None] = {
@@ -240,7 +240,7 @@ def replay(
     ``learn_volatility``, and the caller keeps the object for ``explain``) — and the emulator's
     ``ManualClock`` moves 3-9 s per request. With
     ``jitter_seed`` every request is first rebuilt the way a careless harness sends it
-    (``telos_wrap.traces.jitter``). Requests the emulator refuses are counted as errors.
+    (``telos_wrap.replay.traces.jitter``). Requests the emulator refuses are counted as errors.
     ``emulator_mode`` is the fresh emulator's render mode (``"rendered"`` or ``"byte-exact"``,
     docs/emulator.md); a given ``emulator`` keeps its own.
     """

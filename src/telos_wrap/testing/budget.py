@@ -23,10 +23,10 @@ import telos_wrap
 from telos_wrap.replay.pruned import pruned_patterns
 from telos_wrap.replay.results import RunResult
 from telos_wrap.replay.runner import SERVED_APIS, TELOS, patched, replay
+from telos_wrap.replay.traces import TraceRequest
 from telos_wrap.sessions import CacheBreak, MemoryStore, Session
 from telos_wrap.testing.changes import caller_change
 from telos_wrap.testing.conversations import group_conversations
-from telos_wrap.traces import TraceRequest
 
 __all__ = [
     "BreakReport",

@@ -12,7 +12,7 @@ from types import TracebackType
 from typing import Any
 
 from telos_wrap.ir.model import UsageReport
-from telos_wrap.traces import TraceRequest
+from telos_wrap.replay.traces import TraceRequest
 
 __all__ = ["RequestCapture"]
 

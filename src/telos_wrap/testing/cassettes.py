@@ -19,8 +19,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from telos_wrap.replay.traces import TraceRequest
 from telos_wrap.testing.budget import Budget, CacheReport, replay_requests
-from telos_wrap.traces import TraceRequest
 
 __all__ = ["api_of_path", "load_cassette", "replay_cassette"]
 

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from telos_wrap.ir.canon import canonical_bytes, tool_label
+from telos_wrap.replay.traces import TraceRequest
 from telos_wrap.testing.conversations import conversation_items
-from telos_wrap.traces import TraceRequest
 
 __all__ = ["caller_change"]
 

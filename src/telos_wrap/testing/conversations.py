@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from telos_wrap.ir.canon import canonical_bytes, tool_label
-from telos_wrap.traces import TraceRequest
+from telos_wrap.replay.traces import TraceRequest
 
 __all__ = ["conversation_items", "conversation_key", "group_conversations"]
 

@@ -16,7 +16,7 @@ bound points at one cause; ``kitchen-sink`` combines several.
 Every style, what the harness does every turn, and what it declares volatile:
 
 * ``tagged-envelope``: ``Current time:`` + ``<environment_info>`` prepended to the system prompt,
-  tools and JSON keys reshuffled (``traces.jitter``). Volatile: the clock line and the envelope.
+  tools and JSON keys reshuffled (``replay.traces.jitter``). Volatile: the clock line and the envelope.
 * ``clock-first`` / ``clock-last``: an untagged clock line as the first / last line of the system
   prompt. Volatile: that line.
 * ``clock-midline``: a date-time value inside the first line of the system prompt
@@ -66,7 +66,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
-from telos_wrap.traces import TraceRequest, _envelope, jitter, shuffle_keys
+from telos_wrap.replay.traces import TraceRequest, _envelope, jitter, shuffle_keys
 
 __all__ = [
     "SHAPES",
@@ -392,7 +392,7 @@ class HarnessStyle:
 
 
 class _TaggedEnvelope(HarnessStyle):
-    """``traces.jitter`` itself, with the envelope it inserts declared volatile."""
+    """``replay.traces.jitter`` itself, with the envelope it inserts declared volatile."""
 
     def apply(self, api: str, kwargs: Mapping[str, Any], turn: int, seed: int = 0) -> HarnessRequest:
         _shape(api)

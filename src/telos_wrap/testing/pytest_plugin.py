@@ -33,11 +33,11 @@ import pytest
 import telos_wrap
 from telos_wrap.config import current_config, set_config
 from telos_wrap.failopen import failure_counts
+from telos_wrap.replay.traces import TraceRequest
 from telos_wrap.sessions import CacheBreak, MemoryStore, Session, SessionStats
 from telos_wrap.testing.budget import Budget, CacheBudgetError, CacheReport, replay_requests
 from telos_wrap.testing.capture import RequestCapture
 from telos_wrap.testing.cassettes import load_cassette, replay_cassette
-from telos_wrap.traces import TraceRequest
 
 __all__ = [
     "MARKER_OPTIONS",
