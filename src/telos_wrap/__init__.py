@@ -22,7 +22,7 @@ from telos_wrap.ir.context import ContextPolicy
 from telos_wrap.ir.hints import TelosHints
 from telos_wrap.ir.model import Band, UsageReport
 from telos_wrap.patch import coverage, is_patched, patch, unpatch
-from telos_wrap.record import record
+from telos_wrap.replay.recording import record
 from telos_wrap.sessions import Session, current_session, session
 from telos_wrap.usage import usage_of
 

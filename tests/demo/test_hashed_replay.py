@@ -18,7 +18,7 @@ import pytest
 
 import telos_wrap
 from telos_wrap.cli import main
-from telos_wrap.record import hash_text, sized_digest
+from telos_wrap.replay.recording import hash_text, sized_digest
 from telos_wrap.replay.runner import TELOS, patched, replay
 from telos_wrap.replay.traces import TraceRequest, content_hashing
 

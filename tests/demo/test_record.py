@@ -12,7 +12,7 @@ import pytest
 
 import telos_wrap
 from telos_wrap.patch.observers import OBSERVERS
-from telos_wrap.record import sized_digest
+from telos_wrap.replay.recording import sized_digest
 from telos_wrap.replay.runner import create_kwargs
 from telos_wrap.replay.traces import TraceRequest, load_trace
 

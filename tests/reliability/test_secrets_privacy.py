@@ -109,7 +109,7 @@ def test_no_file_the_suite_wrote_holds_a_key_or_auth_header(
     committed = [p for p in (ROOT / "cassettes").rglob("*") if p.is_file()]
     assert len(written) >= 5 and committed
     assert _leaks(written + committed) == []
-    # A key the user pasted into a prompt is redacted in recordings too (record.py).
+    # A key the user pasted into a prompt is redacted in recordings too (replay/recording.py).
     lines = [json.loads(line) for line in _read(recordings[0]).splitlines()]
     assert lines and "[redacted]" in json.dumps(lines)
 
