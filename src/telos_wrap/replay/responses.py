@@ -26,8 +26,7 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from telos_wrap.replay.traces import TraceRequest, shuffle_keys
-from telos_wrap.replay.traces import _envelope as envelope  # the clock and environment lines of jitter()
+from telos_wrap.replay.traces import TraceRequest, envelope, shuffle_keys
 
 __all__ = ["RESPONSES_API", "jitter_responses", "responses_sessions", "to_responses"]
 

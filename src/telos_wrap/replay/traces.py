@@ -1,6 +1,6 @@
 """Recorded agent sessions: loading trace files, and replaying them the way a careless harness would.
 
-A trace file is JSON Lines (optionally ``.xz``): one request per line,
+A trace file is JSON Lines (optionally ``.xz`` or ``.gz``): one request per line,
 ``{"session": id, "turn": n, "api": "anthropic"|"openai"|"responses", "kwargs": {...}}`` (``openai``:
 Chat Completions; ``responses``: the OpenAI Responses API), lines of one session
 consecutive and in order — the format of the bundled sample traces and of ``telos_wrap.record()``.
@@ -24,7 +24,15 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["TraceRequest", "content_hashing", "group_sessions", "jitter", "load_trace", "shuffle_keys"]
+__all__ = [
+    "TraceRequest",
+    "content_hashing",
+    "envelope",
+    "group_sessions",
+    "jitter",
+    "load_trace",
+    "shuffle_keys",
+]
 
 #: A text ``telos_wrap.record(hash_content=True)`` wrote before digests kept the text's length.
 _FIXED_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
@@ -124,7 +132,8 @@ def shuffle_keys(value: Any, rng: random.Random) -> Any:
     return value
 
 
-def _envelope(turn: int, rng: random.Random) -> tuple[str, str]:
+def envelope(turn: int, rng: random.Random) -> tuple[str, str]:
+    """The clock line and the ``<environment_info>`` block :func:`jitter` writes on ``turn``, from ``rng``."""
     now = datetime(2026, 11, 21, 9, 30, tzinfo=timezone.utc) + timedelta(
         seconds=47 * turn, microseconds=rng.randrange(10**6)
     )
@@ -147,7 +156,7 @@ def jitter(api: str, kwargs: dict[str, Any], turn: int, seed: int = 0) -> dict[s
     """The request as a careless harness sends it on ``turn`` (the input is not modified)."""
     rng = random.Random(f"{seed}:{turn}")
     request = copy.deepcopy(kwargs)
-    clock, env = _envelope(turn, rng)
+    clock, env = envelope(turn, rng)
     volatile = f"{clock}\n{env}"
     if api == "anthropic":
         system = request.get("system")

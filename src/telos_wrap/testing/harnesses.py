@@ -66,7 +66,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
-from telos_wrap.replay.traces import TraceRequest, _envelope, jitter, shuffle_keys
+from telos_wrap.replay.traces import TraceRequest, envelope, jitter, shuffle_keys
 
 __all__ = [
     "SHAPES",
@@ -396,7 +396,7 @@ class _TaggedEnvelope(HarnessStyle):
 
     def apply(self, api: str, kwargs: Mapping[str, Any], turn: int, seed: int = 0) -> HarnessRequest:
         _shape(api)
-        clock, env = _envelope(turn, random.Random(f"{seed}:{turn}"))  # the values jitter() draws first
+        clock, env = envelope(turn, random.Random(f"{seed}:{turn}"))  # the values jitter() draws first
         return HarnessRequest(jitter(api, dict(kwargs), turn, seed=seed), (clock, env))
 
 
