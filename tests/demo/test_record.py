@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -180,3 +182,26 @@ def test_refused_requests_are_written_without_usage(tmp_path: Path, claude: anth
     (row,) = rows(path)
     assert row["usage"] is None
     assert row["kwargs"]["messages"][0]["content"] == blocks
+
+
+PROBE = """
+import json, sys
+from importlib.util import find_spec
+import telos_wrap
+from telos_wrap.replay import recording
+room = ["telos_wrap.replay.runner", "telos_wrap.replay.comparison", "telos_wrap.emulator"]
+room += ["anthropic", "openai"]
+print(json.dumps({
+    "record": telos_wrap.record is recording.record,
+    "loaded": [name for name in room if name in sys.modules],
+    "old_paths": [name for name in ("telos_wrap.record", "telos_wrap.traces") if find_spec(name)],
+}))
+"""
+
+
+def test_import_telos_wrap_loads_the_recorder_and_nothing_else_of_the_replay_room() -> None:
+    """``telos_wrap.record`` is the replay room's ``record()``; the room's runner, the emulator and the
+    SDKs stay unloaded (a fresh interpreter: this one has them all); the old paths are gone (no alias)."""
+    command = [sys.executable, "-c", PROBE]
+    probe = subprocess.run(command, capture_output=True, text=True, check=True, timeout=120)
+    assert json.loads(probe.stdout) == {"record": True, "loaded": [], "old_paths": []}
