@@ -344,8 +344,8 @@ class CacheBreak:
         return f"{self.segment}[{self.block}]"
 
     def to_json(self) -> dict[str, Any]:
-        """The break as a stored state holds it (``detail`` is telos's own sentence: positions and counts, no
-        text of the caller's)."""
+        """The break as a stored state holds it (``detail`` is telos's own sentence: positions, counts and
+        model names, never conversation text)."""
         return {
             "request": self.request,
             "reason": self.reason,
