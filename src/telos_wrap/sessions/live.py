@@ -48,19 +48,30 @@ class LiveSession(Protocol):
     id: str
 
     @property
-    def store_key(self) -> str: ...
+    def store_key(self) -> str:
+        """The key its state is stored under (``Session.store_key``)."""
+        ...
 
     @property
-    def store(self) -> object: ...
+    def store(self) -> object:
+        """The store its state is written to (for a session given none: the process default as it is now)."""
+        ...
 
-    def flush(self) -> None: ...
+    def flush(self) -> None:
+        """Write what its store does not have yet, with the store's sync client; never raises (fail open).
+        Called on what the table holds: past ``_HOLD_LIMIT``, by ``flush_held`` at exit, by the background
+        flush."""
+        ...
 
 
 class Coolable(Protocol):
     """What the warm table needs of a session's runtime (``runtime.SessionRuntime``): ``cool()``
     drops the texts it holds in this process; what is sent does not change."""
 
-    def cool(self) -> None: ...
+    def cool(self) -> None:
+        """Drop the texts the session holds in this process (its history memo, wire ledger, last request);
+        what is sent next does not change, only what it costs to build. A busy session may be skipped."""
+        ...
 
 
 # -- the context stack ------------------------------------------------------------------------------

@@ -67,10 +67,14 @@ class SlugFold:
     at: int
 
     def to_json(self) -> dict[str, Any]:
+        """The fold as a stored state holds it: ``{slug, summary, at}``."""
         return {"slug": self.slug, "summary": self.summary, "at": self.at}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> SlugFold:
+        """The fold of a stored ``to_json`` object; a malformed one raises (a missing key, a value of the
+        wrong type), and a session that reads it starts again from a fresh state (docs/sessions.md, "When a
+        store entry is malformed")."""
         return cls(slug=str(data["slug"]), summary=str(data["summary"]), at=int(data["at"]))
 
 
@@ -96,6 +100,8 @@ class RangeFold:
     at: int
 
     def to_json(self) -> dict[str, Any]:
+        """The fold as a stored state holds it: ``{start, end, digest, summary, at}`` (the summary is the
+        application's text, the rest positions and a hash)."""
         return {
             "start": self.start,
             "end": self.end,
@@ -106,6 +112,9 @@ class RangeFold:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RangeFold:
+        """The fold of a stored ``to_json`` object; a malformed one raises (a missing key, a value of the
+        wrong type), and a session that reads it starts again from a fresh state (docs/sessions.md, "When a
+        store entry is malformed")."""
         return cls(
             start=int(data["start"]),
             end=int(data["end"]),
@@ -148,6 +157,8 @@ class ClearFold:
     summary: str = ""
 
     def key(self) -> tuple[int, str]:
+        """``(message, call)``: the cleared unit this fold names, compared with the keys of a request's
+        clearable units (``turns/pressure.py``, ``turns/turn.py``) and of its summaries."""
         return self.message, self.call
 
     @property
@@ -162,6 +173,8 @@ class ClearFold:
         return self.call.startswith(FILE_CALL_PREFIX)
 
     def to_json(self) -> dict[str, Any]:
+        """The fold as a stored state holds it; ``use`` (``[use_message, use_digest]``) and ``summary`` are
+        written only when set."""
         data: dict[str, Any] = {
             "message": self.message,
             "call": self.call,
@@ -177,6 +190,9 @@ class ClearFold:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ClearFold:
+        """The fold of a stored ``to_json`` object (no ``use``: ``-1`` and ``""``; no ``summary``: ``""``); a
+        malformed one raises (a missing key, a value of the wrong type), and a session that reads it starts
+        again from a fresh state (docs/sessions.md, "When a store entry is malformed")."""
         use = data.get("use") or [-1, ""]
         return cls(
             message=int(data["message"]),
@@ -243,6 +259,8 @@ class VolatileSpan:
         return f"system block {self.block} line {self.line} ({count}, {self.kind})"
 
     def to_json(self) -> dict[str, Any]:
+        """The span as a stored state holds it: positions and digests, never text; ``origin`` and ``local``
+        are written only when set."""
         data: dict[str, Any] = {
             "block": self.block,
             "line": self.line,
@@ -326,6 +344,8 @@ class CacheBreak:
         return f"{self.segment}[{self.block}]"
 
     def to_json(self) -> dict[str, Any]:
+        """The break as a stored state holds it (``detail`` is telos's own sentence: positions, counts and
+        model names, never conversation text)."""
         return {
             "request": self.request,
             "reason": self.reason,
@@ -338,6 +358,10 @@ class CacheBreak:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CacheBreak:
+        """The break of a stored ``to_json`` object (``reason`` and ``segment`` are taken as stored, not
+        checked against their literals); a malformed one raises (a missing key, a value of the wrong type),
+        and a session that reads it starts again from a fresh state (docs/sessions.md, "When a store entry is
+        malformed")."""
         message = data.get("message")
         return cls(
             request=int(data["request"]),

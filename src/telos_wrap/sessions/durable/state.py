@@ -139,6 +139,8 @@ class PromptPrint:
 
     @property
     def positions(self) -> int:
+        """How many positions the prompt has: tools, system blocks, then every message's blocks
+        (``len(sizes)``)."""
         return len(self.sizes)
 
     def total_size(self) -> int:
@@ -156,6 +158,8 @@ class PromptPrint:
         return self
 
     def hash_at(self, index: int) -> str:
+        """The ``HASH_LEN``-character hash of position ``index``; unchecked, so the caller keeps ``0 <= index
+        < positions`` (past the end it is ``""``)."""
         return self.hashes[index * HASH_LEN : (index + 1) * HASH_LEN]
 
     def first_difference(self, other: PromptPrint) -> int:
@@ -187,6 +191,8 @@ class PromptPrint:
         return "messages", len(self.msg_blocks), 0
 
     def to_json(self) -> dict[str, Any]:
+        """The print as a stored state holds it: the integer arrays packed (``pack_ints``), breakpoints as
+        ``[position, ttl]`` pairs; ``json_text`` is its encoding, made once."""
         return {
             "engine": self.engine,
             "model": self.model,
@@ -203,6 +209,10 @@ class PromptPrint:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PromptPrint:
+        """The print of a stored ``to_json`` object, packed arrays or schema 1's plain lists
+        (``unpack_ints``); a malformed one raises (a missing key, a value of the wrong type), and a session
+        that reads it starts again from a fresh state (docs/sessions.md, "When a store entry is
+        malformed")."""
         return cls(
             engine=str(data["engine"]),
             model=str(data["model"]),
@@ -258,9 +268,13 @@ class AppPrint:
     _text: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def message_hashes(self) -> list[str]:
+        """The hashes of ``messages`` as a list: one ``HASH_LEN``-character hash per lifted message, in
+        order."""
         return hash_list(self.messages)
 
     def to_json(self) -> dict[str, Any]:
+        """The print as a stored state holds it (hashes and kinds, no text); ``dropped`` is written only when
+        not empty."""
         return {
             "messages": self.messages,
             "kinds": self.kinds,
@@ -272,6 +286,10 @@ class AppPrint:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> AppPrint:
+        """The print of a stored ``to_json`` object: a schema 1-2 state (no ``system``) reads as
+        ``system=None``, a malformed ``dropped`` as none; otherwise a malformed one raises (a missing key, a
+        value of the wrong type), and a session that reads it starts again from a fresh state
+        (docs/sessions.md, "When a store entry is malformed")."""
         return cls(
             messages=str(data["messages"]),
             kinds=str(data["kinds"]),
@@ -313,6 +331,9 @@ class EngineUsage:
     output: int = 0
 
     def plus(self, raw: int, read: int, write: int, write_1h: int, output: int) -> EngineUsage:
+        """New counters: these with one more response and its token counts added. ``write_1h`` is the long-TTL
+        part of ``write``, not added to it (``plans.apply_usage`` derives it from the report's
+        ``cache_write_by_ttl``)."""
         return EngineUsage(
             self.responses + 1,
             self.raw + raw,
@@ -323,6 +344,7 @@ class EngineUsage:
         )
 
     def to_json(self) -> dict[str, int]:
+        """Every counter, zeros included, as a stored state holds them."""
         return {
             "responses": self.responses,
             "raw": self.raw,
@@ -334,6 +356,8 @@ class EngineUsage:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> EngineUsage:
+        """The counters of a stored object: a missing counter reads as 0, unknown keys are ignored;
+        ``ValueError`` / ``TypeError`` for one that is not a number."""
         return cls(**{key: int(data.get(key, 0)) for key in cls.__dataclass_fields__})
 
 
@@ -427,6 +451,9 @@ class SessionState:
         )
 
     def to_json(self) -> dict[str, Any]:
+        """The state as one JSON object (the shape of the module docstring); ``fallbacks``, ``applied``,
+        ``filtered`` and ``clear_folds`` are written only when set, so a state without them is stored byte for
+        byte as before. ``dumps`` encodes the same object from the prints' cached texts."""
         data = self._json_without_prints()
         data["last"] = None if self.last is None else self.last.to_json()
         data["app"] = None if self.app is None else self.app.to_json()
@@ -485,6 +512,10 @@ class SessionState:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> SessionState:
+        """The state of a stored object of a readable schema (``READABLE_SCHEMAS``; another raises
+        ``ValueError`` naming it: a newer telos_wrap wrote it); a malformed one raises (a missing key, a value
+        of the wrong type), and a session that reads it starts again from a fresh state (docs/sessions.md,
+        "When a store entry is malformed")."""
         if data.get("schema") not in READABLE_SCHEMAS:
             raise ValueError(
                 f"unsupported session state schema {data.get('schema')!r} (this telos_wrap reads "

@@ -208,6 +208,9 @@ class BlockLines:
         return found
 
     def fits(self, number: int, printed: str) -> bool:
+        """Whether line ``number`` fits token print ``printed``: as many tokens, each equal or a ``HOLE``
+        (module function ``fits``, with the line's token print made once). ``number`` must be a line of the
+        block (``IndexError`` otherwise)."""
         return _fits(printed, self.tokens(number))
 
     def span(self, first: int, last: int) -> tuple[int, int]:
@@ -215,6 +218,8 @@ class BlockLines:
         return self.offsets[first], self.offsets[last + 1] - 1
 
     def matching(self, digest: str) -> list[int]:
+        """The numbers of the lines whose digest is ``digest``, in order (several when a line repeats:
+        ``spans.locate`` then keeps the one whose neighbours fit, if exactly one does)."""
         return [n for n, d in enumerate(self.digests) if d == digest]
 
 

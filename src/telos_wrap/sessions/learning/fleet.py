@@ -333,6 +333,8 @@ class Fact:
     by: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
+        """The fact as an application's stored entry holds it (``encode``): token prints and contributor
+        digests, never text; ``from_json`` reads it back."""
         return {
             "kind": self.kind,
             "block": self.block,
@@ -372,6 +374,8 @@ class Fact:
 
     @property
     def key(self) -> tuple[Any, ...]:
+        """Everything but the contributors: two facts with one key say the same thing, so an entry keeps one
+        of them and joins their ``by`` (``merged``, ``decode``)."""
         return (self.kind, self.block, self.lines, self.before, self.after, self.own)
 
 
@@ -433,6 +437,8 @@ class Entry:
     prints_by: str = ""
 
     def encode(self) -> str:
+        """The stored text of this entry (module function ``encode`` of its parts), what ``decode_entry``
+        reads back."""
         return encode(self.facts, self.prints, self.lengths, self.prints_by)
 
     def without(self, by: str) -> Entry:

@@ -92,6 +92,9 @@ class EarlyText:
     shared_tokens: int
 
     def note(self) -> str:
+        """The advice explain() shows for the request (``RequestRecord.application``, through ``fleet_io``):
+        the block, the line and a token count, no text of the caller's. Advice only: telos moves no stable
+        text of the caller's."""
         return (
             f"system block {self.block} line {self.line} is text of this conversation (it is in no other "
             f"conversation of this application, e.g. a user's name) and ~{self.shared_tokens:,} tokens of "

@@ -75,6 +75,8 @@ class Lengths:
         return min(1.0, went_on / seen)
 
     def to_json(self) -> list[int]:
+        """The counts as stored in the application's fleet entry: the list ``reached`` (``from_json`` reads it
+        back)."""
         return list(self.reached)
 
     @classmethod

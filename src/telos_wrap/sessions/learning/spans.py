@@ -101,6 +101,9 @@ class SpanPattern:
         return isinstance(other, SpanPattern) and (self.key, self.span.where) == (other.key, other.span.where)
 
     def finditer(self, text: str) -> Iterator[TagMatch]:
+        """The span's one place on ``text`` as a ``TagMatch`` (nothing when ``locate`` cannot place it, or the
+        place is empty), as the lift's DROP patterns give their matches. It also keeps the text it cut, in
+        this process only, for ``cut_text`` (the last ``_MAX_CUTS`` spans)."""
         place = locate(self.span, block_lines(self.key, text))
         if place is None:
             return

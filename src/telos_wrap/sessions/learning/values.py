@@ -58,15 +58,20 @@ class Value:
         self.string, self.begin, self.finish = string, begin, finish
 
     def start(self) -> int:
+        """Where the value begins in ``string`` (what ``re.Match.start()`` gives for the expression's
+        match)."""
         return self.begin
 
     def end(self) -> int:
+        """Where the value ends in ``string``, exclusive (``re.Match.end()``)."""
         return self.finish
 
     def span(self) -> tuple[int, int]:
+        """``(start, end)`` of the value in ``string`` (``re.Match.span()``)."""
         return self.begin, self.finish
 
     def group(self) -> str:
+        """The value's text, ``string[start:end]`` (``re.Match.group()``; there are no groups to ask for)."""
         return self.string[self.begin : self.finish]
 
     def __repr__(self) -> str:
@@ -102,12 +107,18 @@ class ValueScanner:
         return found
 
     def finditer(self, text: str) -> Iterator[Value]:
+        """The values of ``text`` in order, each a ``Value`` (``re.Pattern.finditer`` of ``PATTERN``: the same
+        spans), from ``spans``."""
         return (Value(text, begin, finish) for begin, finish in self.spans(text))
 
     def search(self, text: str) -> Value | None:
+        """The first value of ``text``, or ``None`` (``re.Pattern.search`` of ``PATTERN``)."""
         return next(self.finditer(text), None)
 
     def sub(self, replacement: str | Callable[[Value], str], text: str) -> str:
+        """``text`` with every value replaced (``re.Pattern.sub`` of ``PATTERN``), except that a string
+        ``replacement`` is taken literally: its backslashes are not escapes. A callable one is given each
+        ``Value``."""
         out: list[str] = []
         cursor = 0
         for begin, finish in self.spans(text):

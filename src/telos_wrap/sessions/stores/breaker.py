@@ -263,6 +263,9 @@ class StoreBreaker:
         )
 
     def stats(self) -> BreakerStats:
+        """A consistent snapshot of the breaker's counters since it was made, and its state now: ``closed``,
+        ``open``, or ``half-open`` (open with a probe in flight). Taken under the breaker's lock; the caller
+        may keep it."""
         with self._lock:
             state = "closed" if not self._is_open else ("half-open" if self._probing else "open")
             return BreakerStats(

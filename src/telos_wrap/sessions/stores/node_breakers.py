@@ -109,6 +109,8 @@ class NodeBreakers:
 
     @property
     def bytes_held(self) -> int:
+        """About how many bytes the table holds now (what ``max_bytes`` bounds: ``BREAKER_BYTES`` plus the
+        node's name and the entry's overhead, per node)."""
         return self._bytes
 
     def __len__(self) -> int:

@@ -308,6 +308,9 @@ class RedisStore:
     # -- sync ---------------------------------------------------------------------------------------
 
     def load(self, session_id: str) -> Versioned | None:
+        """The session's state from one ``HMGET`` of its ``session`` hash (``None``: absent or expired).
+        ``StoreEntryError`` for a malformed stored revision (the plan resets the session; the breaker stays
+        closed); redis-py's errors pass through."""
         found = self.redis.hmget(self._keys(session_id)[0], ["rev", "state"])
         return _versioned(session_id, found)
 
@@ -317,9 +320,13 @@ class RedisStore:
         return _swapped(script(keys=self._keys(session_id), args=self._args(expected, text)))
 
     def compare_and_set(self, session_id: str, expected: int, text: str) -> int | None:
+        """The revision of ``swap``: the new one, or ``None`` when the stored revision is no longer
+        ``expected`` (0: absent); the current state it also fetched is dropped."""
         return self.swap(session_id, expected, text).revision
 
     def put_blob(self, session_id: str, key: str, text: str) -> None:
+        """Set ``key`` in the session's ``blobs`` hash and give it the store's TTL again, in one pipeline;
+        every later write of the state renews it too (``_SWAP``), so a blob lives as long as its session."""
         blobs = self._keys(session_id)[1]
         pipe = self.redis.pipeline()
         pipe.hset(blobs, key, text)
@@ -328,10 +335,14 @@ class RedisStore:
         pipe.execute()
 
     def get_blob(self, session_id: str, key: str) -> str | None:
+        """The blob ``key`` from one ``HGET`` of the session's ``blobs`` hash, or ``None``; redis-py's errors
+        pass through."""
         value = self.redis.hget(self._keys(session_id)[1], key)
         return None if value is None else _text(value)
 
     def delete(self, session_id: str) -> None:
+        """Delete both keys of the session (state and blobs) in one ``DEL``: the hash tag keeps them in one
+        slot, so this holds on a cluster too."""
         self.redis.delete(*self._keys(session_id))
 
     # -- async ---------------------------------------------------------------------------------------
@@ -389,6 +400,9 @@ class RedisStore:
         return result
 
     async def aload(self, session_id: str) -> Versioned | None:
+        """The async form of ``load`` on the running loop's ``redis.asyncio`` client (without one: ``load`` in
+        a worker thread). ``StoreBusyError`` when no pooled connection came free within ``timeout`` (no
+        breaker window); a cluster client's cold-start failure is retried once (``_cold_retried``)."""
         if not self.has_async_client:
             return await asyncio.to_thread(self.load, session_id)
         client, _ = self._aclient()
@@ -400,6 +414,8 @@ class RedisStore:
         return _versioned(session_id, await self._cold_retried(load))
 
     async def aswap(self, session_id: str, expected: int, text: str) -> Swapped:
+        """The async form of ``swap``, like ``aload``; a retry after a cold start sends the same drawn
+        revision, so a first try that landed is answered as written (``_SWAP``), not as a lost race."""
         if not self.has_async_client:
             return await asyncio.to_thread(self.swap, session_id, expected, text)
         _, script = self._aclient()
@@ -412,9 +428,14 @@ class RedisStore:
         return _swapped(await self._cold_retried(swap))
 
     async def acompare_and_set(self, session_id: str, expected: int, text: str) -> int | None:
+        """The revision of ``aswap``: the new one, or ``None`` when the stored revision is no longer
+        ``expected``."""
         return (await self.aswap(session_id, expected, text)).revision
 
     async def aput_blob(self, session_id: str, key: str, text: str) -> None:
+        """The async form of ``put_blob``: one pipeline on the running loop's client (without one:
+        ``put_blob`` in a worker thread); ``StoreBusyError`` when no pooled connection came free within
+        ``timeout``."""
         if not self.has_async_client:
             await asyncio.to_thread(self.put_blob, session_id, key, text)
             return
@@ -428,6 +449,8 @@ class RedisStore:
                 await pipe.execute()
 
     async def aget_blob(self, session_id: str, key: str) -> str | None:
+        """The async form of ``get_blob`` on the running loop's client (without one: ``get_blob`` in a worker
+        thread); ``StoreBusyError`` when no pooled connection came free within ``timeout``."""
         if not self.has_async_client:
             return await asyncio.to_thread(self.get_blob, session_id, key)
         client, _ = self._aclient()
@@ -436,6 +459,8 @@ class RedisStore:
         return None if value is None else _text(value)
 
     async def adelete(self, session_id: str) -> None:
+        """The async form of ``delete`` on the running loop's client (without one: ``delete`` in a worker
+        thread)."""
         if not self.has_async_client:
             await asyncio.to_thread(self.delete, session_id)
             return

@@ -99,15 +99,30 @@ class SessionStore(Protocol):
 class AsyncSessionStore(Protocol):
     """The async twins a store offers to async clients (each does what its sync namesake does)."""
 
-    async def aload(self, session_id: str) -> Versioned | None: ...
+    async def aload(self, session_id: str) -> Versioned | None:
+        """The async form of ``load``: the stored ``Versioned`` state, or ``None``. It must stand being
+        cancelled: the session drivers race it against the call's store budget and the breaker and cancel it
+        past them without waiting (``sync/drivers.py``)."""
+        ...
 
-    async def acompare_and_set(self, session_id: str, expected: int, text: str) -> int | None: ...
+    async def acompare_and_set(self, session_id: str, expected: int, text: str) -> int | None:
+        """The async form of ``compare_and_set``: the new revision, or ``None`` when the stored revision is no
+        longer ``expected`` (0: absent)."""
+        ...
 
-    async def aput_blob(self, session_id: str, key: str, text: str) -> None: ...
+    async def aput_blob(self, session_id: str, key: str, text: str) -> None:
+        """The async form of ``put_blob``; cancellable like ``aload`` (fleet learning bounds its calls by
+        the call's store budget: ``learning/fleet_io.py``)."""
+        ...
 
-    async def aget_blob(self, session_id: str, key: str) -> str | None: ...
+    async def aget_blob(self, session_id: str, key: str) -> str | None:
+        """The async form of ``get_blob``: the blob put under ``key``, or ``None``; cancellable like
+        ``aload``."""
+        ...
 
-    async def adelete(self, session_id: str) -> None: ...
+    async def adelete(self, session_id: str) -> None:
+        """The async form of ``delete`` (``Session.aerase``): the session's state and blobs are gone."""
+        ...
 
 
 class StoreOps:
@@ -121,10 +136,16 @@ class StoreOps:
         self.inline = type(store) is MemoryStore
 
     def load(self, session_id: str) -> Versioned | None:
+        """The stored state of ``session_id`` (``None``: absent), from the store's ``load``. What the store
+        raises propagates; the drivers hand it to the plan as ``Failed``."""
         loaded: Versioned | None = self.store.load(session_id)
         return loaded
 
     def swap(self, session_id: str, expected: int, text: str) -> Swapped:
+        """Compare-and-set ``text`` over revision ``expected`` (0: absent): ``Swapped(revision)`` if written,
+        else ``Swapped(None, current)`` with the store's current state (``None``: absent). One round trip with
+        the store's own ``swap``, else ``compare_and_set`` then ``load`` (two, not atomic: ``current`` may
+        already be newer than the write that won)."""
         native = getattr(self.store, "swap", None)
         if native is not None:
             swapped: Swapped = native(session_id, expected, text)
@@ -133,16 +154,23 @@ class StoreOps:
         return Swapped(written) if written is not None else Swapped(None, self.store.load(session_id))
 
     def get_blob(self, session_id: str, key: str) -> str | None:
+        """The blob ``key`` of ``session_id`` from the store's ``get_blob`` (``None``: not there); what the
+        store raises propagates."""
         blob: str | None = self.store.get_blob(session_id, key)
         return blob
 
     async def aload(self, session_id: str) -> Versioned | None:
+        """The async form of ``load``: the store's ``aload``, or its sync ``load`` in a worker thread
+        (``asyncio.to_thread``) for a store without async twins. Not bounded here: the drivers race it against
+        the call's store budget (``sync/drivers.py``)."""
         if self._native_async:
             loaded: Versioned | None = await self.store.aload(session_id)
             return loaded
         return await asyncio.to_thread(self.load, session_id)
 
     async def aswap(self, session_id: str, expected: int, text: str) -> Swapped:
+        """The async form of ``swap``: the store's ``aswap``; else ``acompare_and_set`` then ``aload``; a
+        sync-only store's ``swap`` runs in a worker thread. Not bounded here, like ``aload``."""
         native = getattr(self.store, "aswap", None)
         if native is not None:
             swapped: Swapped = await native(session_id, expected, text)
@@ -153,6 +181,8 @@ class StoreOps:
         return Swapped(written) if written is not None else Swapped(None, await self.store.aload(session_id))
 
     async def aget_blob(self, session_id: str, key: str) -> str | None:
+        """The async form of ``get_blob``: the store's ``aget_blob``, or its sync ``get_blob`` in a worker
+        thread. Not bounded here, like ``aload``."""
         if self._native_async:
             blob: str | None = await self.store.aget_blob(session_id, key)
             return blob
@@ -253,6 +283,8 @@ class MemoryStore:
             self._bytes -= dropped.size
 
     def load(self, session_id: str) -> Versioned | None:
+        """The session's state (``None``: absent or forgotten), now its most recently used. A state written by
+        ``swap_state`` is encoded here on its first read, and from then on only its text is kept."""
         with self._lock:
             entry = self._touch(session_id, create=False)
             if entry is None:
@@ -264,6 +296,10 @@ class MemoryStore:
             return None if entry.text is None else Versioned(entry.revision, entry.text)
 
     def compare_and_set(self, session_id: str, expected: int, text: str) -> int | None:
+        """Write ``text`` if the session's revision is still ``expected`` (0: absent): its new revision, drawn
+        from one counter for every ``MemoryStore`` of the process (never reused), or ``None`` if another
+        writer got there first. Writing may forget the least recently used sessions past ``max_sessions`` /
+        ``max_bytes``."""
         with self._lock:
             entry = self._touch(session_id, create=True)
             assert entry is not None
@@ -299,6 +335,9 @@ class MemoryStore:
         return Swapped(written) if written is not None else Swapped(None, self.load(session_id))
 
     def put_blob(self, session_id: str, key: str, text: str) -> None:
+        """Keep ``text`` under ``key`` until the session is deleted or forgotten (the session's entry is made
+        if absent). The text is shared through ``ir.shared``, so a document pinned by many sessions is held,
+        and counted against ``max_bytes``, once."""
         with self._lock:
             entry = self._touch(session_id, create=True)
             assert entry is not None
@@ -306,11 +345,15 @@ class MemoryStore:
             self._account(entry)
 
     def get_blob(self, session_id: str, key: str) -> str | None:
+        """The blob put under ``key``, or ``None`` (none, or the session was forgotten); the session becomes
+        the most recently used."""
         with self._lock:
             entry = self._touch(session_id, create=False)
             return None if entry is None else entry.blobs.get(key)
 
     def delete(self, session_id: str) -> None:
+        """Forget the session's state and blobs at once (nothing happens if it is absent); its bytes leave
+        ``bytes_held``."""
         with self._lock:
             dropped = self._entries.pop(session_id, None)
             if dropped is not None:
@@ -318,21 +361,27 @@ class MemoryStore:
 
     # In memory nothing blocks: the async twins are the sync methods.
     async def aload(self, session_id: str) -> Versioned | None:
+        """The async form of ``load``: the sync method itself, run inline (nothing in memory waits)."""
         return self.load(session_id)
 
     async def acompare_and_set(self, session_id: str, expected: int, text: str) -> int | None:
+        """The async form of ``compare_and_set``, run inline (nothing in memory waits)."""
         return self.compare_and_set(session_id, expected, text)
 
     async def aswap(self, session_id: str, expected: int, text: str) -> Swapped:
+        """The async form of ``swap``, run inline (nothing in memory waits)."""
         return self.swap(session_id, expected, text)
 
     async def aput_blob(self, session_id: str, key: str, text: str) -> None:
+        """The async form of ``put_blob``, run inline (nothing in memory waits)."""
         self.put_blob(session_id, key, text)
 
     async def aget_blob(self, session_id: str, key: str) -> str | None:
+        """The async form of ``get_blob``, run inline (nothing in memory waits)."""
         return self.get_blob(session_id, key)
 
     async def adelete(self, session_id: str) -> None:
+        """The async form of ``delete``, run inline (nothing in memory waits)."""
         self.delete(session_id)
 
     def __len__(self) -> int:

@@ -232,12 +232,21 @@ class Owner(Protocol):
     clock: Callable[[], float]
 
     @property
-    def store(self) -> SessionStore: ...
+    def store(self) -> SessionStore:
+        """The store the session uses now (the process default may be replaced between calls:
+        ``StateSync.bind_store``)."""
+        ...
 
     @property
-    def store_key(self) -> str: ...
+    def store_key(self) -> str:
+        """The key its state is stored under (``Session.store_key``: the id, or the id within its tenant's
+        namespace)."""
+        ...
 
-    def flush(self) -> None: ...
+    def flush(self) -> None:
+        """Write what the store does not have yet (``known.Known.flush``: sync client, fail open); the held
+        table calls it (``live``)."""
+        ...
 
 
 class Host:
@@ -256,6 +265,8 @@ class Host:
         return found
 
     def current_store(self) -> object:
+        """``SyncHost.current_store``: the session's store now, compared by identity to notice a replaced
+        default."""
         return self._get().store
 
     def store_breaker(self) -> StoreBreaker:
@@ -264,16 +275,24 @@ class Host:
         return breaker_of(session.store, session.store_key)
 
     def store_inline(self) -> bool:
+        """``SyncHost.store_inline``: whether the session's store is an in-process ``MemoryStore``
+        (``StoreOps.inline``), which keeps state objects and never reuses a revision."""
         return store_ops(self._get().store).inline
 
     def store_event(self, kind: str, state: SessionState, reason: str) -> None:
+        """``SyncHost.store_event``: record ``kind`` (``reset``, ``merged``, ``restored``, ...) with the
+        state's request count and ``reason`` on the store's own breaker, ``breaker_of(store)``, which logs it
+        (hashed id, no text)."""
         session = self._get()
         breaker_of(session.store).record(
             StoreEvent(kind, session.id, state.requests, reason, session.clock())
         )
 
     def hold(self) -> None:
+        """``SyncHost.hold``: the session holds state the store lacks; ``live`` keeps it strongly until
+        ``release`` (flushed in the background, when too many wait, or at exit)."""
         live.hold(self._get())
 
     def release(self) -> None:
+        """``SyncHost.release``: the store holds everything the session had; ``live`` lets go of it."""
         live.release(self._get())

@@ -118,6 +118,8 @@ class Known:
 
     @property
     def store(self) -> SessionStore:
+        """The session's store: the one it was given, else the process default as it is at the time of asking
+        (``set_default_store`` may replace it between calls)."""
         return self._given if self._given is not None else default_store()
 
     @property

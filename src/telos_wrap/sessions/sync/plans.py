@@ -77,6 +77,9 @@ _jitter = random.SystemRandom()
 
 
 class StoreOp:
+    """An operation a plan yields for its driver to perform (``LOAD``, ``Swap``, ``GetBlob``, ``Sleep``); the
+    driver sends back the store's answer, or ``Failed`` when the store raised."""
+
     __slots__ = ()
 
 
@@ -101,6 +104,9 @@ class Swap(StoreOp):
 
     @property
     def text(self) -> str:
+        """The state's stored text (``SessionState.dumps``), encoded on the first ask and kept (``encoded``):
+        what a store's compare-and-set writes, and what the plan remembers of a write whose answer was
+        lost."""
         if self._text is None:
             self._text = self.state.dumps()
         return self._text
@@ -113,11 +119,18 @@ class Swap(StoreOp):
 
 @dataclass(frozen=True, slots=True)
 class GetBlob(StoreOp):
+    """Read the session's blob ``key`` (a pinned text the state names and this process lacks): answered with
+    the text, ``None`` if the store has none, or ``Failed``."""
+
     key: str
 
 
 @dataclass(frozen=True, slots=True)
 class Sleep(StoreOp):
+    """Wait ``seconds`` before the next attempt (the jitter after the third lost compare-and-set in a row),
+    answered with ``None``: the sync driver sleeps the thread (it holds the session's lock meanwhile), the
+    async one the task."""
+
     seconds: float
 
 
@@ -153,17 +166,34 @@ class Breaker(Protocol):
     """The part of ``sessions.stores.breaker.StoreBreaker`` a plan uses (no I/O, no waiting)."""
 
     @property
-    def backoff(self) -> float: ...
+    def backoff(self) -> float:
+        """Seconds of the breaker's first window (``StoreBreaker.backoff``; the plan names it in the failure
+        it reports)."""
+        ...
 
-    def allow(self) -> bool: ...
+    def allow(self) -> bool:
+        """``StoreBreaker.allow``: whether this operation may go to the store (the probe, once the window is
+        over); a refusal is counted as skipped."""
+        ...
 
-    def success(self) -> None: ...
+    def success(self) -> None:
+        """``StoreBreaker.success``: the store answered; closes the breaker if this was the probe."""
+        ...
 
-    def busy(self) -> None: ...
+    def busy(self) -> None:
+        """``StoreBreaker.busy``: no pooled connection came free in time (``StoreBusyError``): counted, no
+        window."""
+        ...
 
-    def unused(self) -> None: ...
+    def unused(self) -> None:
+        """``StoreBreaker.unused``: an operation ``allow`` let through was never sent (no store time left); a
+        probe is given back."""
+        ...
 
-    def failure(self, exc: BaseException, *, started: float | None = None) -> None: ...
+    def failure(self, exc: BaseException, *, started: float | None = None) -> None:
+        """``StoreBreaker.failure``: the store failed or timed out; opens a window unless the operation began
+        (``started``) before the current window opened."""
+        ...
 
 
 class SyncHost(Protocol):
@@ -173,7 +203,11 @@ class SyncHost(Protocol):
         """The store the session uses now (compared by identity)."""
         ...
 
-    def store_breaker(self) -> Breaker: ...
+    def store_breaker(self) -> Breaker:
+        """The breaker of the session's store calls (on a cluster, its slot's node's:
+        ``RedisStore.breaker_for``). A plan asks once and reports every outcome to that breaker, even if the
+        slot map moves meanwhile."""
+        ...
 
     def store_inline(self) -> bool:
         """Whether the store keeps state objects in this process (``MemoryStore.swap_state``)."""
@@ -320,6 +354,9 @@ class StateSync:
         return None if self.parsed is None else self.parsed[2]
 
     def with_pending(self, state: SessionState) -> SessionState:
+        """``state`` with the pending work folded in, in order: each response's usage (``apply_usage``) and
+        each request counted without the store (``Deferred.step``). Pure: ``pending`` itself is let go of only
+        once a write holds it (``written``, ``keep_local``)."""
         for index, report, response_id in self.pending:
             if isinstance(report, Deferred):
                 state = report.step(state)[0]

@@ -89,6 +89,8 @@ class Unit:
     copy_until: int = -1
 
     def key(self) -> tuple[int, str]:
+        """``(message, call)``: names the unit within the request, as ``ClearFold.key`` names the unit a
+        recorded fold cleared (the planner skips units already folded by it)."""
         return self.message, self.call
 
     @property

@@ -141,6 +141,10 @@ class StateHooks(SessionHooks):
         self._fork: int | None = None
 
     def fork_point(self) -> int | None:
+        """``SessionHooks.fork_point``: the first application message that differs from the previous request's
+        (``AppPrint``), found by ``before_bridge``; where none is, a context or file fold decided for this
+        request sets it to the fold's message, so the prefix before it is read (BP-fork). ``None`` with range
+        folds in force."""
         return self._fork
 
     def final_point(self) -> int | None:
@@ -162,12 +166,20 @@ class StateHooks(SessionHooks):
         return len(previous.messages) // HASH_LEN
 
     def own_references(self) -> OwnReferences:
+        """``SessionHooks.own_references``: the ref-pool stubs and entries this session emitted, as the
+        runtime gave them (only text exactly equal to one is lifted as a reference)."""
         return self.own
 
     def filtered_outputs(self) -> Mapping[str, str]:
+        """``SessionHooks.filtered_outputs``: the state's record of the tool results the output filter changed
+        (``SessionState.filtered``), so each is filtered again the same way on every later request, by any
+        worker (docs/output-filter.md)."""
         return self.state.filtered
 
     def history_memo(self) -> HistoryMemo | None:
+        """``SessionHooks.history_memo``: the session's memo, or ``None`` (lift everything) while any range,
+        context or slug fold is recorded or a context policy is set: those rewrite messages after the lift, so
+        positions cannot be reused."""
         # Range folds rewrite message positions after the lift, and context folds rewrite tool
         # results in place: no reuse by position then.
         if (
@@ -199,6 +211,9 @@ class StateHooks(SessionHooks):
         return {"app": _AppRows(self.app_hashes, self.kinds, self.forms, self.held)}
 
     def patterns(self, base: SplitPatterns) -> SplitPatterns:
+        """``SessionHooks.patterns``: ``base`` (its closing clock kept in place with ``clock_in_place``) and
+        the learned spans as DROP patterns in layers: the spans one request learned were learned together, on
+        the text the earlier layers left; the fleet's adopted spans are one layer."""
         if self.clock_in_place:
             base = base.with_clock_in_place()
         if not self.volatile:
@@ -213,6 +228,10 @@ class StateHooks(SessionHooks):
         return base.layered(layers.values())
 
     def before_bridge(self, ir: TelosIR) -> TelosIR:
+        """``SessionHooks.before_bridge``: takes the application's print of the request (hashes, kinds, forms,
+        DROP-band messages) and its fork point, then applies the recorded and newly decided context folds,
+        range folds, file folds, pins and slug folds and schema name orders, each recorded in ``ir.records``
+        (with what the caller's own ``context_management`` clears)."""
         self.system_view = system_view(ir)
         learned_records = self._learned_records(ir)
         memo = self.history_memo()

@@ -153,6 +153,9 @@ class WireEntry:
 
     @property
     def app_messages(self) -> int:
+        """How many application messages the entry's print covers: the hashes in ``app`` (``hash_len``
+        characters each, none when ``hash_len`` is 0), at most as many as ``forms`` has. The I2 check compares
+        no message past it."""
         return min(len(self.app) // self.hash_len if self.hash_len else 0, len(self.forms))
 
 

@@ -55,6 +55,9 @@ class Explained(NamedTuple):
 
     @classmethod
     def of(cls, prepared: Prepared) -> Explained:
+        """What ``explain`` keeps of ``prepared``: why it went out untouched (``None``: rewritten), its
+        breakpoints, notes and records as plain tuples (``anchor``, ``change``), and the characters the output
+        filter took out of results first filtered in it; nothing of its wire body or IR."""
         return cls(
             prepared.untouched,
             tuple(map(anchor, prepared.plan.breakpoints)),
