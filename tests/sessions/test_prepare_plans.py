@@ -117,11 +117,14 @@ def _prepare(runtime: SessionRuntime, driver: str, body: dict[str, Any], strict:
 
 
 def _story(driver: str, store: Recording) -> list[Any]:
-    """Two conversations of one application (the first learns the live lines and teaches the
-    fleet, the second starts from the fleet's facts), the hooks of a call that is not a turn, a
+    """Two conversations of one application (the first pinned a document before its first call,
+    carried onto its tenant's entry at that call; it learns the live lines and teaches the fleet;
+    the second starts from the fleet's facts), the hooks of a call that is not a turn, a
     pass-through request, and the first conversation's erasure: what each step returned."""
     results: list[Any] = []
-    first = _session(store, "conv-1")
+    pinned = Session("conv-1", store=store, fleet_learning=True, clock=lambda: 1_000.0)
+    pinned.pin("handbook", "The handbook of Example Corp, chapter one.\n" * 40)  # carried at the binding
+    first = runtime_of(pinned)
     for turn in range(4):
         index, prepared = _prepare(first, driver, _body(1, turn))
         results.append((index, prepared.body))
@@ -160,7 +163,9 @@ def test_sync_and_async_ask_the_store_the_same_and_prepare_the_same() -> None:
     # The story does what it says: the fleet taught the second conversation, erasure rewrote the
     # fleet's entry and deleted the first conversation's state.
     assert any(call[0] == "put" and call[1].startswith(FLEET_PREFIX) for call in calls)
-    assert ("delete", calls[0][1]) in calls or any(call[0] == "delete" for call in calls)
+    entry = next(call[1] for call in calls if call[0] == "cas")  # the first conversation's entry
+    assert ("put", entry) == calls[calls.index(("load", entry)) - 1][:2]  # its pin, carried first
+    assert calls[-1] == ("load", "conv-2@t:" + entry.split("@t:")[1]) and ("delete", entry) in calls
     assert results[-2] == ("StateHooks", 3, [0, 1, 2, 3])
     for other_results, other_calls in runs[1:]:
         assert other_results == results

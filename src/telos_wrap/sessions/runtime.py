@@ -40,7 +40,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 from telos_wrap.bridge import BridgeOptions
 from telos_wrap.config import current_config
@@ -95,6 +95,11 @@ def _blob_key(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
+def _awaits(store: SessionStore) -> TypeGuard[AsyncSessionStore]:
+    """Whether async code awaits ``store``'s async twins (else its sync methods: nothing waits)."""
+    return isinstance(store, AsyncSessionStore) and not store_ops(store).inline
+
+
 # -- the request path's plans: what they yield --------------------------------------------------------
 #
 # Each sequence of the request path that does store I/O (preparing a request, the hooks of a call
@@ -127,6 +132,27 @@ class _FleetIO:
         self.plan = plan
 
 
+class _PutBlob:
+    """Write ``text`` as blob ``name`` of entry ``key`` of ``store``; answered with ``None``."""
+
+    __slots__ = ("key", "name", "store", "text")
+
+    def __init__(self, store: SessionStore, key: str, name: str, text: str) -> None:
+        self.store = store
+        self.key = key
+        self.name = name
+        self.text = text
+
+
+class _Carry:
+    """Run a store plan of the state as it is, without settling first (``_settle_plan``'s own)."""
+
+    __slots__ = ("plan",)
+
+    def __init__(self, plan: Generator[StoreOp, Any, Any]) -> None:
+        self.plan = plan
+
+
 class _Delete:
     """Delete entry ``key`` of ``store`` (erasure); answered with ``None``."""
 
@@ -144,7 +170,7 @@ class _Unlocked:
 
 
 UNLOCKED = _Unlocked()
-_Path = Generator[_StateIO | _FleetIO | _Delete | _Unlocked, Any, T]
+_Path = Generator[_StateIO | _FleetIO | _PutBlob | _Carry | _Delete | _Unlocked, Any, T]
 
 
 class SessionRuntime:
@@ -279,50 +305,31 @@ class SessionRuntime:
                 self._known = known_for(self._store, self.id, self.store_key, self.clock)
                 self._known.adopt(before)
 
-    def _settle(self) -> None:
-        """Once bound: carry what was recorded before the binding onto the tenant's stored state (the
-        caller holds ``self.lock``). Binds a session used without any call to no tenant."""
+    def _settle_plan(self) -> _Path[None]:
+        """Once bound: carry what was recorded before the binding onto the tenant's stored state (its
+        pinned texts, then one plan). Binds a session used without any call to no tenant."""
         if self._space is None:
             self.bind_tenant(tenancy.SHARED)  # used directly, without a call: no tenant signal
         local, self._local = self._local, None
         if local is not None:
             try:
+                store = self.store
                 for key in set(local.pins.values()):
-                    drivers.put_pin(self._sync, self.store, key, self._sync.blobs[key], self.store_key)
-                plan = self._plan(tenancy.carried(local), strict=True)
-                drivers.run(plan, self.store, self._breaker(), self.store_key)
+                    yield _PutBlob(store, self.store_key, key, self._sync.blobs[key])
+                yield _Carry(self._plan(tenancy.carried(local), strict=True))
             except RefPoolError:
                 raise  # a slug pinned with another text: dropped (slugs are frozen), said once
             except BaseException:
                 self._local = local  # the store failed: tried again at the next call
                 raise
 
+    def _settle(self) -> None:
+        """``_settle_plan`` with the store's sync methods (the caller holds ``self.lock``)."""
+        self._drive(self._settle_plan())
+
     async def _asettle(self) -> None:
-        """``_settle`` for async code."""
-        if self._space is None:
-            self.bind_tenant(tenancy.SHARED)
-        local, self._local = self._local, None
-        if local is not None:
-            try:
-                store = self.store
-                for key in set(local.pins.values()):
-                    text = self._sync.blobs[key]
-                    if isinstance(store, AsyncSessionStore) and not store_ops(store).inline:
-                        await store.aput_blob(self.store_key, key, text)
-                    else:
-                        store.put_blob(self.store_key, key, text)
-                await drivers.arun(
-                    self._plan(tenancy.carried(local), strict=True),
-                    store,
-                    self._breaker(),
-                    self.store_key,
-                    self._alocks.get(),
-                )
-            except RefPoolError:
-                raise
-            except BaseException:
-                self._local = local
-                raise
+        """``_settle_plan`` for async code."""
+        await self._adrive(self._settle_plan())
 
     def _local_state(self) -> SessionState:
         return self._local if self._local is not None else SessionState(session_id=self.id)
@@ -402,6 +409,10 @@ class SessionRuntime:
                         value = self._run(op.plan)
                     elif type(op) is _FleetIO:
                         value = fleet_io.run_plan(op.plan, op.store)
+                    elif type(op) is _PutBlob:
+                        op.store.put_blob(op.key, op.name, op.text)
+                    elif type(op) is _Carry:
+                        value = drivers.run(op.plan, self.store, self._breaker(), self.store_key)
                     elif type(op) is _Delete:
                         op.store.delete(op.key)
                     elif lock is not None:  # UNLOCKED: the rest of the plan runs outside the lock
@@ -436,9 +447,19 @@ class SessionRuntime:
                     value = await self._arun(op.plan)
                 elif type(op) is _FleetIO:
                     value = await fleet_io.arun_plan(op.plan, op.store)
+                elif type(op) is _PutBlob:
+                    store = op.store
+                    if _awaits(store):
+                        await store.aput_blob(op.key, op.name, op.text)
+                    else:
+                        store.put_blob(op.key, op.name, op.text)
+                elif type(op) is _Carry:
+                    store, key = self.store, self.store_key
+                    breaker = breaker_of(store, key)
+                    value = await drivers.arun(op.plan, store, breaker, key, self._alocks.get())
                 elif type(op) is _Delete:
                     store = op.store
-                    if isinstance(store, AsyncSessionStore) and not store_ops(store).inline:
+                    if _awaits(store):
                         await store.adelete(op.key)
                     else:
                         store.delete(op.key)
