@@ -236,3 +236,47 @@ def test_two_first_requests_at_once_ask_the_fleet_once(driver: str) -> None:
     alone = _fleet_asked(driver, concurrent=False)
     assert alone and alone[0][0] == "get"  # one request alone reads the application's facts
     assert _fleet_asked(driver, concurrent=True) == alone
+
+
+class Probing(RecordingAsync):
+    """Records, at each store call, whether another thread could take the session's lock then."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.session_lock: Any = None
+        self.free: list[tuple[str, bool]] = []
+
+    def _record(self, *call: str) -> None:
+        got: list[bool] = []
+
+        def take() -> None:
+            if self.session_lock.acquire(timeout=0.05):
+                got.append(True)
+                self.session_lock.release()
+
+        probe = threading.Thread(target=take)
+        probe.start()
+        probe.join()
+        self.free.append((call[0], bool(got)))
+        super()._record(*call)
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_the_lock_is_held_over_store_calls_only_on_the_sync_path(driver: str) -> None:
+    # The sync path holds the session's lock over its store calls (as it always did); the async one
+    # takes it around the steps between them, never across an await (the fleet's read, the load and
+    # the compare-and-set of a first request, and the publish of a later one that learned).
+    store = Probing()
+    runtime = _session(store, "conv-1")
+    store.session_lock = runtime.lock
+    for turn in range(2):
+        _prepare(runtime, driver, _body(1, turn))
+    free = [taken for _, taken in store.free]
+    # The second request's compare-and-set, then the publish of what it learned (a read and a write).
+    turn = max(i for i, (op, _) in enumerate(store.free) if op == "cas")
+    assert [op for op, _ in store.free[turn:]][:3] == ["cas", "get", "put"]
+    assert {op for op, _ in store.free[:turn]} == {"get", "put", "load", "cas"}
+    if driver == "sync":  # held over the fleet's read and the turns; let go before publishing
+        assert free == [False] * (turn + 1) + [True] * (len(free) - turn - 1)
+    else:
+        assert all(free)
