@@ -104,11 +104,11 @@ def _publish(store: Any, driver: str) -> Any:
     facts = (_fact(0), _fact(1))
     plan = fleet_io._publish_plan(store, SPACE, TEMPLATE, facts, ("p1", "p2"), Lengths((2, 1)), "conv-1")
     if driver == "sync":
-        fleet_io._run(plan, store)
+        fleet_io.run_plan(plan, store)
         return fleet_io.publish_learned(store, "anthropic", body, hints, facts, None, "conv-2")
 
     async def run() -> None:
-        await fleet_io._arun(plan, store)
+        await fleet_io.arun_plan(plan, store)
         await fleet_io.apublish_learned(store, "anthropic", body, hints, facts, None, "conv-2")
 
     return run()
@@ -123,7 +123,7 @@ def _first_request(store: Any, driver: str) -> Any:
 
 def _lookup(store: Any, driver: str) -> Any:
     plan = fleet_io._lookup_plan(store, SPACE, TEMPLATE)
-    return fleet_io._run(plan, store) if driver == "sync" else fleet_io._arun(plan, store)
+    return fleet_io.run_plan(plan, store) if driver == "sync" else fleet_io.arun_plan(plan, store)
 
 
 def _erase(store: Any, driver: str) -> Any:

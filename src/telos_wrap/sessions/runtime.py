@@ -11,6 +11,12 @@ few methods of its own (``update``, ``read`` / ``read_known``, ``flush`` / ``afl
 section *for the handle*: ``pin``, ``recheck``, ``dry_run``, ``last_body``, ``request_indices``,
 ``erase`` / ``aerase``): one lock, one last-known state, one place that writes.
 
+Each of its sequences that does store I/O is written once, as a plan (a generator method:
+``_prepare_plan``, ``_hooks_plan``, ``_passthrough_plan``, ``_erase_plan``), and its sync and async
+entry points are thin shells that choose the driver (``_drive``, ``_adrive``): the same store
+operations in the same order, the same results and failures, and the same critical sections under
+the lock on both paths (tests/sessions/test_prepare_plans.py).
+
 The rooms it composes (``sessions/__init__.py`` lists them all): ``sync/plans.py`` (the sans-IO
 store plans and what this process holds of the state), ``sync/drivers.py`` (their sync and async
 runners against a store), ``turns/turn.py`` (one request, pure), ``turns/steps.py`` (the pure state
@@ -34,7 +40,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 from telos_wrap.bridge import BridgeOptions
 from telos_wrap.config import current_config
@@ -87,6 +93,84 @@ CacheBreakCallback = Callable[[CacheBreak], None]
 
 def _blob_key(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def _awaits(store: SessionStore) -> TypeGuard[AsyncSessionStore]:
+    """Whether async code awaits ``store``'s async twins (else its sync methods: nothing waits)."""
+    return isinstance(store, AsyncSessionStore) and not store_ops(store).inline
+
+
+# -- the request path's plans: what they yield --------------------------------------------------------
+#
+# Each sequence of the request path that does store I/O (preparing a request, the hooks of a call
+# that is not a turn, recording a pass-through, erasure) is written once, as a plan: a generator
+# method of ``SessionRuntime`` that yields the I/O it needs (below), is sent each answer and has each
+# failure thrown into it (so its own ``try`` decides, as straight-line code would). Its sync and
+# async entry points are thin shells that choose the driver: ``SessionRuntime._drive`` (the store's
+# sync methods, under the session's lock) or ``_adrive`` (their async twins, awaited; the lock is
+# taken around each stretch of the plan between two yields, never across an await). On both, the
+# plan's code runs under the session's lock until it yields ``UNLOCKED``; what follows (publishing,
+# reporting) runs outside it.
+
+
+class _StateIO:
+    """Run a store plan of the session's state (``SessionRuntime._plan``); answered with its result."""
+
+    __slots__ = ("plan",)
+
+    def __init__(self, plan: Generator[StoreOp, Any, Any]) -> None:
+        self.plan = plan
+
+
+class _FleetIO:
+    """Run a plan of fleet learning's store I/O (``fleet_io.Plan``) on ``store``; answered with its result."""
+
+    __slots__ = ("plan", "store")
+
+    def __init__(self, store: SessionStore, plan: fleet_io.Plan[Any]) -> None:
+        self.store = store
+        self.plan = plan
+
+
+class _PutBlob:
+    """Write ``text`` as blob ``name`` of entry ``key`` of ``store``; answered with ``None``."""
+
+    __slots__ = ("key", "name", "store", "text")
+
+    def __init__(self, store: SessionStore, key: str, name: str, text: str) -> None:
+        self.store = store
+        self.key = key
+        self.name = name
+        self.text = text
+
+
+class _Carry:
+    """Run a store plan of the state as it is, without settling first (``_settle_plan``'s own)."""
+
+    __slots__ = ("plan",)
+
+    def __init__(self, plan: Generator[StoreOp, Any, Any]) -> None:
+        self.plan = plan
+
+
+class _Delete:
+    """Delete entry ``key`` of ``store`` (erasure); answered with ``None``."""
+
+    __slots__ = ("key", "store")
+
+    def __init__(self, store: SessionStore, key: str) -> None:
+        self.store = store
+        self.key = key
+
+
+class _Unlocked:
+    """What a plan yields to run the rest of it outside the session's lock."""
+
+    __slots__ = ()
+
+
+UNLOCKED = _Unlocked()
+_Path = Generator[_StateIO | _FleetIO | _PutBlob | _Carry | _Delete | _Unlocked, Any, T]
 
 
 class SessionRuntime:
@@ -221,50 +305,31 @@ class SessionRuntime:
                 self._known = known_for(self._store, self.id, self.store_key, self.clock)
                 self._known.adopt(before)
 
-    def _settle(self) -> None:
-        """Once bound: carry what was recorded before the binding onto the tenant's stored state (the
-        caller holds ``self.lock``). Binds a session used without any call to no tenant."""
+    def _settle_plan(self) -> _Path[None]:
+        """Once bound: carry what was recorded before the binding onto the tenant's stored state (its
+        pinned texts, then one plan). Binds a session used without any call to no tenant."""
         if self._space is None:
             self.bind_tenant(tenancy.SHARED)  # used directly, without a call: no tenant signal
         local, self._local = self._local, None
         if local is not None:
             try:
+                store = self.store
                 for key in set(local.pins.values()):
-                    drivers.put_pin(self._sync, self.store, key, self._sync.blobs[key], self.store_key)
-                plan = self._plan(tenancy.carried(local), strict=True)
-                drivers.run(plan, self.store, self._breaker(), self.store_key)
+                    yield _PutBlob(store, self.store_key, key, self._sync.blobs[key])
+                yield _Carry(self._plan(tenancy.carried(local), strict=True))
             except RefPoolError:
                 raise  # a slug pinned with another text: dropped (slugs are frozen), said once
             except BaseException:
                 self._local = local  # the store failed: tried again at the next call
                 raise
 
+    def _settle(self) -> None:
+        """``_settle_plan`` with the store's sync methods (the caller holds ``self.lock``)."""
+        self._drive(self._settle_plan())
+
     async def _asettle(self) -> None:
-        """``_settle`` for async code."""
-        if self._space is None:
-            self.bind_tenant(tenancy.SHARED)
-        local, self._local = self._local, None
-        if local is not None:
-            try:
-                store = self.store
-                for key in set(local.pins.values()):
-                    text = self._sync.blobs[key]
-                    if isinstance(store, AsyncSessionStore) and not store_ops(store).inline:
-                        await store.aput_blob(self.store_key, key, text)
-                    else:
-                        store.put_blob(self.store_key, key, text)
-                await drivers.arun(
-                    self._plan(tenancy.carried(local), strict=True),
-                    store,
-                    self._breaker(),
-                    self.store_key,
-                    self._alocks.get(),
-                )
-            except RefPoolError:
-                raise
-            except BaseException:
-                self._local = local
-                raise
+        """``_settle_plan`` for async code."""
+        await self._adrive(self._settle_plan())
 
     def _local_state(self) -> SessionState:
         return self._local if self._local is not None else SessionState(session_id=self.id)
@@ -323,6 +388,86 @@ class SessionRuntime:
         finally:
             known.plans -= 1
 
+    def _drive(self, path: _Path[T]) -> T:
+        """Run a request-path plan with the sync drivers: under ``self.lock`` until it yields
+        ``UNLOCKED``; each step's failure (any exception) is thrown back into the plan."""
+        lock: Any = self.lock
+        lock.acquire()
+        try:
+            value: Any = None
+            error: BaseException | None = None
+            while True:
+                try:
+                    op = path.send(value) if error is None else path.throw(error)
+                except StopIteration as stop:
+                    return stop.value  # type: ignore[no-any-return]
+                finally:
+                    value = error = None  # no cycle through this frame when the plan raises
+                try:
+                    if type(op) is _StateIO:
+                        assert lock is not None  # a store plan of the state runs under the lock
+                        value = self._run(op.plan)
+                    elif type(op) is _FleetIO:
+                        value = fleet_io.run_plan(op.plan, op.store)
+                    elif type(op) is _PutBlob:
+                        op.store.put_blob(op.key, op.name, op.text)
+                    elif type(op) is _Carry:
+                        value = drivers.run(op.plan, self.store, self._breaker(), self.store_key)
+                    elif type(op) is _Delete:
+                        op.store.delete(op.key)
+                    elif lock is not None:  # UNLOCKED: the rest of the plan runs outside the lock
+                        held, lock = lock, None
+                        held.release()
+                except BaseException as exc:
+                    error = exc
+        finally:
+            if lock is not None:
+                lock.release()
+
+    async def _adrive(self, path: _Path[T]) -> T:
+        """Run a request-path plan with the async drivers: each stretch of it between two yields
+        under ``self.lock`` (never held across an await) until it yields ``UNLOCKED``; each step's
+        failure (any exception, a cancellation too) is thrown back into the plan."""
+        locked = True
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                if locked:
+                    with self.lock:
+                        op = path.send(value) if error is None else path.throw(error)
+                else:
+                    op = path.send(value) if error is None else path.throw(error)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            finally:
+                value = error = None  # no cycle through this frame when the plan raises
+            try:
+                if type(op) is _StateIO:
+                    value = await self._arun(op.plan)
+                elif type(op) is _FleetIO:
+                    value = await fleet_io.arun_plan(op.plan, op.store)
+                elif type(op) is _PutBlob:
+                    store = op.store
+                    if _awaits(store):
+                        await store.aput_blob(op.key, op.name, op.text)
+                    else:
+                        store.put_blob(op.key, op.name, op.text)
+                elif type(op) is _Carry:
+                    store, key = self.store, self.store_key
+                    breaker = breaker_of(store, key)
+                    value = await drivers.arun(op.plan, store, breaker, key, self._alocks.get())
+                elif type(op) is _Delete:
+                    store = op.store
+                    if _awaits(store):
+                        await store.adelete(op.key)
+                    else:
+                        store.delete(op.key)
+                else:  # UNLOCKED
+                    locked = False
+            except BaseException as exc:
+                error = exc
+
     def flush(self) -> None:
         """Write what this process holds and the store does not yet (pending usage, outage state).
 
@@ -373,12 +518,24 @@ class SessionRuntime:
 
     # -- the request path (called by the patch layer) ---------------------------------------------
 
-    def _hooks_plan(self, strict: bool | None) -> Generator[StoreOp, Any, SessionHooks]:
+    def _hooks_plan(self, strict: bool | None) -> _Path[SessionHooks]:
+        """``hooks`` as a plan: one read-only store plan (the failure reported outside the lock)."""
+
         def step(state: SessionState) -> tuple[None, SessionHooks]:
             pins = self._sync.cached_pins(state)
             return None, StateHooks(state, pins, state.volatile, own=dict(self._own), key=self._key)
 
-        return self._plan(step, strict, readonly=True)
+        try:
+            hooks: SessionHooks = yield _StateIO(self._plan(step, strict, readonly=True))
+            return hooks
+        except TelosStageError:
+            if strict:
+                raise
+            return SessionHooks()
+        except Exception as exc:
+            yield UNLOCKED
+            report_failure(TelosStageError("session", exc), strict=strict)
+            return SessionHooks()
 
     def hooks(self, *, strict: bool | None = None) -> SessionHooks:
         """The session's current pipeline hooks (for calls that are not turns, e.g. token counts).
@@ -386,28 +543,11 @@ class SessionRuntime:
         Reads the store only when this process holds nothing of the session yet. Never raises
         unless ``strict``: if the state cannot be read, the stateless hooks are returned (counted).
         """
-        try:
-            with self.lock:
-                return self._run(self._hooks_plan(strict))
-        except TelosStageError:
-            if strict:
-                raise
-            return SessionHooks()
-        except Exception as exc:
-            report_failure(TelosStageError("session", exc), strict=strict)
-            return SessionHooks()
+        return self._drive(self._hooks_plan(strict))
 
     async def ahooks(self, *, strict: bool | None = None) -> SessionHooks:
-        """``hooks`` for async clients."""
-        try:
-            return await self._arun(self._hooks_plan(strict))
-        except TelosStageError:
-            if strict:
-                raise
-            return SessionHooks()
-        except Exception as exc:
-            report_failure(TelosStageError("session", exc), strict=strict)
-            return SessionHooks()
+        """``hooks`` for async clients (the same plan, ``_hooks_plan``)."""
+        return await self._adrive(self._hooks_plan(strict))
 
     # -- fleet learning: the hook (the logic: sessions/learning/fleet.py and fleet_io.py) --
 
@@ -463,6 +603,56 @@ class SessionRuntime:
 
         return step
 
+    def _prepare_plan(
+        self,
+        api: Api,
+        body: Mapping[str, Any],
+        options: PrepareOptions,
+        strict: bool | None,
+        tenant: str | None,
+    ) -> _Path[tuple[int, Prepared]]:
+        """One request of the session, as a plan (``prepare_request``, ``prepare_request_async``).
+
+        Under the session's lock: the binding to the call's tenant, the tenant's digest key, and
+        whether this request asks the fleet, checked and set in one step (the conversation's first
+        request asks it once, however many start at once); the fleet's answer; the turn, planned
+        and made durable (one compare-and-set); what this process remembers of it. Then, outside
+        the lock: the facts it learned are published, the request is counted for the fleet's
+        conversation lengths, and its breaks and failed output filters are reported."""
+        facts: tuple[fleet.Fact, ...] = ()
+        note: str | None = None
+        if self._space is None:
+            self.bind_tenant(tenancy.space_of(options.hints.isolation, tenant))
+        self._key = key = fleet_io.digest_key(options.hints, tenant)
+        if self._fleet():  # fleet learning (sessions/learning/fleet.py)
+            self._fleet_asked = True
+            store = self.store
+            start = yield _FleetIO(
+                store, fleet_io.fleet_plan(store, api, body, options.hints, tenant, self.store_key)
+            )
+            facts, note = self._started(start)
+        plan = self._plan(self._turn_step(api, body, options, facts, key), strict)
+        try:
+            result: TurnResult = yield _StateIO(plan)
+        except TelosStageError:
+            raise
+        except Exception as exc:
+            raise TelosStageError("session", exc) from exc
+        self._after_turn(api, body, options, result, note)
+        yield UNLOCKED
+        if self._fleet_on():  # fleet learning: publish what was learned, count the request
+            if result.facts:
+                store = self.store
+                yield _FleetIO(
+                    store,
+                    fleet_io.learned_plan(
+                        store, api, body, options.hints, result.facts, tenant, self.store_key
+                    ),
+                )
+            if self._fleet_where is not None:
+                fleet_io.note_reached(self.store, self._fleet_where, result.index + 1)
+        return self._report_turn(result)
+
     def prepare_request(
         self,
         api: Api,
@@ -478,35 +668,10 @@ class SessionRuntime:
         on this process's state). Raises ``TelosStageError`` on any failure of telos (the patch
         layer then fails open or, with ``strict``, raises it); a store failure raises only if
         ``strict``. ``tenant``: the call's tenant digest (``identity.tenant_digest``), which scopes
-        fleet learning (``fleet.namespace``).
+        fleet learning (``fleet.namespace``). The steps: ``_prepare_plan``, run with the store's
+        sync methods under the session's lock (the fleet's read and the turn's round trip too).
         """
-        with self.lock:
-            facts: tuple[fleet.Fact, ...] = ()
-            note: str | None = None
-            if self._space is None:
-                self.bind_tenant(tenancy.space_of(options.hints.isolation, tenant))
-            self._key = key = fleet_io.digest_key(options.hints, tenant)
-            if self._fleet():  # fleet learning (sessions/learning/fleet.py)
-                self._fleet_asked = True
-                facts, note = self._started(
-                    fleet_io.fleet_for(self.store, api, body, options.hints, tenant, self.store_key)
-                )
-            plan = self._plan(self._turn_step(api, body, options, facts, key), strict)
-            try:
-                result = self._run(plan)
-            except TelosStageError:
-                raise
-            except Exception as exc:
-                raise TelosStageError("session", exc) from exc
-            self._after_turn(api, body, options, result, note)
-        if self._fleet_on():  # fleet learning: publish what was learned, count the request
-            if result.facts:
-                fleet_io.publish_learned(
-                    self.store, api, body, options.hints, result.facts, tenant, self.store_key
-                )
-            if self._fleet_where is not None:
-                fleet_io.note_reached(self.store, self._fleet_where, result.index + 1)
-        return self._report_turn(result)
+        return self._drive(self._prepare_plan(api, body, options, strict, tenant))
 
     async def prepare_request_async(
         self,
@@ -517,46 +682,11 @@ class SessionRuntime:
         strict: bool | None = None,
         tenant: str | None = None,
     ) -> tuple[int, Prepared]:
-        """``prepare_request`` for async clients: the same turn, with the store's async I/O. The
+        """``prepare_request`` for async clients: the same plan (``_prepare_plan``), with the store's
+        async I/O; the session's lock is held around its steps, not across a store call. The
         store's ``timeout`` bounds the store time of the whole call (``stores/budget.py``)."""
         with budget.opened(self.store):
-            return await self._prepare_request_async(api, body, options, strict, tenant)
-
-    async def _prepare_request_async(
-        self,
-        api: Api,
-        body: Mapping[str, Any],
-        options: PrepareOptions,
-        strict: bool | None,
-        tenant: str | None,
-    ) -> tuple[int, Prepared]:
-        facts: tuple[fleet.Fact, ...] = ()
-        note: str | None = None
-        if self._space is None:
-            self.bind_tenant(tenancy.space_of(options.hints.isolation, tenant))
-        self._key = key = fleet_io.digest_key(options.hints, tenant)
-        if self._fleet():  # fleet learning (sessions/learning/fleet.py)
-            self._fleet_asked = True
-            facts, note = self._started(
-                await fleet_io.afleet_for(self.store, api, body, options.hints, tenant, self.store_key)
-            )
-        plan = self._plan(self._turn_step(api, body, options, facts, key), strict)
-        try:
-            result = await self._arun(plan)
-        except TelosStageError:
-            raise
-        except Exception as exc:
-            raise TelosStageError("session", exc) from exc
-        with self.lock:
-            self._after_turn(api, body, options, result, note)
-        if self._fleet_on():  # fleet learning: publish what was learned, count the request
-            if result.facts:
-                await fleet_io.apublish_learned(
-                    self.store, api, body, options.hints, result.facts, tenant, self.store_key
-                )
-            if self._fleet_where is not None:
-                fleet_io.note_reached(self.store, self._fleet_where, result.index + 1)
-        return self._report_turn(result)
+            return await self._adrive(self._prepare_plan(api, body, options, strict, tenant))
 
     def _after_turn(
         self,
@@ -695,6 +825,24 @@ class SessionRuntime:
                     exc_info=True,
                 )
 
+    def _passthrough_plan(self, api: Api, engine: str, body: Mapping[str, Any], fallback: bool) -> _Path[int]:
+        """``note_passthrough`` as a plan: one store plan counting the request, then its record."""
+        step = passthrough_step(engine, body, self.clock(), fallback=fallback)
+        try:
+            index: int = yield _StateIO(self._plan(step, strict=False))
+            self._remember_passthrough(api, engine, body, index)
+            return index
+        except Exception:
+            yield UNLOCKED
+            # Only reached after the same call already failed open (and was counted and warned
+            # about): recording the pass-through is bookkeeping, not a second failure.
+            logger.debug(
+                "telos_wrap: session %s could not record a pass-through request",
+                session_hash(self.id),
+                exc_info=True,
+            )
+            return -1
+
     def note_passthrough(
         self, api: Api, engine: str, body: Mapping[str, Any], *, failed: TelosStageError | None = None
     ) -> int:
@@ -706,41 +854,15 @@ class SessionRuntime:
         """
         if failed is not None:
             self._fell_back(failed)
-        step = passthrough_step(engine, body, self.clock(), fallback=failed is not None)
-        try:
-            with self.lock:
-                index = self._run(self._plan(step, strict=False))
-                self._remember_passthrough(api, engine, body, index)
-            return index
-        except Exception:
-            # Only reached after the same call already failed open (and was counted and warned
-            # about): recording the pass-through is bookkeeping, not a second failure.
-            logger.debug(
-                "telos_wrap: session %s could not record a pass-through request",
-                session_hash(self.id),
-                exc_info=True,
-            )
-            return -1
+        return self._drive(self._passthrough_plan(api, engine, body, failed is not None))
 
     async def note_passthrough_async(
         self, api: Api, engine: str, body: Mapping[str, Any], *, failed: TelosStageError | None = None
     ) -> int:
-        """``note_passthrough`` for async clients."""
+        """``note_passthrough`` for async clients (the same plan, ``_passthrough_plan``)."""
         if failed is not None:
             self._fell_back(failed)
-        step = passthrough_step(engine, body, self.clock(), fallback=failed is not None)
-        try:
-            index = await self._arun(self._plan(step, strict=False))
-            with self.lock:
-                self._remember_passthrough(api, engine, body, index)
-            return index
-        except Exception:
-            logger.debug(
-                "telos_wrap: session %s could not record a pass-through request",
-                session_hash(self.id),
-                exc_info=True,
-            )
-            return -1
+        return await self._adrive(self._passthrough_plan(api, engine, body, failed is not None))
 
     def note_passthrough_deferred(
         self, api: Api, engine: str, body: Mapping[str, Any], *, failed: TelosStageError
@@ -911,24 +1033,21 @@ class SessionRuntime:
         with self.lock:
             return sorted(self._records)
 
+    def _erase_plan(self) -> _Path[None]:
+        """``erase`` as a plan: the fleet's entries first, then the session's entry, then this process."""
+        store, key = self.store, self.store_key
+        yield _FleetIO(store, fleet_io.erase_plan(key))
+        yield _Delete(store, key)
+        self._forget_here()
+
     def erase(self) -> None:
         """``Session.erase``: the fleet facts the session contributed, its entry at ``store_key`` and
         blobs, and what this process holds of it. Raises what the store raises."""
-        with self.lock:
-            fleet_io.erase(self.store, self.store_key)
-            self.store.delete(self.store_key)
-            self._forget_here()
+        self._drive(self._erase_plan())
 
     async def aerase(self) -> None:
-        """``erase`` for async code."""
-        store, key = self.store, self.store_key
-        await fleet_io.aerase(store, key)
-        if isinstance(store, AsyncSessionStore) and not store_ops(store).inline:
-            await store.adelete(key)
-        else:
-            store.delete(key)
-        with self.lock:
-            self._forget_here()
+        """``erase`` for async code (the same plan, ``_erase_plan``)."""
+        await self._adrive(self._erase_plan())
 
     def _forget_here(self) -> None:
         live.forget_warm(self)

@@ -48,16 +48,22 @@ from telos_wrap.sessions.stores.store import AsyncSessionStore, SessionStore
 
 __all__ = [
     "FleetStart",
+    "Plan",
     "aerase",
     "afleet_for",
     "apublish_learned",
+    "arun_plan",
     "digest_key",
     "erase",
+    "erase_plan",
     "fleet_for",
+    "fleet_plan",
+    "learned_plan",
     "lookup_entry",
     "note_reached",
     "publish",
     "publish_learned",
+    "run_plan",
 ]
 
 logger = logging.getLogger("telos_wrap.sessions")
@@ -75,10 +81,12 @@ MAX_CONTRIBUTED = 16
 #
 # Each store conversation of this module is written once, as a plan: a generator that yields the blob
 # operations it needs (``_Get``, ``_Put``), is sent each answer, and has each failure thrown into it
-# (so its own ``try`` handles it, as straight-line code would). ``_run`` answers with the store's sync
-# methods, ``_arun`` with its async twins (a sync-only store's in a thread), each within what is
-# left of the call's store budget (``stores/budget.py``). The sync and async entry points below are
-# thin shells over the same plan (tests/sessions/test_fleet_plans.py drives both through each).
+# (so its own ``try`` handles it, as straight-line code would). ``run_plan`` answers with the store's
+# sync methods, ``arun_plan`` with its async twins (a sync-only store's in a thread), each within what
+# is left of the call's store budget (``stores/budget.py``). The sync and async entry points below are
+# thin shells over the same plan (tests/sessions/test_fleet_plans.py drives both through each); a
+# session's request path runs the plans themselves (``fleet_plan``, ``learned_plan``, ``erase_plan``)
+# as steps of its own plans (``SessionRuntime``, tests/sessions/test_prepare_plans.py).
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +106,8 @@ class _Put:
     text: str
 
 
-_Plan = Generator[_Get | _Put, str | None, T]
+#: A plan of this module: yields ``_Get`` / ``_Put``, is sent their answers, returns a ``T``.
+Plan = Generator[_Get | _Put, str | None, T]
 
 
 class _Steps(Generic[T]):
@@ -106,7 +115,7 @@ class _Steps(Generic[T]):
 
     __slots__ = ("error", "plan", "result", "value")
 
-    def __init__(self, plan: _Plan[T]) -> None:
+    def __init__(self, plan: Plan[T]) -> None:
         self.plan = plan
         self.value: str | None = None
         self.error: Exception | None = None
@@ -123,7 +132,7 @@ class _Steps(Generic[T]):
         return op
 
 
-def _run(plan: _Plan[T], store: SessionStore) -> T:
+def run_plan(plan: Plan[T], store: SessionStore) -> T:
     """Run ``plan`` with the store's sync methods."""
     steps = _Steps(plan)
     while (op := steps.next()) is not None:
@@ -137,7 +146,7 @@ def _run(plan: _Plan[T], store: SessionStore) -> T:
     return steps.result  # type: ignore[return-value]
 
 
-async def _arun(plan: _Plan[T], store: SessionStore) -> T:
+async def arun_plan(plan: Plan[T], store: SessionStore) -> T:
     """Run ``plan`` with the store's async methods (a sync-only store's in a thread), each bounded by
     what is left of the call's store budget."""
     steps = _Steps(plan)
@@ -168,7 +177,7 @@ def _failed(breaker: StoreBreaker, exc: BaseException) -> None:
         breaker.failure(exc)
 
 
-def _lookup_plan(store: SessionStore, space: str, template: str) -> _Plan[Entry]:
+def _lookup_plan(store: SessionStore, space: str, template: str) -> Plan[Entry]:
     """What the fleet holds for ``template`` in ``space`` (none on any failure; fail open)."""
     key = fleet_id(space, template)
     breaker = breaker_of(store, key)
@@ -186,7 +195,7 @@ def _lookup_plan(store: SessionStore, space: str, template: str) -> _Plan[Entry]
 
 def lookup_entry(store: SessionStore, space: str, template: str) -> Entry:
     """``(facts, prints, lengths)`` the fleet holds for ``template`` in ``space`` (none on any failure)."""
-    return _run(_lookup_plan(store, space, template), store)
+    return run_plan(_lookup_plan(store, space, template), store)
 
 
 def _updated(
@@ -211,7 +220,7 @@ def _publish_plan(
     shape: Sequence[str] = (),
     reached: Lengths = NO_LENGTHS,
     session_id: str | None = None,
-) -> _Plan[None]:
+) -> Plan[None]:
     """See ``publish`` (fail open)."""
     key = fleet_id(space, template)
     breaker = breaker_of(store, key)
@@ -246,7 +255,7 @@ def publish(
     and the counts ``reached`` to its conversation lengths), naming ``session_id`` (a keyed digest
     of it) as their contributor; the session's ``CONTRIBUTED`` blob then lists the entry, for
     ``erase``. Never raises."""
-    _run(_publish_plan(store, space, template, new, shape, reached, session_id), store)
+    run_plan(_publish_plan(store, space, template, new, shape, reached, session_id), store)
 
 
 def _listed(text: str | None, key: str, by: str) -> str | None:
@@ -258,7 +267,7 @@ def _listed(text: str | None, key: str, by: str) -> str | None:
     return "\n".join([*entries, line])
 
 
-def _erase_plan(session_id: str) -> _Plan[int]:
+def erase_plan(session_id: str) -> Plan[int]:
     """See ``erase`` (raises what the store raises)."""
     changed = 0
     for line in ((yield _Get(session_id, CONTRIBUTED)) or "").split("\n"):
@@ -280,12 +289,12 @@ def erase(store: SessionStore, session_id: str) -> int:
     """Remove what session ``session_id`` taught the fleet: every fact it contributed to, and the
     prompt shape it stored, in each entry its ``CONTRIBUTED`` blob lists. Returns how many entries
     changed. Raises what the store raises (an erasure must not fail silently)."""
-    return _run(_erase_plan(session_id), store)
+    return run_plan(erase_plan(session_id), store)
 
 
 async def aerase(store: SessionStore, session_id: str) -> int:
     """``erase`` for async code."""
-    return await _arun(_erase_plan(session_id), store)
+    return await arun_plan(erase_plan(session_id), store)
 
 
 # -- what a session calls (the hook in ``core.py``) ------------------------------------------------
@@ -328,14 +337,14 @@ class FleetStart:
     where: tuple[str, str] | None = None
 
 
-def _fleet_plan(
+def fleet_plan(
     store: SessionStore,
     api: Api,
     body: Mapping[str, Any],
     hints: TelosHints,
     tenant: str | None,
     session_id: str | None,
-) -> _Plan[FleetStart]:
+) -> Plan[FleetStart]:
     """See ``fleet_for`` (fail open)."""
     where = _where(api, body, hints, tenant)
     if where is None:
@@ -365,7 +374,7 @@ def fleet_for(
     (``fleet_shape``), and its conversation lengths. The first conversation of an application to
     find no shape stores its own, and this process's pending length counts are published (one
     write, only then). ``tenant``: the call's tenant digest (``fleet.namespace``). Never raises."""
-    return _run(_fleet_plan(store, api, body, hints, tenant, session_id), store)
+    return run_plan(fleet_plan(store, api, body, hints, tenant, session_id), store)
 
 
 async def afleet_for(
@@ -377,7 +386,7 @@ async def afleet_for(
     session_id: str | None = None,
 ) -> FleetStart:
     """``fleet_for`` for async code."""
-    return await _arun(_fleet_plan(store, api, body, hints, tenant, session_id), store)
+    return await arun_plan(fleet_plan(store, api, body, hints, tenant, session_id), store)
 
 
 # -- conversation lengths: counted in memory, published at the next conversation's start ----------
@@ -444,7 +453,7 @@ def _note(space: str, texts: list[str] | None, theirs: Sequence[str]) -> str | N
     return None if found is None else found.note()
 
 
-def _learned_plan(
+def learned_plan(
     store: SessionStore,
     api: Api,
     body: Mapping[str, Any],
@@ -452,7 +461,8 @@ def _learned_plan(
     facts: Sequence[Fact],
     tenant: str | None,
     session_id: str | None,
-) -> _Plan[None]:
+) -> Plan[None]:
+    """See ``publish_learned`` (fail open)."""
     where = _where(api, body, hints, tenant) if facts else None
     if where is not None:
         yield from _publish_plan(store, *where, facts, session_id=session_id)
@@ -469,7 +479,7 @@ def publish_learned(
 ) -> None:
     """Publish the facts a request learned (``TurnResult.facts``) under its application, naming
     ``session_id`` as their contributor. Never raises."""
-    _run(_learned_plan(store, api, body, hints, facts, tenant, session_id), store)
+    run_plan(learned_plan(store, api, body, hints, facts, tenant, session_id), store)
 
 
 async def apublish_learned(
@@ -482,4 +492,4 @@ async def apublish_learned(
     session_id: str | None = None,
 ) -> None:
     """``publish_learned`` for async code."""
-    await _arun(_learned_plan(store, api, body, hints, facts, tenant, session_id), store)
+    await arun_plan(learned_plan(store, api, body, hints, facts, tenant, session_id), store)
