@@ -7,7 +7,12 @@ SDK would send it (``request_body``), the session is the caller's, the one the h
 implicit one of the conversation, and the session's turn runs the pipeline (lift → bridge → emit)
 once. Everything fails open: any exception of telos' sends the SDK's own request (``strict=True``
 raises); a body that turns out not to be plain JSON deep inside is read again as the SDK serializes
-it (``_Turn.unread``) before anything is given up.
+it (``_read_as_sdk``) before anything is given up.
+
+All of it is one plan (``_plan``), written once and doing no I/O itself: it yields the steps it
+needs (``patch/steps.py``: file inputs to read, the session's turn, its hooks, a pass-through to
+note) and is sent their answers. ``prepare_for_sending`` runs it with the sync driver,
+``aprepare_for_sending`` with the async one; nothing else tells a sync call from an async one.
 """
 
 from __future__ import annotations
