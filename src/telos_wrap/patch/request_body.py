@@ -37,28 +37,14 @@ __all__ = [
 logger = logging.getLogger("telos_wrap")
 
 
-#: Types of plain JSON values: never an SDK sentinel (checked first, it is most of a body's fields).
+#: Types of plain JSON values (``_top_plain``).
 _PLAIN = frozenset({str, int, float, bool, type(None), list, dict})
 
 
-class _SentinelKinds(dict[type, bool]):
-    """``kinds[type(value)]``: whether ``value`` is an SDK sentinel (``Omit`` / ``NotGiven``). Plain
-    types and the sentinel types seen are held (a hit is a look-up, no call: a body has a dozen
-    sentinel fields); any other type is answered without being kept."""
-
-    def __missing__(self, kind: type) -> bool:
-        sdk = kind.__module__.split(".")[0]
-        found = kind.__name__ in ("Omit", "NotGiven") and sdk in ("anthropic", "openai")
-        if found:
-            self[kind] = True
-        return found
-
-
-_SENTINEL_KIND = _SentinelKinds.fromkeys(_PLAIN, False)
-
-
 def _is_sentinel(value: Any) -> bool:
-    return _SENTINEL_KIND[type(value)]
+    """Whether ``value`` is an SDK sentinel: anthropic's or openai's ``Omit`` / ``NotGiven``."""
+    kind = type(value)
+    return kind.__name__ in ("Omit", "NotGiven") and kind.__module__.split(".")[0] in ("anthropic", "openai")
 
 
 def merged_body(options: Any) -> dict[str, Any] | None:
@@ -66,7 +52,7 @@ def merged_body(options: Any) -> dict[str, Any] | None:
     data = options.json_data
     if not isinstance(data, Mapping):
         return None
-    body = {key: value for key, value in data.items() if not _SENTINEL_KIND[type(value)]}
+    body = {key: value for key, value in data.items() if not _is_sentinel(value)}
     extra = options.extra_json
     if isinstance(extra, Mapping):
         # Like the SDK's _merge_mappings: extra_body wins, an Omit removes the key.
