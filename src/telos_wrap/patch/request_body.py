@@ -5,13 +5,13 @@ The request layer sees the SDK's ``FinalRequestOptions`` before the SDK serializ
 is plain JSON at the top is read as it is, with its deeper values checked by the pipeline
 (``lift/plain.py``); any other is read as the SDK itself serializes it (``sdk_json``), and those
 plain bytes are what goes out, rewritten or not. Iterables the SDK accepts for ``messages`` or
-``tools`` are listed once (``materialize``). An async client's file inputs are never read here on
-the event loop's thread (``async_route``, ``FilesToRead``).
+``tools`` are listed once (``materialize``). ``readable`` and ``as_sdk_sends`` are plans
+(``patch/steps.py``): a body's file inputs are read by the driver that runs them (``ReadFiles``),
+inline for a sync client, in a worker thread for an async one, never on the event loop's thread.
 """
 
 from __future__ import annotations
 
-import contextvars
 import logging
 from collections.abc import Mapping
 from itertools import repeat
@@ -21,11 +21,10 @@ from telos_wrap.errors import NotPlainJSON, TelosStageError, TelosUnreadableErro
 from telos_wrap.failopen import report_failure
 from telos_wrap.lift.plain import require_plain
 from telos_wrap.patch.sdk_json import sdk_plain, with_file_inputs
+from telos_wrap.patch.steps import Plan, ReadFiles
 
 __all__ = [
-    "FilesToRead",
     "as_sdk_sends",
-    "async_route",
     "materialize",
     "merged_body",
     "observed_body",
@@ -38,28 +37,14 @@ __all__ = [
 logger = logging.getLogger("telos_wrap")
 
 
-#: Types of plain JSON values: never an SDK sentinel (checked first, it is most of a body's fields).
+#: Types of plain JSON values (``_top_plain``).
 _PLAIN = frozenset({str, int, float, bool, type(None), list, dict})
 
 
-class _SentinelKinds(dict[type, bool]):
-    """``kinds[type(value)]``: whether ``value`` is an SDK sentinel (``Omit`` / ``NotGiven``). Plain
-    types and the sentinel types seen are held (a hit is a look-up, no call: a body has a dozen
-    sentinel fields); any other type is answered without being kept."""
-
-    def __missing__(self, kind: type) -> bool:
-        sdk = kind.__module__.split(".")[0]
-        found = kind.__name__ in ("Omit", "NotGiven") and sdk in ("anthropic", "openai")
-        if found:
-            self[kind] = True
-        return found
-
-
-_SENTINEL_KIND = _SentinelKinds.fromkeys(_PLAIN, False)
-
-
 def _is_sentinel(value: Any) -> bool:
-    return _SENTINEL_KIND[type(value)]
+    """Whether ``value`` is an SDK sentinel: anthropic's or openai's ``Omit`` / ``NotGiven``."""
+    kind = type(value)
+    return kind.__name__ in ("Omit", "NotGiven") and kind.__module__.split(".")[0] in ("anthropic", "openai")
 
 
 def merged_body(options: Any) -> dict[str, Any] | None:
@@ -67,7 +52,7 @@ def merged_body(options: Any) -> dict[str, Any] | None:
     data = options.json_data
     if not isinstance(data, Mapping):
         return None
-    body = {key: value for key, value in data.items() if not _SENTINEL_KIND[type(value)]}
+    body = {key: value for key, value in data.items() if not _is_sentinel(value)}
     extra = options.extra_json
     if isinstance(extra, Mapping):
         # Like the SDK's _merge_mappings: extra_body wins, an Omit removes the key.
@@ -142,7 +127,7 @@ def _top_plain(body: dict[str, Any]) -> bool:
     return type(tools) is not list or set(map(type, tools)) <= {dict}
 
 
-def readable(sdk: str, options: Any) -> tuple[Any, dict[str, Any] | None]:
+def readable(sdk: str, options: Any) -> Plan[tuple[Any, dict[str, Any] | None]]:
     """The options to send and the plain body telos reads from them (``None``: not for telos).
 
     A body that is plain JSON at the top is read as it is; any other is read as the SDK serializes
@@ -153,7 +138,7 @@ def readable(sdk: str, options: Any) -> tuple[Any, dict[str, Any] | None]:
         return options, None
     if _top_plain(body):
         return options, _reported(well_formed(body, options.url, checked=True), body, options.url)
-    return as_sdk_sends(sdk, options, body)
+    return (yield from as_sdk_sends(sdk, options, body))
 
 
 def _reported(read: dict[str, Any] | None, body: Mapping[str, Any], url: Any) -> dict[str, Any] | None:
@@ -171,36 +156,20 @@ def _reported(read: dict[str, Any] | None, body: Mapping[str, Any], url: Any) ->
     return read
 
 
-#: Set while an async client's call is routed: a body with file inputs is then not read here (that
-#: would read the files on the event loop's thread) but raises ``FilesToRead``, and the async path
-#: reads them in a worker thread as the SDK does (``sdk_json.files_read``) and routes the call again.
-async_route: contextvars.ContextVar[bool] = contextvars.ContextVar("telos_wrap_async_route", default=False)
-
-
-class FilesToRead(Exception):
-    """An async call's body has file inputs to read before it can be serialized (``async_route``).
-
-    ``body``: the body as the SDK copies it (``with_file_inputs``); a generator in the caller's body
-    was read once, into it, so the files are read from this copy, never from the caller's body."""
-
-    def __init__(self, body: Any) -> None:
-        super().__init__("file inputs to read")
-        self.body = body
-
-
-def as_sdk_sends(sdk: str, options: Any, body: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
+def as_sdk_sends(sdk: str, options: Any, body: dict[str, Any]) -> Plan[tuple[Any, dict[str, Any] | None]]:
     """``body`` as the SDK serializes it (``patch/sdk_json.py``), and options that send exactly that.
 
-    If the SDK's serializer rejects a value, the request goes out as built (the SDK then raises its
-    own error), with a log line saying so; nothing is guessed.
+    The body is copied as the SDK copies it (a generator in it is read once, into the copy: the copy
+    is what is serialized from then on); its file inputs, if any, are read by the driver
+    (``ReadFiles``). If the SDK rejects a value (its copy, a file read or its serializer raises), the
+    request goes out as built (the SDK then raises its own error), with a log line saying so;
+    nothing is guessed.
     """
-    if async_route.get():
+    try:
         copied, files = with_file_inputs(sdk, body)
         if files:
-            raise FilesToRead(copied)
-        body = copied
-    try:
-        plain = sdk_plain(sdk, body)
+            copied = yield ReadFiles(sdk, copied)
+        plain = sdk_plain(sdk, copied)
     except Exception as exc:
         logger.warning(
             "telos_wrap: the %s SDK cannot serialize this request's body (%s); telos leaves it as "

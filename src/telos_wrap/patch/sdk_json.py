@@ -14,9 +14,10 @@ that plain body is what telos prepares — and what goes out, rewritten or not:
 * openai 2.x: the HTTP library's ``json=`` encoding (the standard encoder, compact, no NaN), after the
   SDK's own ``maybe_transform`` already ran in the resource method.
 
-An async client's file inputs (a ``pathlib.Path`` as a base64 source's ``data``, anthropic >= 1) are
-read the way the SDK reads them there, in a worker thread (``files_read``, its
-``async_prepare_request_data``), before the body is serialized: never on the event loop's thread.
+File inputs (a ``pathlib.Path`` as a base64 source's ``data``, anthropic >= 1) are found first
+(``with_file_inputs``) and read the way the SDK reads them, before the body is serialized: inline for
+a sync client (``read_files``, its ``prepare_request_data``), in a worker thread for an async one
+(``aread_files``, its ``async_prepare_request_data``), never on the event loop's thread.
 
 The text is read back with the standard decoder. Read back, every value is what the SDK would have
 sent, so sending the plain body gives the SDK's own bytes below the cacheable minimum, and the SDK
@@ -33,7 +34,7 @@ from typing import Any
 from telos_wrap.ir.canon import compact_json_encoder
 from telos_wrap.private_api import sdk_helper
 
-__all__ = ["files_read", "sdk_plain", "with_file_inputs"]
+__all__ = ["aread_files", "read_files", "sdk_plain", "with_file_inputs"]
 
 #: The HTTP library's ``json=`` encoding (httpx >= 0.28: compact, UTF-8 kept, no NaN).
 _HTTP_JSON = compact_json_encoder(sort_keys=False, allow_nan=False)
@@ -80,9 +81,15 @@ def with_file_inputs(sdk: str, body: Mapping[str, Any]) -> tuple[Any, bool]:
     return root[0], bool(slots)
 
 
-async def files_read(sdk: str, body: Mapping[str, Any]) -> Any:
-    """``body`` (``with_file_inputs``' copy) with its file inputs read as the SDK reads them for an
-    async client (in a worker thread: its ``async_prepare_request_data``); the rest as the SDK
-    prepares it."""
+def read_files(sdk: str, body: Mapping[str, Any]) -> Any:
+    """``body`` (``with_file_inputs``' copy) with its file inputs read as the SDK reads them for a
+    sync client (inline: its ``prepare_request_data``); the rest as the SDK prepares it."""
+    prepare = sdk_helper(sdk, "prepare_request_data")
+    return prepare(dict(body), location="body")
+
+
+async def aread_files(sdk: str, body: Mapping[str, Any]) -> Any:
+    """``read_files`` for an async client: the files read as the SDK reads them there (in a worker
+    thread: its ``async_prepare_request_data``)."""
     prepare = sdk_helper(sdk, "async_prepare_request_data")
     return await prepare(dict(body), location="body")

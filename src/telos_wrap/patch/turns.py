@@ -7,13 +7,18 @@ SDK would send it (``request_body``), the session is the caller's, the one the h
 implicit one of the conversation, and the session's turn runs the pipeline (lift → bridge → emit)
 once. Everything fails open: any exception of telos' sends the SDK's own request (``strict=True``
 raises); a body that turns out not to be plain JSON deep inside is read again as the SDK serializes
-it (``_Turn.unread``) before anything is given up.
+it (``_read_as_sdk``) before anything is given up.
+
+All of it is one plan (``_plan``), written once and doing no I/O itself: it yields the steps it
+needs (``patch/steps.py``: file inputs to read, the session's turn, its hooks, a pass-through to
+note) and is sent their answers. ``prepare_for_sending`` runs it with the sync driver,
+``aprepare_for_sending`` with the async one; nothing else tells a sync call from an async one.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,16 +38,9 @@ from telos_wrap.patch.calls import (
     read_hint_header,
 )
 from telos_wrap.patch.observers import OBSERVERS
-from telos_wrap.patch.request_body import (
-    FilesToRead,
-    as_sdk_sends,
-    async_route,
-    materialize,
-    plain_body,
-    readable,
-)
+from telos_wrap.patch.request_body import as_sdk_sends, materialize, plain_body, readable
 from telos_wrap.patch.routing import Route, route_request
-from telos_wrap.patch.sdk_json import files_read
+from telos_wrap.patch.steps import Hooks, NotePassthrough, Plan, PrepareTurn, arun, run
 from telos_wrap.pipeline import Prepared, PrepareOptions, prepare, time_budget
 from telos_wrap.private_api import asyncio_loop_running, client_custom_headers, sdk_omit_type
 from telos_wrap.sessions import Session, current_session, default_store, implicit_session, named_session
@@ -152,9 +150,24 @@ def resolve_session(
 
 
 @dataclass(frozen=True, slots=True)
-class _Turn:
-    """A call that needs its session: what ``_route`` decided, for the sync or async finish."""
+class _Call:
+    """What the route of a call decided before its body was read: what makes its turn again for the
+    body as the SDK serializes it (``_read_as_sdk``)."""
 
+    sdk: str
+    client: Any
+    route: Route
+    hints: TelosHints  # the call's own hints, before its session's are merged over them
+    carried: BuiltIn
+    named: str | None
+    observe_only: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Turn:
+    """A call that needs its session: what ``_route`` decided, for its preparation (``_prepare_turn``)."""
+
+    call: _Call
     options: Any
     api: Api
     engine_name: str
@@ -164,33 +177,6 @@ class _Turn:
     is_turn: bool  # False for a token count or a compaction: rewritten, never a turn of the session
     prepare_options: PrepareOptions | None  # None: telos is disabled for this call (pass-through)
     tenant: str  # the call's tenant digest (``tenant_of``): scopes fleet learning
-    #: The same call made for its body as the SDK serializes it (``None``: it cannot be read); given
-    #: a body whose file inputs were read already, for that body.
-    read_as_sdk: Callable[[dict[str, Any] | None], _Turn | None]
-    sdk: str
-
-    def unread(self, error: TelosStageError) -> _Turn | None:
-        """The turn to prepare instead when ``error`` says the body is not plain JSON, else ``None``."""
-        if not isinstance(error.__cause__, NotPlainJSON):
-            return None
-        logger.debug("telos_wrap: %s; reading the body as the SDK serializes it", error.__cause__)
-        return self.read_as_sdk(None)
-
-    async def aunread(self, error: TelosStageError) -> _Turn | None:
-        """``unread`` for an async client: file inputs deep in the body (a later message's image
-        given as a path) are read in a worker thread, as the SDK reads them there, never on the
-        event loop's thread (``async_route``)."""
-        if not isinstance(error.__cause__, NotPlainJSON):
-            return None
-        logger.debug("telos_wrap: %s; reading the body as the SDK serializes it", error.__cause__)
-        token = async_route.set(True)
-        try:
-            return self.read_as_sdk(None)
-        except FilesToRead as files:
-            copied = files.body
-        finally:
-            async_route.reset(token)
-        return self.read_as_sdk(await files_read(self.sdk, copied))
 
     def context(self, index: int) -> CallContext | None:
         """The context of a request sent as the SDK built it; ``None`` if its engine cannot be had.
@@ -228,8 +214,9 @@ class _Turn:
         return self.is_turn and error.stage != "session.store"
 
 
-def _route(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None, _Turn | None]:
-    """Everything before the session's I/O: hints, route, body, session. No store access."""
+def _route(sdk: str, client: Any, options: Any) -> Plan[tuple[Any, _Turn | None]]:
+    """Everything before the session's I/O: hints, route, body, session. No store access; the body's
+    file inputs, if it must be read as the SDK serializes it, are read by the driver (``ReadFiles``)."""
     config = current_config()
     try:
         options, header = _strip_hint_header(materialize(options))
@@ -237,51 +224,43 @@ def _route(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None
         hints, carried = read_hint_header(header)
     except Exception as exc:  # a telos bug must never break the call
         report_failure(TelosStageError("hint", exc))
-        return options, None, None
+        return options, None
     try:
         route: Route | None = route_request(
             sdk, options.method, options.url, str(client.base_url), hints, config
         )
     except Exception as exc:
         report_failure(TelosStageError("route", exc))
-        return options, None, None
+        return options, None
     if route is None:
-        return options, None, None
+        return options, None
     # Observe only (record() without patch(), or patch(enabled=False)): the request goes out as the
     # SDK built it; with no observer there is nothing to do at all.
     observe_only = not config.enabled or not rewriting()
     if observe_only and not OBSERVERS:
-        return options, None, None
+        return options, None
     if observe_only:  # a recording sees the request as the SDK builds it; nothing is read for sending
         body = plain_body(options)
     else:
-        options, body = readable(sdk, options)
+        options, body = yield from readable(sdk, options)
     if body is None:
-        return options, None, None
-    return options, None, _turn(sdk, client, options, body, route, hints, carried, named, observe_only)
+        return options, None
+    call = _Call(sdk, client, route, hints, carried, named, observe_only)
+    return options, _turn(call, options, body)
 
 
-def _turn(
-    sdk: str,
-    client: Any,
-    options: Any,
-    body: dict[str, Any],
-    route: Route,
-    hints: TelosHints,
-    carried: BuiltIn,
-    named: str | None,
-    observe_only: bool,
-) -> _Turn:
-    """The call's turn, for ``body`` (``options`` send it); ``_Turn.read_as_sdk`` makes it again for
-    the body as the SDK serializes it."""
+def _turn(call: _Call, options: Any, body: dict[str, Any]) -> _Turn:
+    """The call's turn, for ``body`` (``options`` send it)."""
     config = current_config()
-    raw_hints = hints
-    raw_tenant = tenant_of(client, hints)
-    session = runtime_of(resolve_session(route.api, body, hints, carried, named, client, tenant=raw_tenant))
-    hints = hints.merged_over(session.hints)
+    client, route = call.client, call.route
+    raw_tenant = tenant_of(client, call.hints)
+    session = runtime_of(
+        resolve_session(route.api, body, call.hints, call.carried, call.named, client, tenant=raw_tenant)
+    )
+    hints = call.hints.merged_over(session.hints)
     strict = session.strict if session.strict is not None else config.strict
     prepare_options = None
-    if not (hints.disable or observe_only):
+    if not (hints.disable or call.observe_only):
         prepare_options = PrepareOptions(
             engine=route.engine,
             hints=hints,
@@ -292,101 +271,89 @@ def _turn(
             only_what_pays=config.only_what_pays,
         )
     is_turn = route.turn and not route.count_only
-    tenant = raw_tenant if hints.isolation == raw_hints.isolation else tenant_of(client, hints)
+    tenant = raw_tenant if hints.isolation == call.hints.isolation else tenant_of(client, hints)
     # A named session binds to its first call's tenant (sessions/tenancy.py); no I/O here.
     if not session.bound:
         session.bind_tenant(space_of(hints.isolation, tenant))
-
-    def again(files_read: dict[str, Any] | None) -> _Turn | None:
-        # ``as_sdk_sends`` sends the body it read (``json_data``, no ``extra_json``) in either case.
-        read, plain = as_sdk_sends(sdk, options, body if files_read is None else files_read)
-        if plain is None:
-            return None
-        return _turn(sdk, client, read, plain, route, raw_hints, carried, named, observe_only)
-
     return _Turn(
-        options, route.api, route.engine, body, session, strict, is_turn, prepare_options, tenant, again, sdk
+        call, options, route.api, route.engine, body, session, strict, is_turn, prepare_options, tenant
     )
 
 
-def _guarded(
-    prepare_call: Callable[[str, Any, Any], tuple[Any, CallContext | None]],
-) -> Callable[[str, Any, Any], tuple[Any, CallContext | None]]:
-    """``prepare_call`` that fails open on *any* exception of telos' (a bug outside the stages too):
-    the SDK's request goes out as built. A ``TelosStageError`` passes: only ``strict`` raises one."""
-
-    def guarded(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None]:
-        try:
-            options = materialize(options)  # a generator is read once: what is sent is this list
-            return prepare_call(sdk, client, options)
-        except TelosStageError:
-            raise
-        except Exception as exc:
-            report_failure(TelosStageError("prepare", exc))
-            return options, None
-
-    return guarded
+def _read_as_sdk(turn: _Turn, error: TelosStageError) -> Plan[_Turn | None]:
+    """The turn to prepare instead when ``error`` says the body is not plain JSON deep inside (a
+    later message's value the SDK would serialize its own way): the same call for its body as the SDK
+    serializes it. ``None``: another error, or the SDK cannot serialize the body either."""
+    if not isinstance(error.__cause__, NotPlainJSON):
+        return None
+    logger.debug("telos_wrap: %s; reading the body as the SDK serializes it", error.__cause__)
+    # ``as_sdk_sends`` sends the body it read (``json_data``, no ``extra_json``).
+    options, plain = yield from as_sdk_sends(turn.call.sdk, turn.options, turn.body)
+    return None if plain is None else _turn(turn.call, options, plain)
 
 
-def _aguarded(
-    prepare_call: Callable[[str, Any, Any], Awaitable[tuple[Any, CallContext | None]]],
-) -> Callable[[str, Any, Any], Awaitable[tuple[Any, CallContext | None]]]:
-    """:func:`_guarded` for the async request layer."""
+def _plan(sdk: str, client: Any, options: Any) -> Plan[tuple[Any, CallContext | None]]:
+    """One call's route and preparation, for either driver (``patch/steps.py``): the options to send
+    and the call's context.
 
-    async def guarded(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None]:
-        try:
-            options = materialize(options)
-            return await prepare_call(sdk, client, options)
-        except TelosStageError:
-            raise
-        except Exception as exc:
-            report_failure(TelosStageError("prepare", exc))
-            return options, None
-
-    return guarded
-
-
-@_guarded
-def prepare_for_sending(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None]:
-    """Rewrite ``options`` for sending; returns the options to send and the call's context."""
-    with time_budget(current_config().time_budget):
-        return _prepare_within_budget(sdk, client, options)
+    Fails open on *any* exception of telos' (a bug outside the stages too): the SDK's request goes
+    out as built. A ``TelosStageError`` passes: only ``strict`` raises one."""
+    try:
+        options = materialize(options)  # a generator is read once: what is sent is this list
+        sent, turn = yield from _route(sdk, client, options)
+        if turn is None:
+            return sent, None
+        return (yield from _prepare_turn(turn, again=True))
+    except TelosStageError:
+        raise
+    except Exception as exc:
+        report_failure(TelosStageError("prepare", exc))
+        return options, None
 
 
-def _prepare_within_budget(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None]:
-    options, ctx, turn = _route(sdk, client, options)
-    if turn is None:
-        return options, ctx
-    return _prepare_turn(turn, again=True)
-
-
-def _prepare_turn(turn: _Turn, *, again: bool) -> tuple[Any, CallContext | None]:
-    options = turn.options
+def _prepare_turn(turn: _Turn, *, again: bool) -> Plan[tuple[Any, CallContext | None]]:
+    """The turn prepared in its session (``again``: read the body as the SDK serializes it and try
+    once more if it turns out not to be plain JSON deep inside)."""
     session, po = turn.session, turn.prepare_options
     if po is None:
-        index = session.note_passthrough(turn.api, turn.engine_name, turn.body) if turn.is_turn else -1
-        return options, turn.context(index)
+        index = (
+            (yield NotePassthrough(session, turn.api, turn.engine_name, turn.body)) if turn.is_turn else -1
+        )
+        return turn.options, turn.context(index)
     try:
         if not turn.is_turn:
-            return turn.rewritten(-1, prepare(turn.api, turn.body, po, session.hooks(strict=turn.strict)))
+            hooks = yield Hooks(session, turn.strict)
+            return turn.rewritten(-1, prepare(turn.api, turn.body, po, hooks))
         return turn.rewritten(
-            *session.prepare_request(turn.api, turn.body, po, strict=turn.strict, tenant=turn.tenant)
+            *(yield PrepareTurn(session, turn.api, turn.body, po, turn.strict, turn.tenant))
         )
     except TelosStageError as error:
-        read = turn.unread(error) if again else None
+        read = (yield from _read_as_sdk(turn, error)) if again else None
         if read is not None:
-            return _prepare_turn(read, again=False)
-        record = turn.failed(error)
-        index = (
-            session.note_passthrough(turn.api, turn.engine_name, turn.body, failed=error) if record else -1
-        )
-        return options, turn.context(index)
+            return (yield from _prepare_turn(read, again=False))
+        if turn.failed(error):
+            index = yield NotePassthrough(session, turn.api, turn.engine_name, turn.body, error)
+        elif turn.is_turn and isinstance(error.__cause__, StoreTimeSpent):
+            # No store time left for the session's plan (an async call's store budget, ``budget.py``):
+            # counted without the store (written with the session's next write).
+            index = session.note_passthrough_deferred(turn.api, turn.engine_name, turn.body, failed=error)
+        else:
+            index = -1
+        return turn.options, turn.context(index)
 
 
-@_aguarded
+def prepare_for_sending(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None]:
+    """Rewrite ``options`` for sending; returns the options to send and the call's context.
+
+    The call's plan (``_plan``) run by the sync driver: file inputs read inline, as the sync SDK
+    reads them, and the session's store I/O done on this thread."""
+    with time_budget(current_config().time_budget):
+        return run(_plan(sdk, client, options))
+
+
 async def aprepare_for_sending(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None]:
-    """``prepare_for_sending`` for async clients: the session's store I/O is awaited, never
-    blocking the loop.
+    """``prepare_for_sending`` for async clients: the same plan run by the async driver, the file
+    inputs read in a worker thread and the session's store I/O awaited, never blocking the loop.
 
     The sessions' async paths are asyncio's (locks, the breaker's race, ``to_thread``). On another
     event loop the SDKs run on through anyio (trio), the call is prepared by the sync path in one of
@@ -398,56 +365,7 @@ async def aprepare_for_sending(sdk: str, client: Any, options: Any) -> tuple[Any
 
         return await to_thread.run_sync(prepare_for_sending, sdk, client, options)
     with time_budget(current_config().time_budget):
-        return await _aprepare_within_budget(sdk, client, options)
-
-
-async def _aprepare_within_budget(sdk: str, client: Any, options: Any) -> tuple[Any, CallContext | None]:
-    token = async_route.set(True)
-    try:
-        options, ctx, turn = _route(sdk, client, options)
-    except FilesToRead as files:
-        read = await files_read(sdk, files.body)
-        options = options.model_copy(update={"json_data": read, "extra_json": None})
-        options, ctx, turn = _route(sdk, client, options)
-    finally:
-        async_route.reset(token)
-    if turn is None:
-        return options, ctx
-    return await _aprepare_turn(turn, again=True)
-
-
-async def _aprepare_turn(turn: _Turn, *, again: bool) -> tuple[Any, CallContext | None]:
-    options = turn.options
-    session, po = turn.session, turn.prepare_options
-    if po is None:
-        index = (
-            await session.note_passthrough_async(turn.api, turn.engine_name, turn.body)
-            if turn.is_turn
-            else -1
-        )
-        return options, turn.context(index)
-    try:
-        if not turn.is_turn:
-            hooks = await session.ahooks(strict=turn.strict)
-            return turn.rewritten(-1, prepare(turn.api, turn.body, po, hooks))
-        return turn.rewritten(
-            *await session.prepare_request_async(
-                turn.api, turn.body, po, strict=turn.strict, tenant=turn.tenant
-            )
-        )
-    except TelosStageError as error:
-        read = await turn.aunread(error) if again else None
-        if read is not None:
-            return await _aprepare_turn(read, again=False)
-        record = turn.failed(error)
-        if record:
-            index = await session.note_passthrough_async(turn.api, turn.engine_name, turn.body, failed=error)
-        elif turn.is_turn and isinstance(error.__cause__, StoreTimeSpent):
-            # No store time left for the session's plan: counted without the store (written later).
-            index = session.note_passthrough_deferred(turn.api, turn.engine_name, turn.body, failed=error)
-        else:
-            index = -1
-        return options, turn.context(index)
+        return await arun(_plan(sdk, client, options))
 
 
 def _includes_usage(body: Mapping[str, Any]) -> bool:
