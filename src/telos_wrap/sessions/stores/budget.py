@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 import contextvars
 from collections.abc import Coroutine, Iterator
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 __all__ = ["GRACE", "StoreBudgetExceeded", "StoreTimeSpent", "acquire", "bounded", "opened", "remaining"]
 
@@ -109,7 +109,15 @@ def _retrieve(task: asyncio.Future[Any]) -> None:
         task.exception()
 
 
-async def acquire(lock: asyncio.Lock) -> None:
+class Acquirable(Protocol):
+    """A lock a plan waits for on the event loop (``asyncio.Lock``, ``drivers.PlanLock``)."""
+
+    async def acquire(self) -> bool:
+        """Wait until the lock is this task's."""
+        ...
+
+
+async def acquire(lock: Acquirable) -> None:
     """Acquire ``lock`` within what is left of the budget (another call of the session holds it
     while it waits on the store); ``StoreBudgetExceeded`` past it."""
     left = remaining()
