@@ -39,7 +39,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, TypeGuard, TypeVar
 
 from telos_wrap.bridge import BridgeOptions
@@ -113,54 +113,44 @@ def _awaits(store: SessionStore) -> TypeGuard[AsyncSessionStore]:
 # reporting) runs outside it.
 
 
+@dataclass(frozen=True, slots=True)
 class _StateIO:
     """Run a store plan of the session's state (``SessionRuntime._plan``); answered with its result."""
 
-    __slots__ = ("plan",)
-
-    def __init__(self, plan: Generator[StoreOp, Any, Any]) -> None:
-        self.plan = plan
+    plan: Generator[StoreOp, Any, Any]
 
 
+@dataclass(frozen=True, slots=True)
 class _FleetIO:
     """Run a plan of fleet learning's store I/O (``fleet_io.Plan``) on ``store``; answered with its result."""
 
-    __slots__ = ("plan", "store")
-
-    def __init__(self, store: SessionStore, plan: fleet_io.Plan[Any]) -> None:
-        self.store = store
-        self.plan = plan
+    store: SessionStore
+    plan: fleet_io.Plan[Any]
 
 
+@dataclass(frozen=True, slots=True)
 class _PutBlob:
     """Write ``text`` as blob ``name`` of entry ``key`` of ``store``; answered with ``None``."""
 
-    __slots__ = ("key", "name", "store", "text")
-
-    def __init__(self, store: SessionStore, key: str, name: str, text: str) -> None:
-        self.store = store
-        self.key = key
-        self.name = name
-        self.text = text
+    store: SessionStore
+    key: str
+    name: str
+    text: str
 
 
+@dataclass(frozen=True, slots=True)
 class _Carry:
     """Run a store plan of the state as it is, without settling first (``_settle_plan``'s own)."""
 
-    __slots__ = ("plan",)
-
-    def __init__(self, plan: Generator[StoreOp, Any, Any]) -> None:
-        self.plan = plan
+    plan: Generator[StoreOp, Any, Any]
 
 
+@dataclass(frozen=True, slots=True)
 class _Delete:
     """Delete entry ``key`` of ``store`` (erasure); answered with ``None``."""
 
-    __slots__ = ("key", "store")
-
-    def __init__(self, store: SessionStore, key: str) -> None:
-        self.store = store
-        self.key = key
+    store: SessionStore
+    key: str
 
 
 class _Unlocked:
