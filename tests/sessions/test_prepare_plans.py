@@ -280,38 +280,3 @@ def test_the_lock_is_held_over_store_calls_only_on_the_sync_path(driver: str) ->
         assert free == [False] * (turn + 1) + [True] * (len(free) - turn - 1)
     else:
         assert all(free)
-
-
-def _two_loops_at_once(store: Recording) -> SessionRuntime:
-    """One session's first request prepared by two threads at once, each with its own event loop."""
-    runtime = _session(store, "two-loops")
-    runtime.fleet_learning = False
-    barrier = threading.Barrier(2)
-    failures: list[BaseException] = []
-
-    def call() -> None:
-        barrier.wait()
-        try:
-            _prepare(runtime, "async", _body(1, 0))
-        except BaseException as exc:  # reported below, not lost in the thread
-            failures.append(exc)
-
-    threads = [threading.Thread(target=call) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not failures
-    return runtime
-
-
-@pytest.mark.parametrize("made", [RecordingAsync, Recording], ids=["async-twins", "sync-only"])
-def test_two_event_loops_on_one_session_count_every_request(made: type[Recording]) -> None:
-    """Two threads, each with its own event loop, prepare a request of one session at once: both
-    are counted. (Each loop has its own plan lock; plans of two loops used to run at once on one
-    state, and one took the other's write, marked with the later sequence number, for its own:
-    1 of 5 tries lost a count with async twins, 4 of 5 on a sync-only store.)"""
-    for _ in range(5):
-        store = made()
-        runtime = _two_loops_at_once(store)
-        assert runtime.read().requests == 2, store.calls

@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 import contextvars
 from collections.abc import Coroutine, Iterator
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 __all__ = ["GRACE", "StoreBudgetExceeded", "StoreTimeSpent", "acquire", "bounded", "opened", "remaining"]
 
@@ -109,15 +109,7 @@ def _retrieve(task: asyncio.Future[Any]) -> None:
         task.exception()
 
 
-class Acquirable(Protocol):
-    """A lock a plan waits for on the event loop (``asyncio.Lock``, ``drivers.PlanLock``)."""
-
-    async def acquire(self) -> bool:
-        """Wait until the lock is this task's."""
-        ...
-
-
-async def acquire(lock: Acquirable) -> None:
+async def acquire(lock: asyncio.Lock) -> None:
     """Acquire ``lock`` within what is left of the budget (another call of the session holds it
     while it waits on the store); ``StoreBudgetExceeded`` past it."""
     left = remaining()

@@ -12,7 +12,6 @@ the plans free of both).
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 import weakref
 from collections.abc import Callable, Coroutine, Generator
@@ -28,7 +27,7 @@ from telos_wrap.sessions.stores.budget import StoreBudgetExceeded, StoreTimeSpen
 from telos_wrap.sessions.stores.store import SessionStore, StoreOps, store_ops
 from telos_wrap.sessions.sync.plans import ABANDONED, LOAD, Failed, GetBlob, Sleep, StateSync, StoreOp, Swap
 
-__all__ = ["AsyncLocks", "Host", "Owner", "PlanLock", "arun", "load_pins", "put_pin", "read_state", "run"]
+__all__ = ["AsyncLocks", "Host", "Owner", "arun", "load_pins", "put_pin", "read_state", "run"]
 
 T = TypeVar("T")
 
@@ -112,7 +111,7 @@ async def arun(
     store: SessionStore,
     breaker: StoreBreaker,
     session_id: str,
-    lock: PlanLock,
+    lock: asyncio.Lock,
 ) -> T:
     """Run a plan with the store's async methods, under ``lock`` (one plan per session at a time).
 
@@ -209,63 +208,20 @@ def put_pin(sync: StateSync, store: SessionStore, key: str, text: str, store_key
     sync.blobs[key] = share(text)
 
 
-#: How long a plan waits before it looks again whether another event loop's plan of its session is
-#: done (seconds). Only two loops of one session at once ever wait here.
-_OTHER_LOOP_POLL = 0.001
-
-
-class PlanLock:
-    """A session's plan lock for one event loop: that loop's ``asyncio.Lock`` (its tasks queue there, in
-    order), then a lock shared by every loop of the session, so plans of two loops (two threads, each
-    with its own loop) never run at once on one state. The shared one is a ``threading.Lock`` taken
-    without blocking the loop: looked at again every millisecond while another loop's plan holds it.
-    """
-
-    __slots__ = ("_across", "_loop")
-
-    def __init__(self, loop_lock: asyncio.Lock, across: threading.Lock) -> None:
-        self._loop = loop_lock
-        self._across = across
-
-    async def acquire(self) -> bool:
-        """Wait for this loop's turn, then for other loops' plans of the session (cancellable)."""
-        await self._loop.acquire()
-        try:
-            while not self._across.acquire(blocking=False):
-                await asyncio.sleep(_OTHER_LOOP_POLL)
-        except BaseException:
-            self._loop.release()
-            raise
-        return True
-
-    def release(self) -> None:
-        """Let the next plan of the session run (this loop's next first)."""
-        self._across.release()
-        self._loop.release()
-
-    async def __aenter__(self) -> None:
-        await self.acquire()
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.release()
-
-
 class AsyncLocks:
-    """A session's ``PlanLock`` for each event loop it is used from (a session may be used from several
-    loops, each in its own thread: their plans take turns)."""
+    """One ``asyncio.Lock`` per event loop (a session may be used from several loops)."""
 
     def __init__(self) -> None:
-        self._across = threading.Lock()
-        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, PlanLock] = (
+        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
         )
 
-    def get(self) -> PlanLock:
+    def get(self) -> asyncio.Lock:
         """The running loop's lock."""
         loop = asyncio.get_running_loop()
         lock = self._locks.get(loop)
         if lock is None:
-            lock = self._locks[loop] = PlanLock(asyncio.Lock(), self._across)
+            lock = self._locks[loop] = asyncio.Lock()
         return lock
 
 
